@@ -1,0 +1,1 @@
+"""Pure analysis: capacity, fragmentation, placement, queue orders, idle-time accounting, advice."""
