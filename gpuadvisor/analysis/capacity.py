@@ -10,20 +10,29 @@ from __future__ import annotations
 
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job
 
+NodeKind = tuple[int, str, tuple[tuple[int, ...], ...], int, int]
+"""What never changes about a node, less its name: (GPUs, model, topology groups, CPU, memory)."""
+
+NodeState = tuple[NodeKind, tuple[int, ...], int, int]
+"""A node's kind, free milli per GPU, free CPU milli and free memory MiB."""
+
 
 class Capacity:
     """Free GPU milli per (node, GPU), free whole GPUs per node, free CPU and memory per node."""
 
     __slots__ = (
+        "_classes",
+        "_kind",
+        "_state_of",
         "cluster",
-        "free_milli",
-        "whole_free",
         "cpu_free",
-        "mem_free",
+        "free_milli",
         "hist",
+        "mem_free",
         "model_of",
-        "used_milli",
         "partial_nodes",
+        "used_milli",
+        "whole_free",
     )
 
     def __init__(self, cluster: Cluster) -> None:
@@ -40,6 +49,11 @@ class Capacity:
             self.hist.setdefault(n.gpu_model, [0] * width)[n.gpus] += 1
         self.used_milli = 0
         self.partial_nodes = 0  # nodes with a GPU that is neither wholly free nor wholly used
+        self._kind: list[NodeKind] = [
+            (n.gpus, n.gpu_model, n.topology_groups, n.cpu_milli, n.memory_mib) for n in nodes
+        ]
+        self._state_of: list[NodeState] | None = None  # built on first use of state_classes()
+        self._classes: dict[NodeState, dict[int, None]] | None = None
 
     def copy(self) -> Capacity:
         new = Capacity.__new__(Capacity)
@@ -52,6 +66,9 @@ class Capacity:
         new.hist = {k: list(v) for k, v in self.hist.items()}
         new.used_milli = self.used_milli
         new.partial_nodes = self.partial_nodes
+        new._kind = self._kind
+        new._state_of = None
+        new._classes = None
         return new
 
     # -- totals -------------------------------------------------------------------------
@@ -74,9 +91,10 @@ class Capacity:
         """Whether node ``node`` can host one of ``job``'s per-node parts now."""
         if job.gpu_models and self.model_of[node] not in job.gpu_models:
             return False
-        if job.cpu_milli and self.cpu_free[node] < job.cpu_milli and self.cluster.nodes[node].cpu_milli:
+        spec = self.cluster.nodes[node]
+        if job.cpu_milli and self.cpu_free[node] < job.cpu_milli and spec.cpu_milli:
             return False
-        if job.memory_mib and self.mem_free[node] < job.memory_mib and self.cluster.nodes[node].memory_mib:
+        if job.memory_mib and self.mem_free[node] < job.memory_mib and spec.memory_mib:
             return False
         if job.gpu_milli < MILLI_PER_GPU:
             return any(f >= job.gpu_milli for f in self.free_milli[node])
@@ -89,8 +107,11 @@ class Capacity:
 
     def fits(self, job: Job) -> bool:
         """Whether ``job`` could start now somewhere (gang: all of its nodes at once)."""
-        if job.gpus and job.gpu_milli == MILLI_PER_GPU and job.nodes == 1 and not (
-            job.cpu_milli or job.memory_mib
+        if (
+            job.gpus
+            and job.gpu_milli == MILLI_PER_GPU
+            and job.nodes == 1
+            and not (job.cpu_milli or job.memory_mib)
         ):
             g = job.gpus
             for model, counts in self.hist.items():
@@ -115,29 +136,91 @@ class Capacity:
     def release(self, job: Job, allocation: Allocation) -> None:
         self._apply(job, allocation, +1)
 
-    def _apply(self, job: Job, allocation: Allocation, sign: int) -> None:
+    def withhold(self, job: Job, allocation: Allocation) -> None:
+        """Take ``allocation`` out of the free capacity as far as it is free (clamped at zero).
+
+        Used to mask GPUs that a reservation will need: a reserved GPU that is busy now stays
+        busy, a free one becomes unavailable to jobs that would still hold it at that time.
+        """
         milli = allocation.milli
         for node, gpus in allocation.parts:
             free = self.free_milli[node]
-            before_whole = self.whole_free[node]
-            before_partial = any(0 < f < MILLI_PER_GPU for f in free)
-            for g in gpus:
-                value = free[g] + sign * milli
-                if not 0 <= value <= MILLI_PER_GPU:
-                    raise ValueError(
-                        f"allocation of job {job.job_id!r} over-commits GPU {g} of node {node}"
-                    )
-                free[g] = value
-            after_whole = sum(1 for f in free if f == MILLI_PER_GPU)
-            if after_whole != before_whole:
-                counts = self.hist[self.model_of[node]]
-                counts[before_whole] -= 1
-                counts[after_whole] += 1
-                self.whole_free[node] = after_whole
-            after_partial = any(0 < f < MILLI_PER_GPU for f in free)
-            self.partial_nodes += int(after_partial) - int(before_partial)
+            taken = [(g, min(free[g], milli)) for g in gpus]
+            if any(t for _, t in taken):
+                self._apply_node(node, [(g, -t) for g, t in taken])
+            if self.cluster.nodes[node].cpu_milli:
+                self.cpu_free[node] = max(0, self.cpu_free[node] - job.cpu_milli)
+            if self.cluster.nodes[node].memory_mib:
+                self.mem_free[node] = max(0, self.mem_free[node] - job.memory_mib)
+            self._restate(node)
+
+    def _apply_node(self, node: int, changes: list[tuple[int, int]]) -> None:
+        """Add ``delta`` milli to each listed GPU of ``node``, keeping every index in step."""
+        free = self.free_milli[node]
+        before_whole = self.whole_free[node]
+        before_partial = any(0 < f < MILLI_PER_GPU for f in free)
+        for g, delta in changes:
+            value = free[g] + delta
+            if not 0 <= value <= MILLI_PER_GPU:
+                raise ValueError(f"GPU {g} of node {node} would hold {value} free milli")
+            free[g] = value
+            self.used_milli -= delta
+        after_whole = sum(1 for f in free if f == MILLI_PER_GPU)
+        if after_whole != before_whole:
+            counts = self.hist[self.model_of[node]]
+            counts[before_whole] -= 1
+            counts[after_whole] += 1
+            self.whole_free[node] = after_whole
+        after_partial = any(0 < f < MILLI_PER_GPU for f in free)
+        self.partial_nodes += int(after_partial) - int(before_partial)
+
+    def _apply(self, job: Job, allocation: Allocation, sign: int) -> None:
+        delta = sign * allocation.milli
+        for node, gpus in allocation.parts:
+            try:
+                self._apply_node(node, [(g, delta) for g in gpus])
+            except ValueError as exc:
+                raise ValueError(f"job {job.job_id!r}: {exc} (allocation over-commits)") from None
             if self.cluster.nodes[node].cpu_milli:
                 self.cpu_free[node] += sign * job.cpu_milli
             if self.cluster.nodes[node].memory_mib:
                 self.mem_free[node] += sign * job.memory_mib
-            self.used_milli -= sign * milli * len(gpus)
+            self._restate(node)
+
+    # -- nodes grouped by state -----------------------------------------------------------
+
+    def node_state(self, node: int) -> NodeState:
+        """Everything a placement can see of a node, less its name and index."""
+        return (
+            self._kind[node],
+            tuple(self.free_milli[node]),
+            self.cpu_free[node],
+            self.mem_free[node],
+        )
+
+    def state_classes(self) -> dict[NodeState, dict[int, None]]:
+        """Nodes grouped by identical state (read-only view, kept up to date by every change).
+
+        Nodes in one class are interchangeable for any placement score, so a policy can score
+        one member per class: O(distinct states) instead of O(nodes) per decision.
+        """
+        if self._classes is None:
+            self._state_of = [self.node_state(n) for n in range(len(self.free_milli))]
+            self._classes = {}
+            for n, key in enumerate(self._state_of):
+                self._classes.setdefault(key, {})[n] = None
+        return self._classes
+
+    def _restate(self, node: int) -> None:
+        if self._classes is None or self._state_of is None:
+            return
+        old = self._state_of[node]
+        new = self.node_state(node)
+        if new == old:
+            return
+        members = self._classes[old]
+        del members[node]
+        if not members:
+            del self._classes[old]
+        self._classes.setdefault(new, {})[node] = None
+        self._state_of[node] = new

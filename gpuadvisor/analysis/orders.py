@@ -1,0 +1,325 @@
+"""Queue orders: which pending jobs start now, and which get a reservation.
+
+Every order is one configuration of a single backfilling scheduler pass:
+
+- ``fifo``: strict first-in-first-out; the first job that does not fit blocks all behind it.
+- ``fifo-skip``: first-in-first-out, but a job that does not fit is skipped (no reservations).
+- ``easy``: EASY backfill; the first blocked job gets a reservation at the earliest time it can
+  start (from the running jobs' estimated ends), and later jobs may start now only where they do
+  not delay it (they end before it, or use GPUs it does not need).
+- ``conservative``: every blocked job gets a reservation (up to ``max_reservations``).
+- ``sjf``: shortest estimated runtime first, skipping what does not fit (no reservations).
+- ``advisor``: EASY plus a starvation bound: a job that has waited longer than
+  ``starvation_s`` also gets a reservation. Placement is the caller's (fragmentation-aware in
+  the advisor).
+
+A policy returns a ``Plan`` (starts and reservations); the caller applies it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.placement import Placement, PlacementContext
+from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
+
+INF = math.inf
+
+Estimate = Callable[[Job], float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """A running job, when it is expected to end (``inf`` when unknown), and where it runs."""
+
+    expected_end_s: float
+    job: Job
+    allocation: Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start ``job`` on ``allocation`` now; ``overtakes`` counts earlier-queued jobs it passes."""
+
+    job: Job
+    allocation: Allocation
+    overtakes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """The earliest time ``job`` can start without being overtaken (``inf``: not known)."""
+
+    job: Job
+    time_s: float
+    allocation: Allocation | None
+
+    def end_s(self, estimate_s: float | None) -> float:
+        return INF if estimate_s is None else self.time_s + estimate_s
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    starts: tuple[Start, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    blocked: tuple[Job, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    """What a policy sees: the time, the queue in its order, running jobs by expected end."""
+
+    now_s: float
+    pending: Sequence[Job]
+    running: Sequence[Ending]
+    capacity: Capacity
+    estimate: Estimate
+
+
+@dataclass(frozen=True, slots=True)
+class OrderSettings:
+    """Tunables. ``backfill_depth`` bounds how many jobs past the first blocked one are tried
+    (Slurm's ``bf_max_job_test``); ``explain`` computes reservations even when nothing could
+    start (the live advisor wants them, the simulator does not)."""
+
+    starvation_s: float = 6 * 3600.0
+    max_reservations: int = 32
+    backfill_depth: int = 1000
+    explain: bool = False
+
+
+ReserveRule = Callable[[Job, int, float, OrderSettings], bool]
+"""(job, how many blocked jobs came before it, its wait so far, settings) -> reserve it?"""
+
+
+def _reserve_none(job: Job, nth: int, wait_s: float, s: OrderSettings) -> bool:
+    return False
+
+
+def _reserve_head(job: Job, nth: int, wait_s: float, s: OrderSettings) -> bool:
+    return nth == 0
+
+
+def _reserve_all(job: Job, nth: int, wait_s: float, s: OrderSettings) -> bool:
+    return True
+
+
+def _reserve_head_or_starved(job: Job, nth: int, wait_s: float, s: OrderSettings) -> bool:
+    return nth == 0 or wait_s >= s.starvation_s
+
+
+def submit_key(job: Job, estimate_s: float | None) -> tuple[float, float]:
+    return (job.submit_time_s, 0.0)
+
+
+def shortest_key(job: Job, estimate_s: float | None) -> tuple[float, float]:
+    return (INF if estimate_s is None else estimate_s, job.submit_time_s)
+
+
+@dataclass(frozen=True)
+class Order:
+    """A queue order: its sort key, whether the first blocked job stops the pass, who reserves."""
+
+    name: str
+    key: Callable[[Job, float | None], tuple[float, float]]
+    strict: bool
+    reserve: ReserveRule
+    description: str
+
+    def plan(
+        self,
+        view: QueueView,
+        placement: Placement,
+        ctx: PlacementContext,
+        settings: OrderSettings = OrderSettings(),
+    ) -> Plan:
+        return _Pass(self, view, placement, ctx, settings).run()
+
+
+def _shape_key(job: Job) -> tuple[object, ...]:
+    return (job.gpus, job.nodes, job.gpu_milli, job.gpu_models, job.cpu_milli, job.memory_mib)
+
+
+@dataclass
+class _Pass:
+    """One scheduling pass. Mutable scratch state, private to ``Order.plan``."""
+
+    order: Order
+    view: QueueView
+    placement: Placement
+    ctx: PlacementContext
+    settings: OrderSettings
+    cap: Capacity | None = None  # lazily copied from view.capacity on the first start
+    starts: list[Start] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
+    reservation_ends: list[float] = field(default_factory=list)
+    blocked: list[Job] = field(default_factory=list)
+    unfit: set[tuple[object, ...]] = field(default_factory=set)
+    masked_unfit: set[tuple[tuple[object, ...], frozenset[int]]] = field(default_factory=set)
+
+    @property
+    def capacity(self) -> Capacity:
+        return self.cap if self.cap is not None else self.view.capacity
+
+    def run(self) -> Plan:
+        view, settings = self.view, self.settings
+        scanned_past_block = 0
+        for job in view.pending:
+            if self.blocked:
+                scanned_past_block += 1
+                if scanned_past_block > settings.backfill_depth:
+                    break
+            cap = self.capacity
+            if cap.used_milli >= cap.total_milli and job.gpus and not settings.explain:
+                break  # nothing that needs a GPU can start; reservations would change nothing
+            allocation = self._try_start(job)
+            if allocation is not None:
+                self._start(job, allocation)
+                continue
+            nth = len(self.blocked)
+            self.blocked.append(job)
+            if self.order.strict:
+                if settings.explain:
+                    self._reserve(job)
+                break
+            wait = view.now_s - job.submit_time_s
+            if len(self.reservations) < settings.max_reservations and self.order.reserve(
+                job, nth, wait, settings
+            ):
+                self._reserve(job)
+        return Plan(tuple(self.starts), tuple(self.reservations), tuple(self.blocked))
+
+    def _try_start(self, job: Job) -> Allocation | None:
+        shape = _shape_key(job)
+        if shape in self.unfit:
+            return None
+        cap = self.capacity
+        if not cap.fits(job):
+            self.unfit.add(shape)
+            return None
+        if not self.reservations:
+            return self.placement(cap, job, self.ctx)
+        estimate = self.view.estimate(job)
+        end = INF if estimate is None else self.view.now_s + estimate
+        guarded = frozenset(i for i, r in enumerate(self.reservations) if r.time_s < end)
+        if not guarded:
+            return self.placement(cap, job, self.ctx)
+        if (shape, guarded) in self.masked_unfit:
+            return None
+        masked = cap.copy()
+        for i in guarded:
+            held = self.reservations[i].allocation
+            if held is not None:
+                masked.withhold(self.reservations[i].job, held)
+        allocation = self.placement(masked, job, self.ctx) if masked.fits(job) else None
+        if allocation is None:
+            self.masked_unfit.add((shape, guarded))
+        return allocation
+
+    def _start(self, job: Job, allocation: Allocation) -> None:
+        if self.cap is None:
+            self.cap = self.view.capacity.copy()
+        self.cap.allocate(job, allocation)
+        self.starts.append(Start(job, allocation, overtakes=len(self.blocked)))
+
+    def _endings(self) -> list[Ending]:
+        """Running jobs plus the jobs started in this pass, by expected end."""
+        now, estimate = self.view.now_s, self.view.estimate
+        new = []
+        for s in self.starts:
+            e = estimate(s.job)
+            new.append(Ending(INF if e is None else now + e, s.job, s.allocation))
+        new.sort(key=lambda e: e.expected_end_s)
+        return list(heapq.merge(self.view.running, new, key=lambda e: e.expected_end_s))
+
+    def _reserve(self, job: Job) -> None:
+        """Find the earliest expected time ``job`` fits, honouring earlier reservations."""
+        now = self.view.now_s
+        estimate = self.view.estimate(job)
+        cap = self.capacity
+        work = cap.copy()
+        endings = self._endings()
+        i = 0
+        candidate_times = [now] + [e.expected_end_s for e in endings if e.expected_end_s < INF]
+        for t in candidate_times:
+            while i < len(endings) and endings[i].expected_end_s <= t:
+                work.release(endings[i].job, endings[i].allocation)
+                i += 1
+            if t == now and not cap.fits(job):
+                continue
+            end = INF if estimate is None else t + estimate
+            trial = work
+            overlapping = [
+                r
+                for r, r_end in zip(self.reservations, self.reservation_ends, strict=True)
+                if r.allocation is not None and r.time_s < end and r_end > t
+            ]
+            if overlapping:
+                trial = work.copy()
+                for r in overlapping:
+                    assert r.allocation is not None
+                    trial.withhold(r.job, r.allocation)
+            if trial.fits(job):
+                allocation = reservation_placement(trial, job, cap)
+                if allocation is not None:
+                    self._add_reservation(Reservation(job, t, allocation), end)
+                    return
+        self._add_reservation(Reservation(job, INF, None), INF)
+
+    def _add_reservation(self, reservation: Reservation, end: float) -> None:
+        self.reservations.append(reservation)
+        self.reservation_ends.append(end)
+
+
+def reservation_placement(future: Capacity, job: Job, now: Capacity) -> Allocation | None:
+    """Where to reserve ``job`` in the ``future`` state: on nodes and GPUs that are busy now,
+    where possible, so that what is idle now stays open to backfill."""
+    admitting = [n for n in range(len(future.whole_free)) if future.node_admits(n, job)]
+    if len(admitting) < job.nodes:
+        return None
+    idle_now = now.free_milli
+
+    def idle_overlap(node: int) -> int:
+        return sum(idle_now[node])
+
+    ranked = sorted(admitting, key=lambda n: (idle_overlap(n), future.whole_free[n], n))
+    parts = []
+    for node in ranked[: job.nodes]:
+        free_then = future.free_milli[node]
+        options = [g for g, f in enumerate(free_then) if f >= job.gpu_milli]
+        options.sort(key=lambda g: (idle_now[node][g], g))
+        want = job.gpus if job.gpu_milli == MILLI_PER_GPU else min(job.gpus, 1)
+        parts.append((node, tuple(sorted(options[:want]))))
+    return Allocation(tuple(parts), job.gpu_milli)
+
+
+ORDERS: dict[str, Order] = {
+    "fifo": Order("fifo", submit_key, True, _reserve_none, "strict FIFO: the head blocks"),
+    "fifo-skip": Order("fifo-skip", submit_key, False, _reserve_none, "FIFO, skip what won't fit"),
+    "easy": Order("easy", submit_key, False, _reserve_head, "EASY backfill (head reserved)"),
+    "conservative": Order(
+        "conservative", submit_key, False, _reserve_all, "conservative backfill (all reserved)"
+    ),
+    "sjf": Order("sjf", shortest_key, False, _reserve_none, "shortest estimated runtime first"),
+    "advisor": Order(
+        "advisor",
+        submit_key,
+        False,
+        _reserve_head_or_starved,
+        "EASY + starvation bound + fragmentation-aware placement",
+    ),
+}
+
+DEFAULT_PLACEMENT: dict[str, str] = {
+    "fifo": "first-fit",
+    "fifo-skip": "first-fit",
+    "easy": "first-fit",
+    "conservative": "first-fit",
+    "sjf": "first-fit",
+    "advisor": "fgd",
+}
+"""The placement each order runs with unless told otherwise (the advisor's is fragmentation-aware)."""

@@ -1,0 +1,1 @@
+"""Discrete-event simulation of queue orders and placements on job traces."""

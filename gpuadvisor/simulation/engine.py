@@ -1,0 +1,289 @@
+"""Discrete-event replay of a job trace on a cluster under one queue order and placement.
+
+The engine jumps from event to event (arrivals and completions; a heap keyed
+``(time, priority, sequence)`` makes ties deterministic: completions before arrivals, then input
+order). After all events at one instant it asks the order for a plan and applies the starts,
+gang-allocating every node of a job at once. Between events the cluster state is constant, so
+metrics are exact integrals over time, not samples.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
+from gpuadvisor.analysis.fragmentation import WorkloadMix
+from gpuadvisor.analysis.idle import split_idle
+from gpuadvisor.analysis.orders import DEFAULT_PLACEMENT, ORDERS, Ending, OrderSettings, QueueView
+from gpuadvisor.analysis.placement import PLACEMENTS, PlacementContext
+from gpuadvisor.errors import ModelError
+from gpuadvisor.model import Cluster, Job
+from gpuadvisor.simulation.results import SimulationResult, TimelinePoint, Totals
+
+ESTIMATE_MODES = ("limit", "exact")
+"""``limit``: the job's time limit, else the median of its user's past runtimes for the same shape,
+else unknown. ``exact``: the true runtime (an oracle; an upper bound for backfill)."""
+
+_COMPLETE, _ARRIVE = 0, 1
+
+_ShapeKey = tuple[int, int, int, frozenset[str], int, int]
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationConfig:
+    order: str = "fifo"
+    placement: str | None = None  # None: the order's default (DEFAULT_PLACEMENT)
+    seed: int = 0
+    estimates: str = "limit"
+    estimate_noise: float = 0.0  # sigma of a log-normal factor on every estimate
+    settings: OrderSettings = field(default_factory=OrderSettings)
+
+    def __post_init__(self) -> None:
+        if self.order not in ORDERS:
+            raise ModelError(f"unknown order {self.order!r}; choose from {', '.join(ORDERS)}")
+        if self.placement is not None and self.placement not in PLACEMENTS:
+            raise ModelError(
+                f"unknown placement {self.placement!r}; choose from {', '.join(PLACEMENTS)}"
+            )
+        if self.estimates not in ESTIMATE_MODES:
+            raise ModelError(
+                f"unknown estimate mode {self.estimates!r}; choose from {', '.join(ESTIMATE_MODES)}"
+            )
+        if self.estimate_noise < 0:
+            raise ModelError("estimate noise must be >= 0")
+
+    @property
+    def placement_name(self) -> str:
+        return self.placement or DEFAULT_PLACEMENT[self.order]
+
+    @property
+    def label(self) -> str:
+        default = DEFAULT_PLACEMENT[self.order]
+        return self.order if self.placement_name == default else f"{self.order}+{self.placement}"
+
+
+def prepare_jobs(jobs: Sequence[Job], cluster: Cluster) -> tuple[list[Job], list[Job]]:
+    """Spread jobs wider than a node over whole nodes; set aside jobs no empty cluster could run.
+
+    Returns (runnable, rejected), both in input order. A job needs a known runtime to replay.
+    """
+    empty = Capacity(cluster)
+    width = cluster.max_node_gpus
+    runnable, rejected = [], []
+    for job in jobs:
+        if job.runtime_s is None:
+            raise ModelError(f"job {job.job_id!r} has no runtime; a replay needs one per job")
+        spread = job.spread(width)
+        (runnable if empty.fits(spread) else rejected).append(spread)
+    return runnable, rejected
+
+
+def simulate(
+    jobs: Sequence[Job],
+    cluster: Cluster,
+    config: SimulationConfig,
+    *,
+    mix: WorkloadMix | None = None,
+    progress: Progress | None = None,
+) -> SimulationResult:
+    """Replay ``jobs`` (any order; replayed by submit time) and return per-job and cluster results."""
+    return _Engine(jobs, cluster, config, mix, progress).run()
+
+
+class _Engine:
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        cluster: Cluster,
+        config: SimulationConfig,
+        mix: WorkloadMix | None,
+        progress: Progress | None,
+    ) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.jobs, self.rejected = prepare_jobs(jobs, cluster)
+        self.order = ORDERS[config.order]
+        self.placement = PLACEMENTS[config.placement_name]
+        rng = random.Random(config.seed)
+        self.ctx = PlacementContext(mix or WorkloadMix.of_jobs(self.jobs), rng)
+        self.capacity = Capacity(cluster)
+        self.history = RuntimeHistory()
+        self.progress = progress
+        n = len(self.jobs)
+        self.noise = [
+            math.exp(rng.gauss(0.0, config.estimate_noise)) if config.estimate_noise else 1.0
+            for _ in range(n)
+        ]
+        self.index = {id(job): i for i, job in enumerate(self.jobs)}
+        self.start_s: list[float] = [math.nan] * n
+        self.end_s: list[float] = [math.nan] * n
+        self.overtook: list[int] = [0] * n
+        self.estimate_at_start: list[float | None] = [None] * n
+        self.queue_key: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * n
+        # queue in the order's sort order: parallel lists of keys and jobs
+        self.pending_keys: list[tuple[float, float, int]] = []
+        self.pending: list[Job] = []
+        self.waiting_rep: dict[_ShapeKey, Job] = {}
+        self.waiting_count: dict[_ShapeKey, int] = {}
+        # running jobs by expected end: parallel lists of keys and endings
+        self.running_keys: list[tuple[float, int]] = []
+        self.running: list[Ending] = []
+        self.node_fragment = [
+            self.ctx.fragment(free, cluster.nodes[i].gpu_model)
+            for i, free in enumerate(self.capacity.free_milli)
+        ]
+        self.totals = Totals()
+        self.timeline: list[TimelinePoint] = []
+
+    # -- estimates ----------------------------------------------------------------------
+
+    def estimate(self, job: Job) -> float | None:
+        i = self.index[id(job)]
+        if self.config.estimates == "exact":
+            base: float | None = job.runtime_s
+        else:
+            base = estimate_runtime(job, self.history)
+        return None if base is None else base * self.noise[i]
+
+    # -- main loop ----------------------------------------------------------------------
+
+    def run(self) -> SimulationResult:
+        jobs = self.jobs
+        events: list[tuple[float, int, int]] = [
+            (job.submit_time_s, _ARRIVE, i) for i, job in enumerate(jobs)
+        ]
+        heapq.heapify(events)
+        first_arrival = min((j.submit_time_s for j in jobs), default=0.0)
+        last_arrival = max((j.submit_time_s for j in jobs), default=0.0)
+        self.totals.window_start_s = first_arrival
+        self.totals.arrival_end_s = last_arrival
+        now = first_arrival
+        done = 0
+        report_every = max(1, len(jobs) // 200)
+        while events:
+            t = events[0][0]
+            self._accumulate(now, t)
+            now = t
+            while events and events[0][0] == t:
+                _, kind, i = heapq.heappop(events)
+                if kind == _COMPLETE:
+                    self._complete(i)
+                    done += 1
+                    if self.progress is not None and done % report_every == 0:
+                        self.progress(done, len(jobs))
+                else:
+                    self._arrive(i)
+            self._schedule(now, events)
+            self._sample(now)
+        self.totals.window_end_s = now
+        if self.progress is not None:
+            self.progress(len(jobs), len(jobs))
+        return SimulationResult(
+            label=self.config.label,
+            order=self.config.order,
+            placement=self.config.placement_name,
+            cluster_gpus=self.cluster.gpus,
+            jobs=tuple(jobs),
+            rejected=tuple(self.rejected),
+            start_s=tuple(self.start_s),
+            end_s=tuple(self.end_s),
+            overtook=tuple(self.overtook),
+            totals=self.totals,
+            timeline=tuple(self.timeline),
+        )
+
+    def _arrive(self, i: int) -> None:
+        job = self.jobs[i]
+        key = (*self.order.key(job, self.estimate(job)), i)
+        self.queue_key[i] = key
+        at = bisect.bisect(self.pending_keys, key)
+        self.pending_keys.insert(at, key)
+        self.pending.insert(at, job)
+        shape = _waiting_key(job)
+        self.waiting_rep.setdefault(shape, job)
+        self.waiting_count[shape] = self.waiting_count.get(shape, 0) + 1
+
+    def _complete(self, i: int) -> None:
+        job = self.jobs[i]
+        key = (self._expected_end(i), i)
+        at = bisect.bisect_left(self.running_keys, key)
+        ending = self.running[at]
+        del self.running_keys[at]
+        del self.running[at]
+        self.capacity.release(job, ending.allocation)
+        self._refresh_fragment(ending)
+        if job.runtime_s is not None:
+            self.history.record(job, job.runtime_s)
+
+    def _expected_end(self, i: int) -> float:
+        estimate = self.estimate_at_start[i]
+        return math.inf if estimate is None else self.start_s[i] + estimate
+
+    def _schedule(self, now: float, events: list[tuple[float, int, int]]) -> None:
+        if not self.pending:
+            return
+        view = QueueView(now, self.pending, self.running, self.capacity, self.estimate)
+        plan = self.order.plan(view, self.placement, self.ctx, self.config.settings)
+        for start in plan.starts:
+            job = start.job
+            i = self.index[id(job)]
+            self.capacity.allocate(job, start.allocation)
+            self.start_s[i] = now
+            self.overtook[i] = start.overtakes
+            runtime = job.runtime_s or 0.0
+            self.end_s[i] = now + runtime
+            heapq.heappush(events, (now + runtime, _COMPLETE, i))
+            self.estimate_at_start[i] = self.estimate(job)
+            ending = Ending(self._expected_end(i), job, start.allocation)
+            at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
+            self.running_keys.insert(at, (ending.expected_end_s, i))
+            self.running.insert(at, ending)
+            at = bisect.bisect_left(self.pending_keys, self.queue_key[i])
+            del self.pending_keys[at]
+            del self.pending[at]
+            self.waiting_count[_waiting_key(job)] -= 1
+            self._refresh_fragment(ending)
+
+    def _refresh_fragment(self, ending: Ending) -> None:
+        free, nodes = self.capacity.free_milli, self.cluster.nodes
+        for node, _ in ending.allocation.parts:
+            self.node_fragment[node] = self.ctx.fragment(free[node], nodes[node].gpu_model)
+
+    # -- metrics ------------------------------------------------------------------------
+
+    def _accumulate(self, t0: float, t1: float) -> None:
+        """Integrate the (constant) state over [t0, t1)."""
+        if t1 <= t0:
+            return
+        totals = self.totals
+        totals.allocated_milli_s_busy += self.capacity.used_milli * (t1 - t0)
+        lo, hi = max(t0, totals.window_start_s), min(t1, totals.arrival_end_s)
+        if hi <= lo:
+            return
+        dt = hi - lo
+        totals.allocated_milli_s += self.capacity.used_milli * dt
+        split = split_idle(
+            self.capacity,
+            [(self.waiting_rep[k], c) for k, c in self.waiting_count.items() if c],
+        )
+        totals.ordering_milli_s += split.ordering_milli * dt
+        totals.fragmentation_milli_s += split.fragmentation_milli * dt
+        totals.capacity_milli_s += split.capacity_milli * dt
+        totals.fragment_milli_s += sum(self.node_fragment) * dt
+
+    def _sample(self, now: float) -> None:
+        self.timeline.append(
+            TimelinePoint(now, self.capacity.used_milli, len(self.pending), len(self.running))
+        )
+
+
+def _waiting_key(job: Job) -> _ShapeKey:
+    return (job.gpus, job.nodes, job.gpu_milli, job.gpu_models, job.cpu_milli, job.memory_mib)

@@ -1,0 +1,1 @@
+"""Where data comes from: trace files and the synthetic workloads' calibration data."""

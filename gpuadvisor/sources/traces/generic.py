@@ -1,0 +1,89 @@
+"""The generic job CSV: gpuadvisor's own plain format, read and written.
+
+Columns ``job_id,submit_time,duration,num_gpus[,user,time_limit,gpu_milli]``; times in seconds.
+The optional columns may be absent or left empty (``gpu_milli`` then means a whole GPU, 1000).
+An empty ``duration`` is an unknown runtime. ``num_gpus`` is the job's total; a job larger than
+one node is kept as one request (``nodes=1``) and spread over whole nodes by the simulator
+(``Job.spread``). Other columns are ignored; ``#`` lines before the header are comments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO
+
+from gpuadvisor.errors import ModelError
+from gpuadvisor.model import MILLI_PER_GPU, Job
+from gpuadvisor.sources.traces.table import Header, Row, open_table
+from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
+
+FORMAT = "generic"
+REQUIRED = ("job_id", "submit_time", "duration", "num_gpus")
+COLUMNS = (*REQUIRED, "user", "time_limit", "gpu_milli")
+
+
+def matches(header: Header) -> bool:
+    return header.has(*REQUIRED)
+
+
+def read(path: str | Path) -> Trace:
+    """Every job of a generic CSV, sorted by submit time (ties keep file order)."""
+    with open_table(path) as (header, rows):
+        header.require(*REQUIRED)
+        builder = TraceBuilder(header.path, FORMAT)
+        for row in rows:
+            try:
+                job = _job(row)
+            except ModelError as exc:
+                raise row.error(str(exc)) from exc
+            builder.add(job, row.line)
+    return builder.build()
+
+
+def _job(row: Row) -> Job:
+    milli = row.optional_integer("gpu_milli", minimum=1)
+    limit = row.optional_number("time_limit")
+    if limit == 0:
+        raise row.error("a time limit must be > 0 (leave it empty for none)", "time_limit")
+    return Job(
+        job_id=row.text("job_id"),
+        submit_time_s=row.number("submit_time", minimum=None),
+        runtime_s=row.optional_number("duration"),
+        gpus=row.integer("num_gpus"),
+        gpu_milli=MILLI_PER_GPU if milli is None else milli,
+        user=row.cell("user"),
+        time_limit_s=limit,
+    )
+
+
+def write(jobs: Iterable[Job], stream: IO[str], *, comments: Iterable[str] = ()) -> None:
+    """Write ``jobs`` as a generic CSV, each comment as a leading ``# `` line.
+
+    ``num_gpus`` is the job's total (a spread job is written as one request), so reading the
+    file back gives the same jobs up to ``Job.spread``. Times are written exactly.
+    """
+    for comment in comments:
+        stream.write(f"# {comment}\n")
+    stream.write(",".join(COLUMNS) + "\n")
+    for job in jobs:
+        cells = (
+            _csv_text(job.job_id),
+            _seconds(job.submit_time_s),
+            "" if job.runtime_s is None else _seconds(job.runtime_s),
+            str(job.total_gpus),
+            _csv_text(job.user),
+            "" if job.time_limit_s is None else _seconds(job.time_limit_s),
+            "" if job.gpu_milli == MILLI_PER_GPU else str(job.gpu_milli),
+        )
+        stream.write(",".join(cells) + "\n")
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _csv_text(value: str) -> str:
+    if any(c in value for c in ',"\n\r') or value != value.strip():
+        return '"' + value.replace('"', '""') + '"'
+    return value
