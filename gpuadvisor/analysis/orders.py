@@ -10,8 +10,10 @@ Every order is one configuration of a single backfilling scheduler pass:
 - ``conservative``: every blocked job gets a reservation (up to ``max_reservations``).
 - ``sjf``: shortest estimated runtime first, skipping what does not fit (no reservations).
 - ``advisor``: EASY plus a starvation bound: a job that has waited longer than
-  ``starvation_s`` also gets a reservation. Placement is the caller's (fragmentation-aware in
-  the advisor).
+  ``starvation_s`` also gets a reservation (and is tried in queue order). Among the other jobs
+  behind the head, those that fill the most idle GPUs start first (largest first, then queue
+  order), so idle capacity is packed rather than nibbled. Placement is the caller's
+  (fragmentation-aware in the advisor).
 
 A policy returns a ``Plan`` (starts and reservations); the caller applies it.
 """
@@ -83,33 +85,36 @@ class QueueView:
 @dataclass(frozen=True, slots=True)
 class OrderSettings:
     """Tunables. ``backfill_depth`` bounds how many jobs past the first blocked one are tried
-    (Slurm's ``bf_max_job_test``); ``explain`` computes reservations even when nothing could
+    (Slurm's ``bf_max_job_test``); the advisor reserves for the head and for at most
+    ``max_starved_reservations`` jobs that waited over ``starvation_s``; ``explain`` computes reservations even when nothing could
     start (the live advisor wants them, the simulator does not)."""
 
     starvation_s: float = 6 * 3600.0
+    max_starved_reservations: int = 4
     max_reservations: int = 32
     backfill_depth: int = 1000
     explain: bool = False
 
 
-ReserveRule = Callable[[Job, int, float, OrderSettings], bool]
-"""(job, how many blocked jobs came before it, its wait so far, settings) -> reserve it?"""
+ReserveRule = Callable[[int, int, float, OrderSettings], bool]
+"""(blocked jobs before this one, reservations made so far, its wait so far, settings) ->
+whether this blocked job gets a reservation."""
 
 
-def _reserve_none(job: Job, nth: int, wait_s: float, s: OrderSettings) -> bool:
+def _reserve_none(nth: int, reserved: int, wait_s: float, s: OrderSettings) -> bool:
     return False
 
 
-def _reserve_head(job: Job, nth: int, wait_s: float, s: OrderSettings) -> bool:
+def _reserve_head(nth: int, reserved: int, wait_s: float, s: OrderSettings) -> bool:
     return nth == 0
 
 
-def _reserve_all(job: Job, nth: int, wait_s: float, s: OrderSettings) -> bool:
+def _reserve_all(nth: int, reserved: int, wait_s: float, s: OrderSettings) -> bool:
     return True
 
 
-def _reserve_head_or_starved(job: Job, nth: int, wait_s: float, s: OrderSettings) -> bool:
-    return nth == 0 or wait_s >= s.starvation_s
+def _reserve_head_or_starved(nth: int, reserved: int, wait_s: float, s: OrderSettings) -> bool:
+    return nth == 0 or (wait_s >= s.starvation_s and reserved <= s.max_starved_reservations)
 
 
 def submit_key(job: Job, estimate_s: float | None) -> tuple[float, float]:
@@ -129,6 +134,7 @@ class Order:
     strict: bool
     reserve: ReserveRule
     description: str
+    fill_largest_first: bool = False
 
     def plan(
         self,
@@ -160,6 +166,7 @@ class _Pass:
     blocked: list[Job] = field(default_factory=list)
     unfit: set[tuple[object, ...]] = field(default_factory=set)
     masked_unfit: set[tuple[tuple[object, ...], frozenset[int]]] = field(default_factory=set)
+    masked_cache: dict[frozenset[int], Capacity] = field(default_factory=dict)
 
     @property
     def capacity(self) -> Capacity:
@@ -168,7 +175,8 @@ class _Pass:
     def run(self) -> Plan:
         view, settings = self.view, self.settings
         scanned_past_block = 0
-        for job in view.pending:
+        deferred: list[tuple[int, Job]] = []
+        for position, job in enumerate(view.pending):
             if self.blocked:
                 scanned_past_block += 1
                 if scanned_past_block > settings.backfill_depth:
@@ -176,6 +184,15 @@ class _Pass:
             cap = self.capacity
             if cap.used_milli >= cap.total_milli and job.gpus and not settings.explain:
                 break  # nothing that needs a GPU can start; reservations would change nothing
+            wait = view.now_s - job.submit_time_s
+            if (
+                self.order.fill_largest_first
+                and self.blocked
+                and wait < settings.starvation_s
+                and job.gpus
+            ):
+                deferred.append((position, job))
+                continue
             allocation = self._try_start(job)
             if allocation is not None:
                 self._start(job, allocation)
@@ -186,12 +203,26 @@ class _Pass:
                 if settings.explain:
                     self._reserve(job)
                 break
-            wait = view.now_s - job.submit_time_s
             if len(self.reservations) < settings.max_reservations and self.order.reserve(
-                job, nth, wait, settings
+                nth, len(self.reservations), wait, settings
             ):
                 self._reserve(job)
+        if deferred:
+            self._fill(deferred)
         return Plan(tuple(self.starts), tuple(self.reservations), tuple(self.blocked))
+
+    def _fill(self, deferred: list[tuple[int, Job]]) -> None:
+        """Start deferred jobs largest first (then in queue order) while they fit."""
+        deferred.sort(key=lambda pj: (-pj[1].gpu_milli_total, pj[0]))
+        for _, job in deferred:
+            cap = self.capacity
+            if cap.used_milli >= cap.total_milli:
+                break
+            allocation = self._try_start(job)
+            if allocation is not None:
+                self._start(job, allocation)
+            else:
+                self.blocked.append(job)
 
     def _try_start(self, job: Job) -> Allocation | None:
         shape = _shape_key(job)
@@ -210,11 +241,14 @@ class _Pass:
             return self.placement(cap, job, self.ctx)
         if (shape, guarded) in self.masked_unfit:
             return None
-        masked = cap.copy()
-        for i in guarded:
-            held = self.reservations[i].allocation
-            if held is not None:
-                masked.withhold(self.reservations[i].job, held)
+        masked = self.masked_cache.get(guarded)
+        if masked is None:
+            masked = cap.copy()
+            for i in guarded:
+                held = self.reservations[i].allocation
+                if held is not None:
+                    masked.withhold(self.reservations[i].job, held)
+            self.masked_cache[guarded] = masked
         allocation = self.placement(masked, job, self.ctx) if masked.fits(job) else None
         if allocation is None:
             self.masked_unfit.add((shape, guarded))
@@ -224,6 +258,7 @@ class _Pass:
         if self.cap is None:
             self.cap = self.view.capacity.copy()
         self.cap.allocate(job, allocation)
+        self.masked_cache.clear()
         self.starts.append(Start(job, allocation, overtakes=len(self.blocked)))
 
     def _endings(self) -> list[Ending]:
@@ -249,7 +284,7 @@ class _Pass:
             while i < len(endings) and endings[i].expected_end_s <= t:
                 work.release(endings[i].job, endings[i].allocation)
                 i += 1
-            if t == now and not cap.fits(job):
+            if not work.fits(job) or (t == now and not cap.fits(job)):
                 continue
             end = INF if estimate is None else t + estimate
             trial = work
@@ -310,7 +345,8 @@ ORDERS: dict[str, Order] = {
         submit_key,
         False,
         _reserve_head_or_starved,
-        "EASY + starvation bound + fragmentation-aware placement",
+        "EASY + starvation bound, largest-fill backfill, fragmentation-aware placement",
+        fill_largest_first=True,
     ),
 }
 

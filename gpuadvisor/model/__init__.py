@@ -2,6 +2,7 @@
 
 from gpuadvisor.model.cluster import MILLI_PER_GPU, Cluster, Node
 from gpuadvisor.model.job import Job
+from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
 from gpuadvisor.model.snapshot import Allocation, ClusterSnapshot, RunningJob
 
 __all__ = [
@@ -9,7 +10,11 @@ __all__ = [
     "Allocation",
     "Cluster",
     "ClusterSnapshot",
+    "Gain",
     "Job",
+    "Kind",
     "Node",
+    "Recommendation",
     "RunningJob",
+    "Severity",
 ]

@@ -23,7 +23,7 @@ from gpuadvisor.analysis.idle import split_idle
 from gpuadvisor.analysis.orders import DEFAULT_PLACEMENT, ORDERS, Ending, OrderSettings, QueueView
 from gpuadvisor.analysis.placement import PLACEMENTS, PlacementContext
 from gpuadvisor.errors import ModelError
-from gpuadvisor.model import Cluster, Job
+from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint, Totals
 
 ESTIMATE_MODES = ("limit", "exact")
@@ -127,6 +127,7 @@ class _Engine:
         self.end_s: list[float] = [math.nan] * n
         self.overtook: list[int] = [0] * n
         self.estimate_at_start: list[float | None] = [None] * n
+        self.allocation: list[Allocation | None] = [None] * n
         self.queue_key: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * n
         # queue in the order's sort order: parallel lists of keys and jobs
         self.pending_keys: list[tuple[float, float, int]] = []
@@ -188,14 +189,15 @@ class _Engine:
             self.progress(len(jobs), len(jobs))
         return SimulationResult(
             label=self.config.label,
+            cluster=self.cluster,
             order=self.config.order,
             placement=self.config.placement_name,
-            cluster_gpus=self.cluster.gpus,
             jobs=tuple(jobs),
             rejected=tuple(self.rejected),
             start_s=tuple(self.start_s),
             end_s=tuple(self.end_s),
             overtook=tuple(self.overtook),
+            allocations=tuple(self.allocation),
             totals=self.totals,
             timeline=tuple(self.timeline),
         )
@@ -237,6 +239,7 @@ class _Engine:
             i = self.index[id(job)]
             self.capacity.allocate(job, start.allocation)
             self.start_s[i] = now
+            self.allocation[i] = start.allocation
             self.overtook[i] = start.overtakes
             runtime = job.runtime_s or 0.0
             self.end_s[i] = now + runtime

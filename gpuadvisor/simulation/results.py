@@ -12,7 +12,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuadvisor.model import MILLI_PER_GPU, Job
+from gpuadvisor.model import (
+    MILLI_PER_GPU,
+    Allocation,
+    Cluster,
+    ClusterSnapshot,
+    Job,
+    RunningJob,
+)
 from gpuadvisor.model.job import SIZE_CLASSES
 
 BOUNDED_SLOWDOWN_TAU_S = 10.0
@@ -67,16 +74,35 @@ def wait_figures(waits: Sequence[float]) -> dict[str, float]:
 @dataclass(frozen=True)
 class SimulationResult:
     label: str
+    cluster: Cluster
     order: str
     placement: str
-    cluster_gpus: int
     jobs: tuple[Job, ...]
     rejected: tuple[Job, ...]
     start_s: tuple[float, ...]
     end_s: tuple[float, ...]
     overtook: tuple[int, ...]
+    allocations: tuple[Allocation | None, ...]
     totals: Totals
     timeline: tuple[TimelinePoint, ...]
+
+    @property
+    def cluster_gpus(self) -> int:
+        return self.cluster.gpus
+
+    def snapshot_at(self, time_s: float) -> ClusterSnapshot:
+        """The cluster as this run left it at ``time_s``: who ran where, who waited."""
+        running, pending = [], []
+        for job, start, end, allocation in zip(
+            self.jobs, self.start_s, self.end_s, self.allocations, strict=True
+        ):
+            if job.submit_time_s > time_s:
+                continue
+            if start <= time_s < end and allocation is not None:
+                running.append(RunningJob(job, start, allocation))
+            elif start > time_s:
+                pending.append(job)
+        return ClusterSnapshot(time_s, self.cluster, tuple(running), tuple(pending))
 
     @property
     def waits_s(self) -> list[float]:

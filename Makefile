@@ -1,0 +1,38 @@
+# The two commands a fresh machine needs: `make demo` and `make test`.
+# Both create .venv and install gpuadvisor with its dev tools first.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint format bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/gpuadvisor demo --output demo-output
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check gpuadvisor tests bench
+	$(BIN)/ruff format --check gpuadvisor tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+format: $(STAMP)
+	$(BIN)/ruff format gpuadvisor tests bench
+	$(BIN)/ruff check --fix gpuadvisor tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/simulator.py
+
+clean:
+	rm -rf $(VENV) demo-output .mypy_cache .ruff_cache .pytest_cache .hypothesis

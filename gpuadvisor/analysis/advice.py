@@ -1,0 +1,293 @@
+"""Advice: compare what strict FIFO would do now with what the advisor's policy would do, and
+word the difference as recommendations an operator can act on.
+
+- ``start-now``: a waiting job the policy starts now although jobs ahead of it wait; the
+  policy guarantees it cannot delay the reserved head (it ends first or uses other GPUs).
+- ``queue-blocked``: the FIFO head cannot start, while GPUs sit idle that jobs behind it fit.
+- ``hold-node``: the nodes reserved for the head, while they still have idle GPUs.
+- ``place-on``: a job the policy places elsewhere than first-fit would, to limit fragmentation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.fragmentation import WorkloadMix
+from gpuadvisor.analysis.orders import (
+    ORDERS,
+    Ending,
+    Estimate,
+    OrderSettings,
+    Plan,
+    QueueView,
+    Reservation,
+    Start,
+)
+from gpuadvisor.analysis.placement import PLACEMENTS, PlacementContext, first_fit
+from gpuadvisor.model import (
+    MILLI_PER_GPU,
+    Allocation,
+    ClusterSnapshot,
+    Gain,
+    Job,
+    Kind,
+    Recommendation,
+    Severity,
+)
+
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class AdviceSettings:
+    order: str = "advisor"
+    placement: str = "fgd"
+    order_settings: OrderSettings = field(default_factory=lambda: OrderSettings(explain=True))
+    validity_s: float = 120.0
+
+
+def capacity_of(snapshot: ClusterSnapshot) -> Capacity:
+    """The free capacity left by the snapshot's running jobs."""
+    capacity = Capacity(snapshot.cluster)
+    for running in snapshot.running:
+        capacity.allocate(running.job, running.allocation)
+    return capacity
+
+
+def format_duration(seconds: float) -> str:
+    """3h05m, 12m, 40s; "unknown" for infinity or NaN."""
+    if not math.isfinite(seconds):
+        return "unknown"
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m"
+    return f"{hours // 24}d{hours % 24:02d}h"
+
+
+def _node_names(snapshot: ClusterSnapshot, allocation: Allocation) -> str:
+    return ",".join(snapshot.cluster.nodes[n].name for n in allocation.nodes)
+
+
+def advise(
+    snapshot: ClusterSnapshot,
+    estimate: Estimate,
+    *,
+    mix: WorkloadMix | None = None,
+    settings: AdviceSettings = AdviceSettings(),
+) -> tuple[Recommendation, ...]:
+    """Recommendations for this instant, most valuable first."""
+    capacity = capacity_of(snapshot)
+    now = snapshot.time_s
+    endings = sorted(
+        (
+            Ending(
+                math.inf if (e := estimate(r.job)) is None else r.start_time_s + e,
+                r.job,
+                r.allocation,
+            )
+            for r in snapshot.running
+        ),
+        key=lambda e: e.expected_end_s,
+    )
+    pending = sorted(snapshot.pending, key=lambda j: (j.submit_time_s, j.job_id))
+    view = QueueView(now, pending, endings, capacity, estimate)
+    ctx = PlacementContext(mix or WorkloadMix.of_jobs(pending))
+    explain = settings.order_settings
+    fifo = ORDERS["fifo"].plan(view, first_fit, ctx, explain)
+    policy = ORDERS[settings.order].plan(view, PLACEMENTS[settings.placement], ctx, explain)
+    return tuple(_word(snapshot, capacity, estimate, fifo, policy, settings))
+
+
+def _word(
+    snapshot: ClusterSnapshot,
+    capacity: Capacity,
+    estimate: Estimate,
+    fifo: Plan,
+    policy: Plan,
+    settings: AdviceSettings,
+) -> list[Recommendation]:
+    now = snapshot.time_s
+    valid_until = now + settings.validity_s
+    head = fifo.blocked[0] if fifo.blocked else None
+    head_reservation = next(
+        (r for r in policy.reservations if head is not None and r.job is head), None
+    ) or (fifo.reservations[0] if fifo.reservations else None)
+    reserve_at = head_reservation.time_s if head_reservation else math.inf
+    fifo_started = {id(s.job) for s in fifo.starts}
+    out: list[Recommendation] = []
+    backfills = [s for s in policy.starts if id(s.job) not in fifo_started]
+    for start in backfills:
+        out.append(_start_now(snapshot, start, head, reserve_at, estimate, valid_until))
+    if head is not None and backfills:
+        gained = sum(r.gain.gpu_hours_per_day for r in out)
+        out.append(
+            _queue_blocked(snapshot, capacity, head, reserve_at, backfills, gained, valid_until)
+        )
+    if head_reservation is not None and head_reservation.allocation is not None:
+        hold = _hold_node(snapshot, capacity, head_reservation, valid_until)
+        if hold is not None:
+            out.append(hold)
+    fifo_where = {id(s.job): s.allocation for s in fifo.starts}
+    for start in policy.starts:
+        other = fifo_where.get(id(start.job))
+        if other is not None and other.nodes != start.allocation.nodes:
+            out.append(_place_on(snapshot, start, other, valid_until))
+    out.sort(key=lambda r: (-r.gain.gpus_busy_now, r.kind, r.job_id))
+    return out
+
+
+def _start_now(
+    snapshot: ClusterSnapshot,
+    start: Start,
+    head: Job | None,
+    reserve_at: float,
+    estimate: Estimate,
+    valid_until: float,
+) -> Recommendation:
+    job, now = start.job, snapshot.time_s
+    gpus = job.gpu_milli_total / MILLI_PER_GPU
+    est = estimate(job)
+    runs_s = est if est is not None else DAY_S
+    window_s = min(runs_s, max(0.0, reserve_at - now), DAY_S)
+    where = _node_names(snapshot, start.allocation)
+    if head is None:
+        why = "nothing ahead of it needs these GPUs"
+    elif est is not None and now + est <= reserve_at:
+        why = (
+            f"it should end within {format_duration(est)}, before job {head.job_id} can start "
+            f"(in {format_duration(reserve_at - now)})"
+        )
+    else:
+        why = f"it uses GPUs that job {head.job_id} does not need when it starts"
+    evidence = [
+        ("gpus", f"{gpus:g}"),
+        ("estimate", format_duration(est) if est is not None else "unknown"),
+        ("waiting_for", format_duration(now - job.submit_time_s)),
+        ("jobs_ahead", str(start.overtakes)),
+    ]
+    if head is not None:
+        evidence += [("head_job", head.job_id), ("head_starts_in", format_duration(reserve_at - now))]
+    return Recommendation(
+        kind=Kind.START_NOW,
+        job_id=job.job_id,
+        node=where,
+        action=f"Start job {job.job_id} ({gpus:g} GPU) now on {where}: {why}.",
+        command=f"scontrol top {job.job_id}",
+        gain=Gain(
+            gpus_busy_now=gpus,
+            gpu_hours_per_day=gpus * window_s / 3600.0,
+            allocation_pp=100.0 * gpus / max(snapshot.cluster.gpus, 1),
+        ),
+        evidence=tuple(evidence),
+        severity=Severity.WARNING,
+        valid_until_s=valid_until,
+    )
+
+
+def _queue_blocked(
+    snapshot: ClusterSnapshot,
+    capacity: Capacity,
+    head: Job,
+    reserve_at: float,
+    backfills: Sequence[Start],
+    gpu_hours: float,
+    valid_until: float,
+) -> Recommendation:
+    now = snapshot.time_s
+    idle = capacity.free_total_milli / MILLI_PER_GPU
+    fillable = sum(s.job.gpu_milli_total for s in backfills) / MILLI_PER_GPU
+    listed = ", ".join(s.job.job_id for s in backfills[:5])
+    more = f" and {len(backfills) - 5} more" if len(backfills) > 5 else ""
+    jobs = f"Jobs {listed}{more} fit" if len(backfills) > 1 else f"Job {listed} fits"
+    return Recommendation(
+        kind=Kind.QUEUE_BLOCKED,
+        job_id=head.job_id,
+        node="",
+        action=(
+            f"Job {head.job_id} ({head.total_gpus} GPU) heads the queue and cannot start for "
+            f"{format_duration(reserve_at - now)}, while {idle:g} GPUs are idle. "
+            f"{jobs} now without delaying it."
+        ),
+        command=" && ".join(f"scontrol top {s.job.job_id}" for s in backfills[:5]),
+        gain=Gain(
+            gpus_busy_now=fillable,
+            gpu_hours_per_day=gpu_hours,
+            allocation_pp=100.0 * fillable / max(snapshot.cluster.gpus, 1),
+        ),
+        evidence=(
+            ("idle_gpus", f"{idle:g}"),
+            ("head_gpus", str(head.total_gpus)),
+            ("head_waiting_for", format_duration(now - head.submit_time_s)),
+            ("head_starts_in", format_duration(reserve_at - now)),
+            ("jobs_that_fit_now", str(len(backfills))),
+        ),
+        severity=Severity.CRITICAL if fillable >= 8 else Severity.WARNING,
+        valid_until_s=valid_until,
+    )
+
+
+def _hold_node(
+    snapshot: ClusterSnapshot, capacity: Capacity, reservation: Reservation, valid_until: float
+) -> Recommendation | None:
+    assert reservation.allocation is not None
+    idle_reserved = sum(
+        1
+        for node, gpus in reservation.allocation.parts
+        for g in gpus
+        if capacity.free_milli[node][g] == MILLI_PER_GPU
+    )
+    if not idle_reserved or not math.isfinite(reservation.time_s):
+        return None
+    where = _node_names(snapshot, reservation.allocation)
+    job = reservation.job
+    wait = reservation.time_s - snapshot.time_s
+    return Recommendation(
+        kind=Kind.HOLD_NODE,
+        job_id=job.job_id,
+        node=where,
+        action=(
+            f"Hold {where} for job {job.job_id} ({job.total_gpus} GPU): it can start there in "
+            f"{format_duration(wait)}; until then run only jobs that end sooner on its "
+            f"{idle_reserved} idle reserved GPU(s)."
+        ),
+        command=f"scontrol update JobId={job.job_id} ReqNodeList={where}",
+        gain=Gain(),
+        evidence=(
+            ("reserved_gpus", str(reservation.allocation.gpu_count)),
+            ("idle_reserved_gpus", str(idle_reserved)),
+            ("starts_in", format_duration(wait)),
+        ),
+        severity=Severity.INFO,
+        valid_until_s=valid_until,
+    )
+
+
+def _place_on(
+    snapshot: ClusterSnapshot, start: Start, first_fit_allocation: Allocation, valid_until: float
+) -> Recommendation:
+    job = start.job
+    where = _node_names(snapshot, start.allocation)
+    instead = _node_names(snapshot, first_fit_allocation)
+    return Recommendation(
+        kind=Kind.PLACE_ON,
+        job_id=job.job_id,
+        node=where,
+        action=(
+            f"Place job {job.job_id} on {where} rather than {instead}: it keeps larger free "
+            "blocks whole for the jobs that wait."
+        ),
+        command=f"scontrol update JobId={job.job_id} ReqNodeList={where}",
+        gain=Gain(),
+        evidence=(("first_fit_would_use", instead), ("placement", "fragmentation-aware")),
+        severity=Severity.INFO,
+        valid_until_s=valid_until,
+    )

@@ -1,0 +1,56 @@
+"""Recommendations: one piece of advice with its expected gain and the evidence behind it."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    START_NOW = "start-now"  # start a waiting job now (backfill); cannot delay the head
+    HOLD_NODE = "hold-node"  # keep a node's GPUs for a reserved job
+    PLACE_ON = "place-on"  # put a job on a given node to limit fragmentation
+    RECLAIM_IDLE = "reclaim-idle"  # allocated GPUs that sit idle
+    QUEUE_BLOCKED = "queue-blocked"  # the queue head blocks jobs that fit now
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+@dataclass(frozen=True, slots=True)
+class Gain:
+    """Expected gain if the advice is taken now."""
+
+    gpus_busy_now: float = 0.0
+    gpu_hours_per_day: float = 0.0
+    allocation_pp: float = 0.0  # percentage points of cluster allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """Identity is (kind, job, node): the same advice keeps the same id across cycles."""
+
+    kind: Kind
+    job_id: str
+    node: str
+    action: str
+    command: str
+    gain: Gain
+    evidence: tuple[tuple[str, str], ...]
+    severity: Severity = Severity.INFO
+    valid_until_s: float = 0.0
+
+    @property
+    def id(self) -> str:
+        digest = hashlib.sha256(f"{self.kind}\0{self.job_id}\0{self.node}".encode())
+        return digest.hexdigest()[:16]
+
+    @property
+    def subject(self) -> str:
+        if self.job_id and self.node:
+            return f"job {self.job_id} on {self.node}"
+        return f"job {self.job_id}" if self.job_id else f"node {self.node}"
