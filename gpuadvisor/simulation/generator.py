@@ -79,7 +79,10 @@ class SizeMix:
         if any(
             not 0 < m <= MILLI_PER_GPU or (m < MILLI_PER_GPU and g != 1) for g, m, _ in self.shapes
         ):
-            raise ModelError(f"mix {self.name!r}: a fractional share needs exactly 1 GPU")
+            raise ModelError(
+                f"mix {self.name!r}: gpu_milli must be in 1..1000 and a fractional share "
+                "needs exactly 1 GPU"
+            )
 
     def fitting(self, max_gpus: int) -> SizeMix:
         """The mix without sizes above ``max_gpus`` (the others keep their relative weights)."""
@@ -239,13 +242,16 @@ def time_limit_s(
 ) -> float:
     """The limit a user would write: ``runtime_s x factor`` rounded up to the grid.
 
-    Never below the runtime; past the grid's top, rounded up to a whole hour.
+    The grid's top is the longest limit allowed, so a wish above it gets the top; never below
+    the runtime (a runtime above the top is rounded up to a whole hour).
     """
     wanted = max(runtime_s * factor, runtime_s)
     i = bisect_left(grid, wanted)
     if i < len(grid):
         return grid[i]
-    return math.ceil(wanted / HOUR_S) * HOUR_S
+    if grid and grid[-1] >= runtime_s:
+        return grid[-1]
+    return math.ceil(runtime_s / HOUR_S) * HOUR_S
 
 
 def generate_workload(

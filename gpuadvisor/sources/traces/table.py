@@ -177,7 +177,7 @@ def _header(name: str, stream: IO[str]) -> tuple[Header, int]:
 def _rows(header: Header, offset: int, stream: IO[str]) -> Iterator[Row]:
     index = {column: i for i, column in enumerate(header.columns)}
     width = len(header.columns)
-    reader = csv.reader(stream)
+    reader = csv.reader(stream, strict=True)
     while True:
         try:
             cells = next(reader)
