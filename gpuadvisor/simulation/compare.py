@@ -1,0 +1,69 @@
+"""Run several policies on one trace, side by side, against the strict-FIFO baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from gpuadvisor.analysis.fragmentation import WorkloadMix
+from gpuadvisor.analysis.orders import ORDERS
+from gpuadvisor.analysis.placement import PLACEMENTS
+from gpuadvisor.errors import ModelError
+from gpuadvisor.model import Cluster, Job
+from gpuadvisor.simulation.engine import SimulationConfig, prepare_jobs, simulate
+from gpuadvisor.simulation.results import SimulationResult
+
+BASELINE = "fifo"
+
+
+def parse_policy(spec: str, base: SimulationConfig) -> SimulationConfig:
+    """``ORDER`` or ``ORDER+PLACEMENT`` (``easy+fgd``) on top of ``base``'s other settings."""
+    order, _, placement = spec.strip().partition("+")
+    if order not in ORDERS:
+        raise ModelError(f"unknown policy {spec!r}: orders are {', '.join(ORDERS)}")
+    if placement and placement not in PLACEMENTS:
+        raise ModelError(f"unknown placement in {spec!r}: placements are {', '.join(PLACEMENTS)}")
+    return replace(base, order=order, placement=placement or None)
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    label: str
+    metrics: dict[str, object]
+    result: SimulationResult
+
+
+def compare(
+    jobs: Sequence[Job],
+    cluster: Cluster,
+    configs: Sequence[SimulationConfig],
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> list[PolicyRun]:
+    """Run each config; strict FIFO also runs (first) when absent, as the starvation baseline.
+
+    Every run sees the same jobs and the same workload mix, so results differ only by policy.
+    """
+    runnable, _ = prepare_jobs(jobs, cluster)
+    mix = WorkloadMix.of_jobs(runnable)
+    baseline_config = next(
+        (c for c in configs if c.order == BASELINE and c.placement is None),
+        replace(configs[0], order=BASELINE, placement=None) if configs else None,
+    )
+    if baseline_config is None:
+        return []
+
+    def run(config: SimulationConfig) -> SimulationResult:
+        def report(done: int, total: int) -> None:
+            if progress is not None:
+                progress(config.label, done, total)
+
+        return simulate(jobs, cluster, config, mix=mix, progress=report)
+
+    baseline = run(baseline_config)
+    fifo_waits = baseline.waits_s
+    runs = []
+    for config in configs:
+        result = baseline if config == baseline_config else run(config)
+        runs.append(PolicyRun(config.label, result.metrics(fifo_waits), result))
+    return runs
