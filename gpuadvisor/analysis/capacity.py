@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job
 
-NodeKind = tuple[int, str, tuple[tuple[int, ...], ...], int, int]
-"""What never changes about a node, less its name: (GPUs, model, topology groups, CPU, memory)."""
-
-NodeState = tuple[NodeKind, tuple[int, ...], int, int]
-"""A node's kind, free milli per GPU, free CPU milli and free memory MiB."""
+NodeState = str
+"""An opaque key for everything a placement can see of a node, less its name and index: its
+kind (GPUs, model, topology groups, CPU, memory), free milli per GPU, free CPU and memory.
+A string, so that its hash is computed once however often it is looked up."""
 
 
 class Capacity:
@@ -30,7 +29,8 @@ class Capacity:
         "hist",
         "mem_free",
         "model_of",
-        "partial_nodes",
+        "idle_nodes",
+        "size_of",
         "used_milli",
         "whole_free",
     )
@@ -43,14 +43,22 @@ class Capacity:
         self.cpu_free: list[int] = [n.cpu_milli for n in nodes]
         self.mem_free: list[int] = [n.memory_mib for n in nodes]
         self.model_of: list[str] = [n.gpu_model for n in nodes]
+        self.size_of: list[int] = [n.gpus for n in nodes]
         width = cluster.max_node_gpus + 1
+        # hist[model][k]: nodes of that GPU model with exactly k whole free GPUs
         self.hist: dict[str, list[int]] = {}
+        # idle_nodes[model][k]: nodes of that model with k GPUs, all of them free
+        self.idle_nodes: dict[str, list[int]] = {}
         for n in nodes:
             self.hist.setdefault(n.gpu_model, [0] * width)[n.gpus] += 1
+            self.idle_nodes.setdefault(n.gpu_model, [0] * width)[n.gpus] += 1
         self.used_milli = 0
-        self.partial_nodes = 0  # nodes with a GPU that is neither wholly free nor wholly used
-        self._kind: list[NodeKind] = [
-            (n.gpus, n.gpu_model, n.topology_groups, n.cpu_milli, n.memory_mib) for n in nodes
+        kinds: dict[tuple[object, ...], int] = {}
+        self._kind: list[int] = [
+            kinds.setdefault(
+                (n.gpus, n.gpu_model, n.topology_groups, n.cpu_milli, n.memory_mib), len(kinds)
+            )
+            for n in nodes
         ]
         self._state_of: list[NodeState] | None = None  # built on first use of state_classes()
         self._classes: dict[NodeState, dict[int, None]] | None = None
@@ -64,8 +72,9 @@ class Capacity:
         new.mem_free = list(self.mem_free)
         new.model_of = self.model_of
         new.hist = {k: list(v) for k, v in self.hist.items()}
+        new.idle_nodes = {k: list(v) for k, v in self.idle_nodes.items()}
+        new.size_of = self.size_of
         new.used_milli = self.used_milli
-        new.partial_nodes = self.partial_nodes
         new._kind = self._kind
         new._state_of = None
         new._classes = None
@@ -107,19 +116,22 @@ class Capacity:
 
     def fits(self, job: Job) -> bool:
         """Whether ``job`` could start now somewhere (gang: all of its nodes at once)."""
-        if (
-            job.gpus
-            and job.gpu_milli == MILLI_PER_GPU
-            and job.nodes == 1
-            and not (job.cpu_milli or job.memory_mib)
-        ):
-            g = job.gpus
-            for model, counts in self.hist.items():
-                if job.gpu_models and model not in job.gpu_models:
-                    continue
-                if any(counts[g:]):
-                    return True
+        if job.gpu_milli_total > self.total_milli - self.used_milli:
             return False
+        if job.gpus and job.gpu_milli == MILLI_PER_GPU and not (job.cpu_milli or job.memory_mib):
+            g = job.gpus
+            if job.nodes == 1:
+                for model, counts in self.hist.items():
+                    if job.gpu_models and model not in job.gpu_models:
+                        continue
+                    if any(counts[g:]):
+                        return True
+                return False
+            found = 0
+            for model, counts in self.idle_nodes.items():
+                if not job.gpu_models or model in job.gpu_models:
+                    found += sum(counts[g:])
+            return found >= job.nodes
         need = job.nodes
         for node in range(len(self.whole_free)):
             if self.node_admits(node, job):
@@ -157,22 +169,26 @@ class Capacity:
     def _apply_node(self, node: int, changes: list[tuple[int, int]]) -> None:
         """Add ``delta`` milli to each listed GPU of ``node``, keeping every index in step."""
         free = self.free_milli[node]
-        before_whole = self.whole_free[node]
-        before_partial = any(0 < f < MILLI_PER_GPU for f in free)
+        whole = before = self.whole_free[node]
         for g, delta in changes:
-            value = free[g] + delta
+            old = free[g]
+            value = old + delta
             if not 0 <= value <= MILLI_PER_GPU:
                 raise ValueError(f"GPU {g} of node {node} would hold {value} free milli")
             free[g] = value
             self.used_milli -= delta
-        after_whole = sum(1 for f in free if f == MILLI_PER_GPU)
-        if after_whole != before_whole:
-            counts = self.hist[self.model_of[node]]
-            counts[before_whole] -= 1
-            counts[after_whole] += 1
-            self.whole_free[node] = after_whole
-        after_partial = any(0 < f < MILLI_PER_GPU for f in free)
-        self.partial_nodes += int(after_partial) - int(before_partial)
+            whole += (value == MILLI_PER_GPU) - (old == MILLI_PER_GPU)
+        if whole != before:
+            model = self.model_of[node]
+            counts = self.hist[model]
+            counts[before] -= 1
+            counts[whole] += 1
+            self.whole_free[node] = whole
+            size = self.size_of[node]
+            if before == size:
+                self.idle_nodes[model][size] -= 1
+            elif whole == size:
+                self.idle_nodes[model][size] += 1
 
     def _apply(self, job: Job, allocation: Allocation, sign: int) -> None:
         delta = sign * allocation.milli
@@ -190,13 +206,9 @@ class Capacity:
     # -- nodes grouped by state -----------------------------------------------------------
 
     def node_state(self, node: int) -> NodeState:
-        """Everything a placement can see of a node, less its name and index."""
-        return (
-            self._kind[node],
-            tuple(self.free_milli[node]),
-            self.cpu_free[node],
-            self.mem_free[node],
-        )
+        """Everything a placement can see of a node, less its name and index, as one key."""
+        free = ",".join(map(str, self.free_milli[node]))
+        return f"{self._kind[node]}|{free}|{self.cpu_free[node]}|{self.mem_free[node]}"
 
     def state_classes(self) -> dict[NodeState, dict[int, None]]:
         """Nodes grouped by identical state (read-only view, kept up to date by every change).

@@ -279,7 +279,12 @@ class _Pass:
         work = cap.copy()
         endings = self._endings()
         i = 0
-        candidate_times = [now] + [e.expected_end_s for e in endings if e.expected_end_s < INF]
+        # It can start when a running job ends, or when an earlier reservation is over.
+        candidate_times = sorted(
+            {now}
+            | {e.expected_end_s for e in endings if e.expected_end_s < INF}
+            | {end for end in self.reservation_ends if now < end < INF}
+        )
         for t in candidate_times:
             while i < len(endings) and endings[i].expected_end_s <= t:
                 work.release(endings[i].job, endings[i].allocation)
@@ -312,7 +317,8 @@ class _Pass:
 
 def reservation_placement(future: Capacity, job: Job, now: Capacity) -> Allocation | None:
     """Where to reserve ``job`` in the ``future`` state: on nodes and GPUs that are busy now,
-    where possible, so that what is idle now stays open to backfill."""
+    where possible, so that what is idle now stays open to backfill. A multi-node job needs
+    whole free nodes, so its reservation holds every GPU of its nodes."""
     admitting = [n for n in range(len(future.whole_free)) if future.node_admits(n, job)]
     if len(admitting) < job.nodes:
         return None
@@ -328,6 +334,8 @@ def reservation_placement(future: Capacity, job: Job, now: Capacity) -> Allocati
         options = [g for g, f in enumerate(free_then) if f >= job.gpu_milli]
         options.sort(key=lambda g: (idle_now[node][g], g))
         want = job.gpus if job.gpu_milli == MILLI_PER_GPU else min(job.gpus, 1)
+        if job.nodes > 1:
+            want = len(free_then)  # multi-node jobs take whole nodes: hold all of each
         parts.append((node, tuple(sorted(options[:want]))))
     return Allocation(tuple(parts), job.gpu_milli)
 

@@ -20,7 +20,14 @@ from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
 from gpuadvisor.analysis.fragmentation import WorkloadMix
 from gpuadvisor.analysis.idle import split_idle
-from gpuadvisor.analysis.orders import DEFAULT_PLACEMENT, ORDERS, Ending, OrderSettings, QueueView
+from gpuadvisor.analysis.orders import (
+    DEFAULT_PLACEMENT,
+    ORDERS,
+    Ending,
+    OrderSettings,
+    Plan,
+    QueueView,
+)
 from gpuadvisor.analysis.placement import PLACEMENTS, PlacementContext
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Allocation, Cluster, Job
@@ -35,6 +42,8 @@ _COMPLETE, _ARRIVE = 0, 1
 _ShapeKey = tuple[int, int, int, frozenset[str], int, int]
 
 Progress = Callable[[int, int], None]
+Observer = Callable[[float, Plan], None]
+"""Called with (time, plan) after every scheduling pass: for tests and explanations."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +102,10 @@ def simulate(
     *,
     mix: WorkloadMix | None = None,
     progress: Progress | None = None,
+    observer: Observer | None = None,
 ) -> SimulationResult:
     """Replay ``jobs`` (any order; replayed by submit time) and return per-job and cluster results."""
-    return _Engine(jobs, cluster, config, mix, progress).run()
+    return _Engine(jobs, cluster, config, mix, progress, observer).run()
 
 
 class _Engine:
@@ -106,7 +116,9 @@ class _Engine:
         config: SimulationConfig,
         mix: WorkloadMix | None,
         progress: Progress | None,
+        observer: Observer | None = None,
     ) -> None:
+        self.observer = observer
         self.config = config
         self.cluster = cluster
         self.jobs, self.rejected = prepare_jobs(jobs, cluster)
@@ -234,6 +246,8 @@ class _Engine:
             return
         view = QueueView(now, self.pending, self.running, self.capacity, self.estimate)
         plan = self.order.plan(view, self.placement, self.ctx, self.config.settings)
+        if self.observer is not None:
+            self.observer(now, plan)
         for start in plan.starts:
             job = start.job
             i = self.index[id(job)]

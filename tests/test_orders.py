@@ -1,0 +1,127 @@
+"""Queue orders on hand-built queue views."""
+
+from __future__ import annotations
+
+import math
+
+from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.estimates import estimate_runtime
+from gpuadvisor.analysis.orders import ORDERS, Ending, OrderSettings, QueueView
+from gpuadvisor.analysis.placement import PlacementContext, first_fit
+from gpuadvisor.model import Job
+from tests.builders import make_capacity, make_cluster, make_job, on
+
+
+def view(
+    capacity: Capacity, pending: list[Job], running: list[Ending], now: float = 0.0
+) -> QueueView:
+    return QueueView(now, pending, running, capacity, estimate_runtime)
+
+
+def plan_ids(order: str, v: QueueView, **settings: float) -> list[str]:
+    plan = ORDERS[order].plan(v, first_fit, PlacementContext(), OrderSettings(**settings))  # type: ignore[arg-type]
+    return [s.job.job_id for s in plan.starts]
+
+
+# One 8-GPU node; 'long' holds 6 GPUs until t=1000; the head wants all 8.
+LONG = make_job("long", gpus=6, runtime=1000)
+HELD = on(0, 0, 1, 2, 3, 4, 5)
+
+
+def blocked_view(*behind: Job, now: float = 0.0) -> QueueView:
+    capacity = make_capacity(make_cluster(1, 8), (LONG, HELD))
+    head = make_job("head", at=0, gpus=8, runtime=100)
+    return view(capacity, [head, *behind], [Ending(1000.0, LONG, HELD)], now)
+
+
+def test_strict_fifo_starts_nothing_behind_a_blocked_head() -> None:
+    assert plan_ids("fifo", blocked_view(make_job("small", at=1, gpus=1))) == []
+
+
+def test_fifo_skip_starts_whatever_fits() -> None:
+    behind = [make_job("a", at=1, gpus=1, runtime=5000), make_job("b", at=2, gpus=1)]
+    assert plan_ids("fifo-skip", blocked_view(*behind)) == ["a", "b"]
+
+
+def test_easy_starts_only_jobs_that_end_before_the_reservation() -> None:
+    behind = [make_job("too-long", at=1, gpus=1, runtime=5000), make_job("short", at=2, gpus=1)]
+    plan = ORDERS["easy"].plan(blocked_view(*behind), first_fit, PlacementContext())
+    assert [s.job.job_id for s in plan.starts] == ["short"]
+    (reservation,) = plan.reservations
+    assert reservation.job.job_id == "head"
+    assert reservation.time_s == 1000.0
+    assert plan.starts[0].overtakes == 2  # the head and "too-long"
+
+
+def test_easy_lets_a_long_job_use_gpus_the_head_does_not_need() -> None:
+    # Two nodes: the head (8 GPUs) is reserved on node 0 once 'long' ends; node 1 is free and
+    # a long job may take it.
+    capacity = make_capacity(make_cluster(2, 8), (LONG, HELD))
+    capacity.allocate(make_job("x", gpus=4), on(1, 0, 1, 2, 3))
+    x_end = Ending(2000.0, make_job("x", gpus=4), on(1, 0, 1, 2, 3))
+    head = make_job("head", at=0, gpus=8, runtime=100)
+    long_small = make_job("long-small", at=1, gpus=4, runtime=9999)
+    v = view(capacity, [head, long_small], [Ending(1000.0, LONG, HELD), x_end])
+    plan = ORDERS["easy"].plan(v, first_fit, PlacementContext())
+    assert [s.job.job_id for s in plan.starts] == ["long-small"]
+    assert plan.starts[0].allocation.nodes == (1,)
+    assert plan.reservations[0].allocation is not None
+    assert plan.reservations[0].allocation.nodes == (0,)
+
+
+def test_the_advisor_fills_idle_gpus_largest_first() -> None:
+    behind = [make_job("one", at=1, gpus=1, runtime=10), make_job("two", at=2, gpus=2, runtime=10)]
+    assert plan_ids("easy", blocked_view(*behind)) == ["one"]
+    assert plan_ids("advisor", blocked_view(*behind)) == ["two"]
+
+
+def test_the_advisor_reserves_for_starved_jobs() -> None:
+    old = make_job("old", at=0, gpus=4, runtime=10)
+    v = blocked_view(old, now=7 * 3600.0)
+    plan = ORDERS["advisor"].plan(
+        v, first_fit, PlacementContext(), OrderSettings(starvation_s=6 * 3600)
+    )
+    assert [r.job.job_id for r in plan.reservations] == ["head", "old"]
+    easy = ORDERS["easy"].plan(v, first_fit, PlacementContext())
+    assert [r.job.job_id for r in easy.reservations] == ["head"]
+
+
+def test_sjf_orders_by_estimate() -> None:
+    assert ORDERS["sjf"].key(make_job("a", runtime=50), 50.0) < ORDERS["sjf"].key(
+        make_job("b"), 100.0
+    )
+    assert ORDERS["sjf"].key(make_job("c"), None)[0] == math.inf
+
+
+def test_backfill_depth_bounds_the_scan() -> None:
+    behind = [make_job(f"long{i}", at=i + 1, gpus=1, runtime=5000) for i in range(5)]
+    behind.append(make_job("short", at=10, gpus=1, runtime=10))
+    assert plan_ids("easy", blocked_view(*behind)) == ["short"]
+    assert plan_ids("easy", blocked_view(*behind), backfill_depth=3) == []
+
+
+def test_explain_mode_reserves_for_the_strict_fifo_head() -> None:
+    plan = ORDERS["fifo"].plan(
+        blocked_view(), first_fit, PlacementContext(), OrderSettings(explain=True)
+    )
+    assert [(r.job.job_id, r.time_s) for r in plan.reservations] == [("head", 1000.0)]
+    assert [j.job_id for j in plan.blocked] == ["head"]
+
+
+def test_reservations_prefer_gpus_that_are_busy_now() -> None:
+    # Node 0 is busy until 100, node 1 idle: the 8-GPU head can start on node 1 now... unless
+    # it does not fit now; here it needs 16 (two nodes), so it is reserved at t=100 on both.
+    capacity = make_capacity(make_cluster(3, 8), (LONG, HELD))
+    head = make_job("head", gpus=8, nodes=2, runtime=100)
+    v = view(capacity, [head], [Ending(100.0, LONG, HELD)])
+    plan = ORDERS["easy"].plan(v, first_fit, PlacementContext(), OrderSettings(explain=True))
+    starts = [s.job.job_id for s in plan.starts]
+    assert starts == ["head"]  # nodes 1 and 2 are wholly free now: it starts at once
+    capacity.allocate(make_job("y", gpus=1), on(2, 0))
+    plan = ORDERS["easy"].plan(
+        view(capacity, [head], [Ending(100.0, LONG, HELD)]), first_fit, PlacementContext()
+    )
+    (reservation,) = plan.reservations
+    assert reservation.time_s == 100.0
+    assert reservation.allocation is not None
+    assert 0 in reservation.allocation.nodes  # the node busy now is part of it
