@@ -58,8 +58,10 @@ def main() -> None:
     with ProcessPoolExecutor(args.processes) as pool:
         runs = list(pool.map(_run, tasks))
     print(f"{len(jobs)} pods, {len(cluster.nodes)} nodes, {cluster.gpus} GPUs, seeds 42..")
-    print(f"{'placement':<10} {'100% arrived':>15} {'paper':>6} {'130% arrived':>15} {'paper':>6} "
-          f"{'s/run':>6}")
+    print(
+        f"{'placement':<10} {'100% arrived':>15} {'paper':>6} {'130% arrived':>15} {'paper':>6} "
+        f"{'s/run':>6}"
+    )
     for placement in placements:
         mine = [(r, s) for r, s in runs if r.placement == placement]
         at100 = [100 * r.allocation_ratio_at_arrived["100"] for r, _ in mine]
@@ -67,8 +69,10 @@ def main() -> None:
         paper = PUBLISHED.get(placement)
         p100, p130 = (f"{paper[0]:6.2f}", f"{paper[1]:6.2f}") if paper else ("", "")
         seconds = statistics.fmean(s for _, s in mine)
-        print(f"{placement:<10} {_cell(at100):>15} {p100:>6} {_cell(at130):>15} {p130:>6} "
-              f"{seconds:6.1f}")
+        print(
+            f"{placement:<10} {_cell(at100):>15} {p100:>6} {_cell(at130):>15} {p130:>6} "
+            f"{seconds:6.1f}"
+        )
 
 
 if __name__ == "__main__":

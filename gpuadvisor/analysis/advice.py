@@ -175,7 +175,10 @@ def _start_now(
         ("jobs_ahead", str(start.overtakes)),
     ]
     if head is not None:
-        evidence += [("head_job", head.job_id), ("head_starts_in", format_duration(reserve_at - now))]
+        evidence += [
+            ("head_job", head.job_id),
+            ("head_starts_in", format_duration(reserve_at - now)),
+        ]
     return Recommendation(
         kind=Kind.START_NOW,
         job_id=job.job_id,

@@ -84,10 +84,13 @@ class QueueView:
 
 @dataclass(frozen=True, slots=True)
 class OrderSettings:
-    """Tunables. ``backfill_depth`` bounds how many jobs past the first blocked one are tried
-    (Slurm's ``bf_max_job_test``); the advisor reserves for the head and for at most
-    ``max_starved_reservations`` jobs that waited over ``starvation_s``; ``explain`` computes reservations even when nothing could
-    start (the live advisor wants them, the simulator does not)."""
+    """Tunables of a scheduling pass.
+
+    ``backfill_depth`` bounds how many jobs past the first blocked one are tried (Slurm's
+    ``bf_max_job_test``). The advisor reserves for the head and for at most
+    ``max_starved_reservations`` jobs that waited over ``starvation_s``. ``explain`` computes
+    reservations even when nothing could start (the live advisor wants them, the simulator
+    does not)."""
 
     starvation_s: float = 6 * 3600.0
     max_starved_reservations: int = 4
@@ -366,4 +369,4 @@ DEFAULT_PLACEMENT: dict[str, str] = {
     "sjf": "first-fit",
     "advisor": "fgd",
 }
-"""The placement each order runs with unless told otherwise (the advisor's is fragmentation-aware)."""
+"""The placement each order runs with unless told otherwise (the advisor's: fragmentation-aware)."""

@@ -8,37 +8,34 @@
   0-100 like the reference; a fractional job gets the GPU that scores best.
 - ``random``: any admitting node; a fractional job any GPU it fits on.
 - ``topology``: best-fit that keeps a multi-GPU job inside one topology group where it can.
-- ``advisor``: fgd on the exact (unquantised) growth of F_n; ties go to the node that keeps the
-  job in one topology group, then to the tightest node, then to the lowest node number.
+- ``advisor``: fgd, with ties going to a node that keeps a multi-GPU job inside one topology
+  group, whose GPUs it then gets from the tightest such group. (Scoring the exact, unquantised
+  growth of F_n instead placed about 1 point less on FGD's protocol, so the advisor keeps
+  FGD's quantised score.)
 
-Ties between equally scored nodes are broken uniformly at random when the context carries a
-generator (as Kubernetes does), else by the lowest node number. Policies score one node per
-class of identical nodes (:meth:`Capacity.state_classes`) and memoise scores per node state.
+Ties between equally scored nodes go to the node ranked first by the context's ``node_rank``
+(default: the lowest node number). FGD's reference simulator does the same with node names
+that carry a random prefix, so its runs rank nodes by a random permutation; the inflation
+protocol passes one. Policies score one node per class of identical nodes
+(:meth:`Capacity.state_classes`) and memoise the scores per node state.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from gpuadvisor.analysis.capacity import Capacity, NodeState
 from gpuadvisor.analysis.fragmentation import WorkloadMix, modelled_cpu_free, node_fragment_milli
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
-Cost = float | tuple[float, ...]
+Cost = tuple[float, ...]
 """A node's score for a job as a cost: lower is better."""
 
-
-class Rng(Protocol):
-    """The part of ``random.Random`` placements use (passed in, never the global generator)."""
-
-    def random(self) -> float: ...
-
-    def randrange(self, stop: int) -> int: ...
-
+_EMPTY_MIX = WorkloadMix(())
 
 _CACHE_LIMIT = 200_000
 
@@ -47,13 +44,14 @@ _CACHE_LIMIT = 200_000
 class PlacementContext:
     """What placements may consult besides capacity: the workload mix and a seeded generator.
 
-    ``rng`` is required by ``random`` and, where given, breaks ties between equal nodes.
-    The caches are keyed by node state and job shape, so one context may serve many
-    capacities of any cluster.
+    ``rng`` is required by ``random``. ``node_rank[n]`` orders nodes for breaking ties (lowest
+    first; empty: by node number). The caches are keyed by node state and job shape, so one
+    context may serve many capacities of one cluster.
     """
 
-    mix: WorkloadMix = WorkloadMix(())
-    rng: Rng | None = None
+    mix: WorkloadMix = _EMPTY_MIX
+    rng: random.Random | None = None
+    node_rank: tuple[int, ...] = ()
     fragment_cache: dict[tuple[str, tuple[int, ...], int], float] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -78,8 +76,8 @@ class PlacementContext:
 
     def costs(self, policy: str, job: Job, *extra: object) -> dict[NodeState, Cost | None]:
         """The memo of ``policy``'s node costs for jobs shaped like ``job`` (None: inadmissible)."""
-        key = (policy, job.gpus, job.nodes, job.gpu_milli, job.gpu_models, job.cpu_milli)
-        key += (job.memory_mib, *extra)
+        key: tuple[object, ...] = (policy, job.gpus, job.nodes, job.gpu_milli, job.gpu_models)
+        key += (job.cpu_milli, job.memory_mib, *extra)
         memo = self.cost_cache.get(key)
         if memo is None:
             if len(self.cost_cache) > _CACHE_LIMIT // 100:
@@ -87,10 +85,19 @@ class PlacementContext:
             memo = self.cost_cache[key] = {}
         return memo
 
-    def require_rng(self, policy: str) -> Rng:
+    def require_rng(self, policy: str) -> random.Random:
         if self.rng is None:
-            raise RuntimeError(f"placement {policy!r} needs a random generator: pass rng= in its context")
+            raise RuntimeError(
+                f"placement {policy!r} needs a random generator: pass rng= in its context"
+            )
         return self.rng
+
+    def first_ranked(self, groups: Sequence[dict[int, None]]) -> int:
+        """The first node by ``node_rank`` among the members of ``groups``."""
+        rank = self.node_rank
+        if not rank:
+            return min(min(g) for g in groups)
+        return min((min(g, key=rank.__getitem__) for g in groups), key=rank.__getitem__)
 
 
 Placement = Callable[[Capacity, Job, PlacementContext], Allocation | None]
@@ -108,10 +115,13 @@ def _choose(
     policy: str,
     cost: NodeCost,
     *,
-    random_ties: bool = True,
+    uniform: bool = False,
     extra: tuple[object, ...] = (),
 ) -> list[int] | None:
-    """The ``job.nodes`` admitting nodes of least cost, or None if too few admit the job."""
+    """The ``job.nodes`` admitting nodes of least cost, or None if too few admit the job.
+
+    Ties go to the first-ranked node, or (``uniform``) to one drawn uniformly at random.
+    """
     memo = ctx.costs(policy, job, *extra)
     best: Cost | None = None
     tied: list[dict[int, None]] = []
@@ -126,29 +136,41 @@ def _choose(
             continue
         if job.nodes > 1:
             ranked.append((value, members))
-        elif best is None or value < best:  # type: ignore[operator]
+        elif best is None or value < best:
             best, tied = value, [members]
         elif value == best:
             tied.append(members)
     if job.nodes > 1:
-        ranked.sort(key=lambda vm: vm[0])  # type: ignore[arg-type, return-value]
-        order = [n for _, members in ranked for n in sorted(members)]
-        return order[: job.nodes] if len(order) >= job.nodes else None
+        return _several(ranked, job.nodes, ctx)
     if best is None:
         return None
-    if random_ties and ctx.rng is not None:
-        pick = ctx.rng.randrange(sum(len(m) for m in tied))
+    if uniform:
+        pick = ctx.require_rng(policy).randrange(sum(len(m) for m in tied))
         for members in tied:
             if pick < len(members):
                 return [list(members)[pick]]
             pick -= len(members)
-    return [min(min(m) for m in tied)]
+    return [ctx.first_ranked(tied)]
 
 
-_UNSCORED: Cost = (math.inf, math.inf, math.inf)
+def _several(
+    ranked: list[tuple[Cost, dict[int, None]]], count: int, ctx: PlacementContext
+) -> list[int] | None:
+    """The ``count`` nodes of least cost, ties by rank (multi-node jobs)."""
+    rank = ctx.node_rank
+    order = sorted(
+        ((cost, rank[n] if rank else n, n) for cost, members in ranked for n in members),
+        key=lambda t: (t[0], t[1]),
+    )
+    return [n for _, _, n in order[:count]] if len(order) >= count else None
 
 
-def _place(capacity: Capacity, job: Job, nodes: list[int] | None, gpus: GpuPick, ctx: PlacementContext) -> Allocation | None:
+_UNSCORED: Cost = (math.inf,)
+
+
+def _place(
+    capacity: Capacity, job: Job, nodes: list[int] | None, gpus: GpuPick, ctx: PlacementContext
+) -> Allocation | None:
     if nodes is None:
         return None
     return Allocation(tuple((n, gpus(capacity, job, n, ctx)) for n in nodes), job.gpu_milli)
@@ -216,7 +238,7 @@ def _topology_gpus(
 
 
 def first_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
-    nodes = _choose(capacity, job, ctx, "first-fit", lambda c, j, n, x: 0.0, random_ties=False)
+    nodes = _choose(capacity, job, ctx, "first-fit", lambda c, j, n, x: (0.0,))
     return _place(capacity, job, nodes, _first_gpus, ctx)
 
 
@@ -232,7 +254,7 @@ def _best_fit_cost(capacity: Capacity, job: Job, node: int, ctx: PlacementContex
         left = 0.5 * cpu_term + 0.5 * gpu_term
     else:
         left = gpu_term
-    return -float(int((1.0 - left) * 100))
+    return (-float(int((1.0 - left) * 100)),)
 
 
 def best_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
@@ -256,10 +278,9 @@ def _fgd_growths(
     cpu = modelled_cpu_free(capacity, node)
     before = ctx.fragment(free, model, cpu)
     cpu_after = None if cpu is None else cpu - job.cpu_milli
+    options: list[tuple[int, ...]] = [_lowest_whole(free, job.gpus)]
     if job.fractional:
         options = [(g,) for g in _fitting(capacity, job, node)]
-    else:
-        options = [_lowest_whole(free, job.gpus)]
     return [
         (ctx.fragment(_after(capacity, job, node, gpus), model, cpu_after) - before, gpus)
         for gpus in options
@@ -272,7 +293,7 @@ def _fgd_score(growth: float) -> int:
 
 
 def _fgd_cost(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> Cost:
-    return -float(max(_fgd_score(g) for g, _ in _fgd_growths(capacity, job, node, ctx)))
+    return (-float(max(_fgd_score(g) for g, _ in _fgd_growths(capacity, job, node, ctx))),)
 
 
 def _fgd_gpus(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> tuple[int, ...]:
@@ -292,7 +313,7 @@ def fgd(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | Non
 
 def random_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
     ctx.require_rng("random")
-    nodes = _choose(capacity, job, ctx, "random", lambda c, j, n, x: 0.0)
+    nodes = _choose(capacity, job, ctx, "random", lambda c, j, n, x: (0.0,), uniform=True)
     return _place(capacity, job, nodes, _random_gpus, ctx)
 
 
@@ -304,36 +325,31 @@ def _spans_groups(capacity: Capacity, job: Job, node: int) -> int:
 
 
 def _topology_cost(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> Cost:
-    left = sum(capacity.free_milli[node]) - job.gpu_milli_total
+    left = float(sum(capacity.free_milli[node]) - job.gpu_milli_total)
     return (float(_spans_groups(capacity, job, node)), float(capacity.whole_free[node]), left)
 
 
 def topology_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
     """Best-fit that keeps each per-node part inside one topology group where possible."""
-    nodes = _choose(capacity, job, ctx, "topology", _topology_cost, random_ties=False)
+    nodes = _choose(capacity, job, ctx, "topology", _topology_cost)
     return _place(capacity, job, nodes, _topology_gpus, ctx)
 
 
 def _advisor_cost(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> Cost:
-    growth = min(g for g, _ in _fgd_growths(capacity, job, node, ctx))
-    spans, _, left = _topology_cost(capacity, job, node, ctx)  # type: ignore[misc]
-    cpu_left = float(capacity.cpu_free[node] - job.cpu_milli)
-    return (round(growth, 6), spans, left, cpu_left)
+    return (*_fgd_cost(capacity, job, node, ctx), float(_spans_groups(capacity, job, node)))
 
 
 def _advisor_gpus(
     capacity: Capacity, job: Job, node: int, ctx: PlacementContext
 ) -> tuple[int, ...]:
-    if not job.fractional:
+    if job.gpus > 1 and not job.fractional:
         return _topology_gpus(capacity, job, node, ctx)
-    free = capacity.free_milli[node]
-    growth = {gpus: round(g, 6) for g, gpus in _fgd_growths(capacity, job, node, ctx)}
-    return min(growth, key=lambda gpus: (growth[gpus], free[gpus[0]], gpus))
+    return _fgd_gpus(capacity, job, node, ctx)
 
 
 def advisor(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
-    """The advisor's placement: exact fragmentation gradient, topology-aware tie-breaks."""
-    nodes = _choose(capacity, job, ctx, "advisor", _advisor_cost, random_ties=False)
+    """The advisor's placement: fragmentation gradient with topology-aware tie-breaks."""
+    nodes = _choose(capacity, job, ctx, "advisor", _advisor_cost)
     return _place(capacity, job, nodes, _advisor_gpus, ctx)
 
 

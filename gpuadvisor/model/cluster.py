@@ -79,8 +79,7 @@ class Cluster:
         width = len(str(max(nodes - 1, 0)))
         return cls(
             tuple(
-                Node(f"node-{i:0{width}d}", gpus_per_node, gpu_model, groups)
-                for i in range(nodes)
+                Node(f"node-{i:0{width}d}", gpus_per_node, gpu_model, groups) for i in range(nodes)
             )
         )
 

@@ -45,7 +45,9 @@ class Job:
             raise bad("a fractional GPU share (gpu_milli < 1000) needs exactly 1 GPU on 1 node")
         if not math.isfinite(self.submit_time_s):
             raise bad(f"submit time must be finite, got {self.submit_time_s}")
-        if self.runtime_s is not None and not (self.runtime_s >= 0 and math.isfinite(self.runtime_s)):
+        if self.runtime_s is not None and not (
+            self.runtime_s >= 0 and math.isfinite(self.runtime_s)
+        ):
             raise bad(f"runtime must be finite and >= 0, got {self.runtime_s}")
         if self.time_limit_s is not None and not self.time_limit_s > 0:
             raise bad(f"time limit must be > 0, got {self.time_limit_s}")

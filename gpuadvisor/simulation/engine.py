@@ -86,7 +86,8 @@ def prepare_jobs(jobs: Sequence[Job], cluster: Cluster) -> tuple[list[Job], list
     """
     empty = Capacity(cluster)
     width = cluster.max_node_gpus
-    runnable, rejected = [], []
+    runnable: list[Job] = []
+    rejected: list[Job] = []
     for job in jobs:
         if job.runtime_s is None:
             raise ModelError(f"job {job.job_id!r} has no runtime; a replay needs one per job")
@@ -104,7 +105,7 @@ def simulate(
     progress: Progress | None = None,
     observer: Observer | None = None,
 ) -> SimulationResult:
-    """Replay ``jobs`` (any order; replayed by submit time) and return per-job and cluster results."""
+    """Replay ``jobs`` (in submit-time order) and return per-job and cluster results."""
     return _Engine(jobs, cluster, config, mix, progress, observer).run()
 
 

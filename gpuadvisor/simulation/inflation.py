@@ -93,8 +93,12 @@ def run_inflation(
     capacity = Capacity(cluster)
     total = capacity.total_milli
     order = arrival_order(jobs, total, rng, target_ratio)
-    ctx = PlacementContext(mix=WorkloadMix.typical(jobs) if mix is None else mix, rng=rng)
-    steps = list(range(step_pct, int(round(target_ratio * 100)) + 1, step_pct))
+    rank = list(range(len(cluster.nodes)))
+    rng.shuffle(rank)  # ties between equal nodes go to a random but fixed node order
+    ctx = PlacementContext(
+        mix=WorkloadMix.typical(jobs) if mix is None else mix, rng=rng, node_rank=tuple(rank)
+    )
+    steps = list(range(step_pct, round(target_ratio * 100) + 1, step_pct))
     ratios: dict[str, float] = {}
     arrived = placed = 0
     for job in order:

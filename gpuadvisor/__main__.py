@@ -1,0 +1,7 @@
+"""``python -m gpuadvisor``."""
+
+import sys
+
+from gpuadvisor.cli import main
+
+sys.exit(main())

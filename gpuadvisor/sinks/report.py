@@ -1,0 +1,315 @@
+"""The simulator's report: the public JSON contract, terminal tables and a progress bar.
+
+Every output takes ``rows``: ``(policy label, SimulationResult.metrics())`` pairs in display order.
+The JSON is deterministic (keys sorted, floats rounded to 6 significant digits, NaN as ``null``),
+so the same seed and trace give byte-identical files. The tables show the headline figures; the
+plain-text variants carry the same cells for pipes, logs and tests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from gpuadvisor.model.job import SIZE_CLASSES
+
+Rows = Sequence[tuple[str, Mapping[str, object]]]
+"""(policy label, metrics dict) pairs, in the order they are shown."""
+
+ProgressCallback = Callable[[int, int], None]
+"""Called with (jobs done, jobs in total), as ``simulate(progress=...)`` does."""
+
+SIGNIFICANT_DIGITS = 6
+PROGRESS_DELAY_S = 2.0
+"""A run shorter than this never shows a progress bar."""
+
+MISSING = "–"
+
+_LEFT_COLUMNS = frozenset({"policy"})  # all other columns hold numbers, aligned right
+
+
+# -- numbers -----------------------------------------------------------------------------------
+
+
+def format_duration(seconds: float | None, *, signed: bool = False) -> str:
+    """A duration in at most two units: "0s", "42s", "12m05s", "3h12m", "2d04h", "123d".
+
+    Missing or non-finite values give "–"; ``signed`` prefixes "+" to positive values.
+    """
+    if seconds is None or not math.isfinite(seconds):
+        return MISSING
+    sign = "-" if seconds < 0 else ("+" if signed and seconds > 0 else "")
+    s = abs(seconds)
+    if s < 1:
+        return "0s" if s == 0 else f"{sign}<1s"
+    whole_s = round(s)
+    if whole_s < 60:
+        return f"{sign}{whole_s}s"
+    if whole_s < 3600:
+        m, rest = divmod(whole_s, 60)
+        return f"{sign}{m}m{rest:02d}s"
+    whole_min = round(s / 60)
+    if whole_min < 24 * 60:
+        h, rest = divmod(whole_min, 60)
+        return f"{sign}{h}h{rest:02d}m"
+    whole_h = round(s / 3600)
+    if whole_h < 100 * 24:
+        d, rest = divmod(whole_h, 24)
+        return f"{sign}{d}d{rest:02d}h"
+    return f"{sign}{round(s / 86400)}d"
+
+
+def format_pp(delta_ratio: float | None) -> str:
+    """A difference of two ratios (0-1) in percentage points: 0.0123 → "+1.2 pp"."""
+    if delta_ratio is None or not math.isfinite(delta_ratio):
+        return MISSING
+    pp = round(delta_ratio * 100, 1)
+    return "±0.0 pp" if pp == 0 else f"{pp:+.1f} pp"
+
+
+def _format_percent(ratio: float) -> str:
+    return f"{ratio * 100:.1f}" if math.isfinite(ratio) else MISSING
+
+
+def _number(metrics: Mapping[str, object], key: str) -> float:
+    """A metric as a float; NaN when absent or not a number."""
+    value = metrics.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    return float(value)
+
+
+# -- JSON contract -----------------------------------------------------------------------------
+
+
+def results_json(rows: Rows, *, meta: Mapping[str, object]) -> str:
+    """``{"results": [{"policy": label, <metrics>}, ...], "meta": {...}}`` as deterministic JSON.
+
+    Keys inside metrics and meta are sorted (``policy`` first), floats rounded to 6 significant
+    digits, NaN and infinities become ``null``, tuples become lists and anything else that JSON
+    cannot hold (paths, enums) its ``str()``. Ends with a newline.
+    """
+    results = []
+    for label, metrics in rows:
+        entry: dict[str, object] = {"policy": label}
+        for key in sorted(metrics):
+            if key != "policy":
+                entry[key] = _plain(metrics[key])
+        results.append(entry)
+    document = {"results": results, "meta": _plain(meta)}
+    return json.dumps(document, indent=2, allow_nan=False) + "\n"
+
+
+def _plain(value: object) -> object:
+    """``value`` as JSON-ready data with sorted mappings and rounded floats."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        rounded = float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+        return rounded + 0.0  # -0.0 → 0.0
+    if isinstance(value, Mapping):
+        return {str(k): _plain(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+
+def summary_cells(rows: Rows, *, baseline: str | None) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the headline table; the one place that decides what it shows."""
+    reference = math.nan
+    if baseline is not None:
+        found = [m for label, m in rows if label == baseline]
+        if not found:
+            labels = ", ".join(label for label, _ in rows)
+            raise ValueError(f"baseline {baseline!r} is not among the policies ({labels})")
+        reference = _number(found[0], "allocation_ratio")
+    headers = ["policy", "alloc %"]
+    if baseline is not None:
+        headers.append(f"Δ vs {baseline}")
+    headers += [
+        "idle ord %",
+        "idle frag %",
+        "idle cap %",
+        "frag %",
+        "wait mean",
+        "wait p95",
+        "wait max",
+        "Δ max wait vs fifo",
+        "jobs",
+    ]
+    cells = []
+    for label, m in rows:
+        allocation = _number(m, "allocation_ratio")
+        row = [label, _format_percent(allocation)]
+        if baseline is not None:
+            row.append(MISSING if label == baseline else format_pp(allocation - reference))
+        jobs = _number(m, "jobs")
+        rejected = _number(m, "jobs_rejected")
+        jobs_text = f"{int(jobs):,}" if math.isfinite(jobs) else MISSING
+        if math.isfinite(rejected) and rejected > 0:
+            jobs_text += f" (+{int(rejected):,} rejected)"
+        row += [
+            _format_percent(_number(m, "ordering_loss_ratio")),
+            _format_percent(_number(m, "fragmentation_loss_ratio")),
+            _format_percent(_number(m, "capacity_shortfall_ratio")),
+            _format_percent(_number(m, "fragmentation_ratio_mean")),
+            format_duration(_number(m, "wait_mean_s")),
+            format_duration(_number(m, "wait_p95_s")),
+            format_duration(_number(m, "wait_max_s")),
+            format_duration(_number(m, "delta_wait_vs_fifo_max_s"), signed=True),
+            jobs_text,
+        ]
+        cells.append(row)
+    return headers, cells
+
+
+def size_cells(rows: Rows) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the waits-by-size table: "mean / p95" per size class."""
+    headers = ["policy"]
+    for size in SIZE_CLASSES:
+        name = f"{size} GPU" if size == "1" else f"{size} GPUs"
+        counts = {_number(_by_size(m, size), "jobs") for _, m in rows}
+        if len(counts) == 1 and math.isfinite(count := counts.pop()):
+            name += f" ({int(count):,} job{'' if count == 1 else 's'})"
+        headers.append(name)
+    cells = []
+    for label, m in rows:
+        row = [label]
+        for size in SIZE_CLASSES:
+            figures = _by_size(m, size)
+            mean = format_duration(_number(figures, "wait_mean_s"))
+            p95 = format_duration(_number(figures, "wait_p95_s"))
+            row.append(MISSING if mean == p95 == MISSING else f"{mean} / {p95}")
+        cells.append(row)
+    return headers, cells
+
+
+def _by_size(metrics: Mapping[str, object], size: str) -> Mapping[str, object]:
+    by_size = metrics.get("wait_by_size")
+    figures = by_size.get(size) if isinstance(by_size, Mapping) else None
+    return figures if isinstance(figures, Mapping) else {}
+
+
+def render_table(rows: Rows, *, baseline: str | None) -> Table:
+    """The headline table for a terminal: allocation, idle-while-waiting split, waits."""
+    headers, cells = summary_cells(rows, baseline=baseline)
+    table = _rich_table(headers, cells, title="Simulated policies")
+    table.caption = (
+        "% of GPU capacity from first to last arrival. idle ord / frag / cap: GPUs idle while jobs"
+        " wait, through queue order, fragmentation, too little capacity. frag: mean fragmentation."
+    )
+    return table
+
+
+def render_size_table(rows: Rows) -> Table:
+    """Waits by job size (total GPUs, rounded up to a power of two), mean / p95."""
+    headers, cells = size_cells(rows)
+    return _rich_table(headers, cells, title="Wait by job size (mean / p95)")
+
+
+def table_text(rows: Rows, *, baseline: str | None) -> str:
+    """The headline table as aligned plain text, for pipes, logs and tests."""
+    return _text_table(*summary_cells(rows, baseline=baseline))
+
+
+def size_table_text(rows: Rows) -> str:
+    """The waits-by-size table as aligned plain text."""
+    return _text_table(*size_cells(rows))
+
+
+def _rich_table(headers: list[str], cells: list[list[str]], *, title: str) -> Table:
+    table = Table(title=title, title_justify="left", caption_justify="left")
+    for header in headers:
+        left = header in _LEFT_COLUMNS
+        table.add_column(header, justify="left" if left else "right", no_wrap=left)
+    for row in cells:
+        table.add_row(*row)
+    return table
+
+
+def _text_table(headers: list[str], cells: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [headers, *cells]) for i in range(len(headers))]
+
+    def line(row: list[str]) -> str:
+        parts = [
+            value.ljust(width) if i == 0 else value.rjust(width)
+            for i, (value, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        return "  ".join(parts).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), rule, *(line(r) for r in cells)]) + "\n"
+
+
+# -- progress ----------------------------------------------------------------------------------
+
+
+@contextmanager
+def progress_bar(
+    console: Console,
+    *,
+    description: str = "simulating",
+    delay_s: float = PROGRESS_DELAY_S,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[ProgressCallback]:
+    """Yield a ``(done, total)`` callback that drives a transient progress bar.
+
+    The bar appears only on a terminal and only once the run has lasted ``delay_s``; it disappears
+    when the block ends. Elsewhere (pipes, CI logs, files) the callback does nothing.
+    """
+    if not console.is_terminal:
+        yield _ignore
+        return
+    started = clock()
+    progress: Progress | None = None
+    task: TaskID | None = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal progress, task
+        if progress is None:
+            if clock() - started < delay_s or done >= total:
+                return
+            progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("jobs"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=console,
+                transient=True,
+            )
+            progress.start()
+            task = progress.add_task(description, total=total)
+        assert task is not None
+        progress.update(task, completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if progress is not None:
+            progress.stop()
+
+
+def _ignore(done: int, total: int) -> None:
+    """The progress callback where no bar is shown."""
