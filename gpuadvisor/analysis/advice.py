@@ -44,7 +44,7 @@ DAY_S = 86400.0
 @dataclass(frozen=True, slots=True)
 class AdviceSettings:
     order: str = "advisor"
-    placement: str = "fgd"
+    placement: str = "advisor"
     order_settings: OrderSettings = field(default_factory=lambda: OrderSettings(explain=True))
     validity_s: float = 120.0
 

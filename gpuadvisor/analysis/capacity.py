@@ -8,6 +8,8 @@ cost O(GPUs per node), not O(nodes).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job
 
 NodeState = str
@@ -76,8 +78,12 @@ class Capacity:
         new.size_of = self.size_of
         new.used_milli = self.used_milli
         new._kind = self._kind
-        new._state_of = None
-        new._classes = None
+        if self._classes is None or self._state_of is None:
+            new._state_of = None
+            new._classes = None
+        else:  # carrying the index over is cheaper than rebuilding it on first use
+            new._state_of = list(self._state_of)
+            new._classes = {key: dict(members) for key, members in self._classes.items()}
         return new
 
     # -- totals -------------------------------------------------------------------------
@@ -139,6 +145,49 @@ class Capacity:
                 if need == 0:
                     return True
         return False
+
+    def fits_excluding(self, job: Job, held: Sequence[tuple[Job, Allocation]]) -> bool:
+        """``fits`` on this capacity with the GPUs of ``held`` withheld, without a copy.
+
+        For whole-GPU jobs without CPU or memory requests only the nodes that ``held`` touches
+        are re-counted (O(touched GPUs)); anything else falls back to a masked copy.
+        """
+        if not held:
+            return self.fits(job)
+        if not job.gpus or job.gpu_milli != MILLI_PER_GPU or job.cpu_milli or job.memory_mib:
+            masked = self.copy()
+            for holder, allocation in held:
+                masked.withhold(holder, allocation)
+            return masked.fits(job)
+        reserved: dict[int, set[int]] = {}
+        for _, allocation in held:
+            for node, gpus in allocation.parts:
+                reserved.setdefault(node, set()).update(gpus)
+        g = job.gpus
+        found = 0
+        need = job.nodes
+        changed: set[int] = set()
+        for node, taken in reserved.items():
+            changed.add(node)
+            if job.gpu_models and self.model_of[node] not in job.gpu_models:
+                continue
+            free = self.free_milli[node]
+            whole = sum(1 for i, f in enumerate(free) if f == MILLI_PER_GPU and i not in taken)
+            if whole >= g and (need == 1 or whole == len(free)):
+                found += 1
+        for model, counts in (self.hist if need == 1 else self.idle_nodes).items():
+            if not job.gpu_models or model in job.gpu_models:
+                found += sum(counts[g:])
+        if found < need:
+            return False
+        # The histograms counted the touched nodes by their unmasked state: take those out.
+        for node in changed:
+            if job.gpu_models and self.model_of[node] not in job.gpu_models:
+                continue
+            whole = self.whole_free[node]
+            if whole >= g and (need == 1 or whole == len(self.free_milli[node])):
+                found -= 1
+        return found >= need
 
     # -- changes ------------------------------------------------------------------------
 

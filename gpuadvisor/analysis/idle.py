@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.placement import PlacementContext, first_fit
-from gpuadvisor.model import Job
+from gpuadvisor.model import MILLI_PER_GPU, Job
 
 _CTX = PlacementContext()
 
@@ -46,10 +46,88 @@ def split_idle(capacity: Capacity, waiting: Sequence[tuple[Job, int]]) -> IdleSp
         return IdleSplit()
     if not demand:
         return IdleSplit(no_demand_milli=free)
+    ordered = sorted(demand, key=lambda jc: (-jc[0].gpu_milli_total, jc[0].shape))
+    packed = _pack_by_counts(capacity, ordered)
+    filled, left = packed if packed is not None else _pack_by_placement(capacity, ordered)
+    remaining = free - filled
+    would_fit = sum(j.gpu_milli_total * c for j, c in left if j.gpu_milli_total <= remaining)
+    fragmentation = min(remaining, would_fit)
+    return IdleSplit(filled, fragmentation, remaining - fragmentation, 0)
+
+
+def _simple(job: Job) -> bool:
+    """Whole GPUs, no GPU-model, CPU or memory constraint: only free-GPU counts matter."""
+    return (
+        job.gpu_milli == MILLI_PER_GPU
+        and not job.gpu_models
+        and not job.cpu_milli
+        and not job.memory_mib
+    )
+
+
+def _pack_by_counts(
+    capacity: Capacity, ordered: Sequence[tuple[Job, int]]
+) -> tuple[int, list[tuple[Job, int]]] | None:
+    """Pack on counts of nodes by whole free GPUs, in O(shapes x GPUs per node).
+
+    Multi-node shapes (always the largest, so packed first) take wholly free nodes; a
+    single-node shape of g GPUs takes the nodes with the fewest free GPUs that still hold it,
+    k // g jobs per node. Returns None when a shape has constraints this cannot see.
+    """
+    if not all(_simple(job) for job, _ in ordered):
+        return None
+    width = capacity.cluster.max_node_gpus + 1
+    by_free = [0] * width  # nodes with k whole free GPUs
+    idle = [0] * width  # wholly free nodes with k GPUs
+    for counts in capacity.hist.values():
+        for k, n in enumerate(counts):
+            by_free[k] += n
+    for counts in capacity.idle_nodes.values():
+        for k, n in enumerate(counts):
+            idle[k] += n
+    filled = 0
+    left: list[tuple[Job, int]] = []
+    for job, count in ordered:
+        g = job.gpus
+        placed = 0
+        if job.nodes > 1:
+            for size in range(g, width):
+                while placed < count and idle[size] >= job.nodes:
+                    # take job.nodes idle nodes of this size (a gang may mix sizes; keep simple)
+                    idle[size] -= job.nodes
+                    by_free[size] -= job.nodes
+                    by_free[size - g] += job.nodes
+                    placed += 1
+        else:
+            for k in range(g, width):
+                if placed >= count or not by_free[k]:
+                    continue
+                per_node = k // g
+                take = min(count - placed, by_free[k] * per_node)
+                full, extra = divmod(take, per_node)
+                moved_idle = min(idle[k], full + (1 if extra else 0))
+                idle[k] -= moved_idle
+                by_free[k] -= full
+                by_free[k - per_node * g] += full
+                if extra:
+                    by_free[k] -= 1
+                    by_free[k - extra * g] += 1
+                placed += take
+        filled += placed * job.gpu_milli_total
+        if placed < count:
+            left.append((job, count - placed))
+    return filled, left
+
+
+def _pack_by_placement(
+    capacity: Capacity, ordered: Sequence[tuple[Job, int]]
+) -> tuple[int, list[tuple[Job, int]]]:
+    """Pack by real first-fit placements on a copy (any constraint), one job at a time."""
+    free = capacity.free_total_milli
     work: Capacity | None = None
     filled = 0
     left: list[tuple[Job, int]] = []
-    for job, count in sorted(demand, key=lambda jc: (-jc[0].gpu_milli_total, jc[0].shape)):
+    for job, count in ordered:
         placed = 0
         while placed < count and free - filled >= job.gpu_milli_total:
             cap = work if work is not None else capacity
@@ -65,7 +143,4 @@ def split_idle(capacity: Capacity, waiting: Sequence[tuple[Job, int]]) -> IdleSp
             placed += 1
         if placed < count:
             left.append((job, count - placed))
-    remaining = free - filled
-    would_fit = sum(j.gpu_milli_total * c for j, c in left if j.gpu_milli_total <= remaining)
-    fragmentation = min(remaining, would_fit)
-    return IdleSplit(filled, fragmentation, remaining - fragmentation, 0)
+    return filled, left

@@ -20,6 +20,7 @@ A policy returns a ``Plan`` (starts and reservations); the caller applies it.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -93,7 +94,7 @@ class OrderSettings:
     does not)."""
 
     starvation_s: float = 6 * 3600.0
-    max_starved_reservations: int = 4
+    max_starved_reservations: int = 2
     max_reservations: int = 32
     backfill_depth: int = 1000
     explain: bool = False
@@ -148,9 +149,45 @@ class Order:
     ) -> Plan:
         return _Pass(self, view, placement, ctx, settings).run()
 
+    def plan_arrivals(
+        self,
+        view: QueueView,
+        arrived: Sequence[Job],
+        previous: Plan,
+        placement: Placement,
+        ctx: PlacementContext,
+        settings: OrderSettings = OrderSettings(),
+    ) -> Plan:
+        """Plan an instant at which jobs only arrived since ``previous`` (nothing ended or
+        started). Jobs queued before were already tried against at least this much capacity
+        and kept their reservations, so only ``arrived`` can start now, and only where the
+        previous reservations allow. A job that crossed the starvation bound since then gets
+        its reservation at the next full pass (the next time a job ends)."""
+        if not previous.blocked:
+            return self.plan(view, placement, ctx, settings)
+        if self.strict:
+            return Plan((), previous.reservations, previous.blocked)
+        scratch = _Pass(self, view, placement, ctx, settings)
+        for reservation in previous.reservations:
+            estimate = view.estimate(reservation.job)
+            scratch._add_reservation(reservation, reservation.end_s(estimate))
+        scratch.blocked = list(previous.blocked)
+        order = {id(job): i for i, job in enumerate(arrived)}
+        candidates = sorted(arrived, key=lambda j: (*self.key(j, view.estimate(j)), order[id(j)]))
+        if self.fill_largest_first:
+            scratch._fill(list(enumerate(candidates)))
+        else:
+            for job in candidates:
+                allocation = scratch._try_start(job)
+                if allocation is not None:
+                    scratch._start(job, allocation)
+                else:
+                    scratch.blocked.append(job)
+        return Plan(tuple(scratch.starts), tuple(scratch.reservations), tuple(scratch.blocked))
+
 
 def _shape_key(job: Job) -> tuple[object, ...]:
-    return (job.gpus, job.nodes, job.gpu_milli, job.gpu_models, job.cpu_milli, job.memory_mib)
+    return job.fit_key
 
 
 @dataclass
@@ -168,8 +205,12 @@ class _Pass:
     reservation_ends: list[float] = field(default_factory=list)
     blocked: list[Job] = field(default_factory=list)
     unfit: set[tuple[object, ...]] = field(default_factory=set)
-    masked_unfit: set[tuple[tuple[object, ...], frozenset[int]]] = field(default_factory=set)
-    masked_cache: dict[frozenset[int], Capacity] = field(default_factory=dict)
+    reservation_starts: list[float] = field(default_factory=list)  # sorted
+    reservations_by_start: list[Reservation] = field(default_factory=list)
+    masked_unfit: set[tuple[tuple[object, ...], int]] = field(default_factory=set)
+    masked_cache: dict[int, Capacity] = field(default_factory=dict)
+    endings_cache: list[Ending] | None = None
+    ending_times_cache: list[float] | None = None
 
     @property
     def capacity(self) -> Capacity:
@@ -177,80 +218,105 @@ class _Pass:
 
     def run(self) -> Plan:
         view, settings = self.view, self.settings
-        scanned_past_block = 0
-        deferred: list[tuple[int, Job]] = []
-        for position, job in enumerate(view.pending):
-            if self.blocked:
-                scanned_past_block += 1
-                if scanned_past_block > settings.backfill_depth:
-                    break
-            cap = self.capacity
-            if cap.used_milli >= cap.total_milli and job.gpus and not settings.explain:
+        pending = view.pending
+        total = self.capacity.total_milli
+        for position, job in enumerate(pending):
+            if self.capacity.used_milli >= total and job.gpus and not settings.explain:
                 break  # nothing that needs a GPU can start; reservations would change nothing
-            wait = view.now_s - job.submit_time_s
-            if (
-                self.order.fill_largest_first
-                and self.blocked
-                and wait < settings.starvation_s
-                and job.gpus
-            ):
-                deferred.append((position, job))
+            allocation = self._try_start(job)
+            if allocation is not None:
+                self._start(job, allocation)
                 continue
+            self.blocked.append(job)
+            if self.order.strict:
+                if settings.explain:
+                    self._reserve(job)
+                break
+            if self.order.reserve(0, 0, view.now_s - job.submit_time_s, settings):
+                self._reserve(job)
+            window = pending[position + 1 : position + 1 + settings.backfill_depth]
+            if self.order.fill_largest_first:
+                self._starved_then_fill(window)
+            else:
+                self._backfill(window)
+            break
+        return Plan(tuple(self.starts), tuple(self.reservations), tuple(self.blocked))
+
+    def _backfill(self, window: Sequence[Job]) -> None:
+        """Behind the first blocked job: try each in queue order, reserving where the order says."""
+        view, settings = self.view, self.settings
+        total = self.capacity.total_milli
+        for job in window:
+            if self.capacity.used_milli >= total and job.gpus and not settings.explain:
+                break
             allocation = self._try_start(job)
             if allocation is not None:
                 self._start(job, allocation)
                 continue
             nth = len(self.blocked)
             self.blocked.append(job)
-            if self.order.strict:
-                if settings.explain:
-                    self._reserve(job)
-                break
+            wait = view.now_s - job.submit_time_s
             if len(self.reservations) < settings.max_reservations and self.order.reserve(
                 nth, len(self.reservations), wait, settings
             ):
                 self._reserve(job)
-        if deferred:
-            self._fill(deferred)
-        return Plan(tuple(self.starts), tuple(self.reservations), tuple(self.blocked))
+
+    def _starved_then_fill(self, window: Sequence[Job]) -> None:
+        """The advisor behind the first blocked job: starved jobs first, in queue order (they
+        start or get a reservation); then the rest fill idle GPUs largest first."""
+        cut = self.view.now_s - self.settings.starvation_s
+        starved = [j for j in window if j.submit_time_s <= cut or not j.gpus]
+        if starved:
+            self._backfill(starved)
+            rest = [j for j in window if j.submit_time_s > cut and j.gpus]
+        else:
+            rest = list(window)
+        if rest:
+            self._fill(list(enumerate(rest)))
 
     def _fill(self, deferred: list[tuple[int, Job]]) -> None:
-        """Start deferred jobs largest first (then in queue order) while they fit."""
-        deferred.sort(key=lambda pj: (-pj[1].gpu_milli_total, pj[0]))
-        for _, job in deferred:
-            cap = self.capacity
-            if cap.used_milli >= cap.total_milli:
-                break
-            allocation = self._try_start(job)
-            if allocation is not None:
-                self._start(job, allocation)
-            else:
-                self.blocked.append(job)
+        """Start deferred jobs largest first (then in queue order) while they fit.
+
+        Jobs are grouped by shape, so a shape that no longer fits anywhere is skipped whole."""
+        by_shape: dict[tuple[object, ...], list[Job]] = {}
+        for _, job in deferred:  # ``deferred`` is in queue order
+            by_shape.setdefault(_shape_key(job), []).append(job)
+        total = self.capacity.total_milli
+        for shape, jobs in sorted(by_shape.items(), key=lambda kv: -kv[1][0].gpu_milli_total):
+            for i, job in enumerate(jobs):
+                if shape in self.unfit or self.capacity.used_milli >= total:
+                    self.blocked.extend(jobs[i:])
+                    break
+                allocation = self._try_start(job)
+                if allocation is not None:
+                    self._start(job, allocation)
+                else:
+                    self.blocked.append(job)
 
     def _try_start(self, job: Job) -> Allocation | None:
         shape = _shape_key(job)
         if shape in self.unfit:
             return None
+        guarded = 0
+        if self.reservations:
+            estimate = self.view.estimate(job)
+            end = INF if estimate is None else self.view.now_s + estimate
+            # reservations starting before the job would end: a prefix of them by start time
+            guarded = bisect.bisect_left(self.reservation_starts, end)
+            if (shape, guarded) in self.masked_unfit:
+                return None
         cap = self.capacity
         if not cap.fits(job):
             self.unfit.add(shape)
             return None
-        if not self.reservations:
-            return self.placement(cap, job, self.ctx)
-        estimate = self.view.estimate(job)
-        end = INF if estimate is None else self.view.now_s + estimate
-        guarded = frozenset(i for i, r in enumerate(self.reservations) if r.time_s < end)
         if not guarded:
             return self.placement(cap, job, self.ctx)
-        if (shape, guarded) in self.masked_unfit:
-            return None
         masked = self.masked_cache.get(guarded)
         if masked is None:
             masked = cap.copy()
-            for i in guarded:
-                held = self.reservations[i].allocation
-                if held is not None:
-                    masked.withhold(self.reservations[i].job, held)
+            for r in self.reservations_by_start[:guarded]:
+                if r.allocation is not None:
+                    masked.withhold(r.job, r.allocation)
             self.masked_cache[guarded] = masked
         allocation = self.placement(masked, job, self.ctx) if masked.fits(job) else None
         if allocation is None:
@@ -262,10 +328,26 @@ class _Pass:
             self.cap = self.view.capacity.copy()
         self.cap.allocate(job, allocation)
         self.masked_cache.clear()
+        self.endings_cache = None
+        self.ending_times_cache = None
         self.starts.append(Start(job, allocation, overtakes=len(self.blocked)))
 
     def _endings(self) -> list[Ending]:
         """Running jobs plus the jobs started in this pass, by expected end."""
+        if self.endings_cache is None:
+            self.endings_cache = self._merge_endings()
+        return self.endings_cache
+
+    def _ending_times(self) -> list[float]:
+        """Now, then every distinct finite expected end, ascending."""
+        if self.ending_times_cache is None:
+            now = self.view.now_s
+            times = {e.expected_end_s for e in self._endings() if e.expected_end_s < INF}
+            times.add(now)
+            self.ending_times_cache = sorted(times)
+        return self.ending_times_cache
+
+    def _merge_endings(self) -> list[Ending]:
         now, estimate = self.view.now_s, self.view.estimate
         new = []
         for s in self.starts:
@@ -283,11 +365,10 @@ class _Pass:
         endings = self._endings()
         i = 0
         # It can start when a running job ends, or when an earlier reservation is over.
-        candidate_times = sorted(
-            {now}
-            | {e.expected_end_s for e in endings if e.expected_end_s < INF}
-            | {end for end in self.reservation_ends if now < end < INF}
-        )
+        candidate_times = self._ending_times()
+        later = {end for end in self.reservation_ends if now < end < INF}
+        if later:
+            candidate_times = sorted(set(candidate_times) | later)
         for t in candidate_times:
             while i < len(endings) and endings[i].expected_end_s <= t:
                 work.release(endings[i].job, endings[i].allocation)
@@ -297,15 +378,16 @@ class _Pass:
             end = INF if estimate is None else t + estimate
             trial = work
             overlapping = [
-                r
+                (r.job, r.allocation)
                 for r, r_end in zip(self.reservations, self.reservation_ends, strict=True)
                 if r.allocation is not None and r.time_s < end and r_end > t
             ]
             if overlapping:
+                if not work.fits_excluding(job, overlapping):
+                    continue
                 trial = work.copy()
-                for r in overlapping:
-                    assert r.allocation is not None
-                    trial.withhold(r.job, r.allocation)
+                for holder, held in overlapping:
+                    trial.withhold(holder, held)
             if trial.fits(job):
                 allocation = reservation_placement(trial, job, cap)
                 if allocation is not None:
@@ -316,13 +398,30 @@ class _Pass:
     def _add_reservation(self, reservation: Reservation, end: float) -> None:
         self.reservations.append(reservation)
         self.reservation_ends.append(end)
+        at = bisect.bisect_right(self.reservation_starts, reservation.time_s)
+        self.reservation_starts.insert(at, reservation.time_s)
+        self.reservations_by_start.insert(at, reservation)
+        # the guard prefixes shift: cached masks and failures keyed by them are stale
+        self.masked_cache.clear()
+        self.masked_unfit.clear()
 
 
 def reservation_placement(future: Capacity, job: Job, now: Capacity) -> Allocation | None:
     """Where to reserve ``job`` in the ``future`` state: on nodes and GPUs that are busy now,
     where possible, so that what is idle now stays open to backfill. A multi-node job needs
     whole free nodes, so its reservation holds every GPU of its nodes."""
-    admitting = [n for n in range(len(future.whole_free)) if future.node_admits(n, job)]
+    if (
+        job.gpus
+        and job.gpu_milli == MILLI_PER_GPU
+        and not (job.gpu_models or job.cpu_milli or job.memory_mib)
+    ):
+        whole, size, g = future.whole_free, future.size_of, job.gpus
+        if job.nodes > 1:
+            admitting = [n for n, w in enumerate(whole) if w >= g and w == size[n]]
+        else:
+            admitting = [n for n, w in enumerate(whole) if w >= g]
+    else:
+        admitting = [n for n in range(len(future.whole_free)) if future.node_admits(n, job)]
     if len(admitting) < job.nodes:
         return None
     idle_now = now.free_milli
@@ -367,6 +466,6 @@ DEFAULT_PLACEMENT: dict[str, str] = {
     "easy": "first-fit",
     "conservative": "first-fit",
     "sjf": "first-fit",
-    "advisor": "fgd",
+    "advisor": "advisor",
 }
 """The placement each order runs with unless told otherwise (the advisor's: fragmentation-aware)."""

@@ -32,6 +32,10 @@ class Job:
     cpu_milli: int = 0
     memory_mib: int = 0
     total_gpus: int = field(init=False, compare=False, repr=False)
+    fit_key: tuple[int, int, int, frozenset[str], int, int] = field(
+        init=False, compare=False, repr=False
+    )
+    """Everything that decides where the job fits: jobs with one key fit in the same places."""
 
     def __post_init__(self) -> None:
         def bad(msg: str) -> ModelError:
@@ -52,6 +56,18 @@ class Job:
         if self.time_limit_s is not None and not self.time_limit_s > 0:
             raise bad(f"time limit must be > 0, got {self.time_limit_s}")
         object.__setattr__(self, "total_gpus", self.gpus * self.nodes)
+        object.__setattr__(
+            self,
+            "fit_key",
+            (
+                self.gpus,
+                self.nodes,
+                self.gpu_milli,
+                self.gpu_models,
+                self.cpu_milli,
+                self.memory_mib,
+            ),
+        )
 
     @property
     def gpu_milli_total(self) -> int:

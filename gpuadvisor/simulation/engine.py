@@ -155,6 +155,7 @@ class _Engine:
             for i, free in enumerate(self.capacity.free_milli)
         ]
         self.totals = Totals()
+        self.last_plan: Plan | None = None
         self.timeline: list[TimelinePoint] = []
 
     # -- estimates ----------------------------------------------------------------------
@@ -186,16 +187,20 @@ class _Engine:
             t = events[0][0]
             self._accumulate(now, t)
             now = t
+            arrived: list[Job] = []
+            ended = False
             while events and events[0][0] == t:
                 _, kind, i = heapq.heappop(events)
                 if kind == _COMPLETE:
                     self._complete(i)
+                    ended = True
                     done += 1
                     if self.progress is not None and done % report_every == 0:
                         self.progress(done, len(jobs))
                 else:
                     self._arrive(i)
-            self._schedule(now, events)
+                    arrived.append(jobs[i])
+            self._schedule(now, events, None if ended else arrived)
             self._sample(now)
         self.totals.window_end_s = now
         if self.progress is not None:
@@ -222,7 +227,7 @@ class _Engine:
         at = bisect.bisect(self.pending_keys, key)
         self.pending_keys.insert(at, key)
         self.pending.insert(at, job)
-        shape = _waiting_key(job)
+        shape = job.fit_key
         self.waiting_rep.setdefault(shape, job)
         self.waiting_count[shape] = self.waiting_count.get(shape, 0) + 1
 
@@ -242,11 +247,23 @@ class _Engine:
         estimate = self.estimate_at_start[i]
         return math.inf if estimate is None else self.start_s[i] + estimate
 
-    def _schedule(self, now: float, events: list[tuple[float, int, int]]) -> None:
+    def _schedule(
+        self, now: float, events: list[tuple[float, int, int]], arrived_only: list[Job] | None
+    ) -> None:
+        """One scheduling pass. ``arrived_only``: the jobs that arrived at an instant when no job
+        ended; then only they are tried (see ``Order.plan_arrivals``)."""
         if not self.pending:
+            self.last_plan = None
             return
         view = QueueView(now, self.pending, self.running, self.capacity, self.estimate)
-        plan = self.order.plan(view, self.placement, self.ctx, self.config.settings)
+        settings = self.config.settings
+        if arrived_only is not None and self.last_plan is not None:
+            plan = self.order.plan_arrivals(
+                view, arrived_only, self.last_plan, self.placement, self.ctx, settings
+            )
+        else:
+            plan = self.order.plan(view, self.placement, self.ctx, settings)
+        self.last_plan = plan
         if self.observer is not None:
             self.observer(now, plan)
         for start in plan.starts:
@@ -267,7 +284,7 @@ class _Engine:
             at = bisect.bisect_left(self.pending_keys, self.queue_key[i])
             del self.pending_keys[at]
             del self.pending[at]
-            self.waiting_count[_waiting_key(job)] -= 1
+            self.waiting_count[job.fit_key] -= 1
             self._refresh_fragment(ending)
 
     def _refresh_fragment(self, ending: Ending) -> None:
@@ -301,7 +318,3 @@ class _Engine:
         self.timeline.append(
             TimelinePoint(now, self.capacity.used_milli, len(self.pending), len(self.running))
         )
-
-
-def _waiting_key(job: Job) -> _ShapeKey:
-    return (job.gpus, job.nodes, job.gpu_milli, job.gpu_models, job.cpu_milli, job.memory_mib)
