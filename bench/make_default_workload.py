@@ -4,7 +4,7 @@ Usage: ``python bench/make_default_workload.py [--check]``. ``--check`` fails if
 disk differs from what the generator produces now (the file is generated, never hand-edited).
 
 The workload is meant to show strict FIFO's head-of-line blocking: a 16-node x 8-GPU cluster
-offered 1.1 times its capacity by a multi-node-heavy mix (8-, 16- and 32-GPU jobs hold about
+offered 1.3 times its capacity by a multi-node-heavy mix (8-, 16- and 32-GPU jobs hold about
 80 % of the GPU-time), Philly runtimes capped at 12 hours, over a few days.
 """
 
@@ -23,7 +23,7 @@ SEED = 20241130
 JOBS = 2000
 NODES = 16
 GPUS_PER_NODE = 8
-LOAD = 1.1
+LOAD = 1.3
 MIX = "multinode"
 MAX_RUNTIME_S = 12 * HOUR_S
 

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from gpuadvisor.analysis.advice import advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.analysis.orders import OrderSettings
+from gpuadvisor.cli.console import make_console
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Recommendation
 from gpuadvisor.simulation.compare import PolicyRun, compare
 from gpuadvisor.simulation.engine import SimulationConfig
@@ -65,7 +67,7 @@ def example_advice(fifo: SimulationResult) -> tuple[float, list[Recommendation]]
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console()
+    console = make_console()
     started = time.monotonic()
     cluster = Cluster.parse_shape(DEMO_CLUSTER)
     jobs = read_trace(default_workload_path())
@@ -91,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
             "(what the live advisor would have said):"
         )
         for rec in advice[:6]:
-            console.print(f"  [{rec.severity}] {rec.kind}: {rec.action}")
-            console.print(f"      run: {rec.command}")
+            console.print(escape(f"  [{rec.severity}] {rec.kind}: {rec.action}"))
+            console.print(escape(f"      run: {rec.command}"))
     out: Path = args.output
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from gpuadvisor.analysis.orders import ORDERS, OrderSettings
 from gpuadvisor.analysis.placement import PLACEMENTS
+from gpuadvisor.cli.console import make_console
 from gpuadvisor.errors import GpuAdvisorError, ModelError
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
@@ -89,7 +90,7 @@ def load_jobs(args: argparse.Namespace, cluster: Cluster) -> list[Job]:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(stderr=False)
+    console = make_console()
     cluster = load_cluster(args)
     jobs = load_jobs(args, cluster)
     if not jobs:

@@ -1,0 +1,14 @@
+"""The console reports are printed on."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+PIPE_WIDTH = 150
+"""Columns for reports written to a pipe or a file, where there is no terminal to measure."""
+
+
+def make_console() -> Console:
+    """The terminal's width on a terminal; elsewhere wide enough that tables do not wrap."""
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPE_WIDTH)
