@@ -96,7 +96,7 @@ def test_the_default_workload_is_bundled_small_and_multi_node_heavy() -> None:
     span_s = jobs[-1].submit_time_s - jobs[0].submit_time_s
     assert 2 * 86400 < span_s < 7 * 86400
     work = sum(j.total_gpus * (j.runtime_s or 0.0) for j in jobs)
-    assert work / (span_s * 128) == pytest.approx(1.1, rel=0.03)
+    assert work / (span_s * 128) == pytest.approx(1.3, rel=0.03)
     big = sum(j.total_gpus * (j.runtime_s or 0.0) for j in jobs if j.total_gpus >= 8)
     assert big / work > 0.6
     assert max(j.total_gpus for j in jobs) == 32
