@@ -79,11 +79,15 @@ def test_the_advisor_reserves_for_starved_jobs() -> None:
     old = make_job("old", at=0, gpus=4, runtime=10)
     v = blocked_view(old, now=7 * 3600.0)
     plan = ORDERS["advisor"].plan(
-        v, first_fit, PlacementContext(), OrderSettings(starvation_s=6 * 3600)
+        v, first_fit, PlacementContext(), OrderSettings(starvation_s=6 * 3600, explain=True)
     )
     assert [r.job.job_id for r in plan.reservations] == ["head", "old"]
-    easy = ORDERS["easy"].plan(v, first_fit, PlacementContext())
+    easy = ORDERS["easy"].plan(v, first_fit, PlacementContext(), OrderSettings(explain=True))
     assert [r.job.job_id for r in easy.reservations] == ["head"]
+    # Simulating (not explaining), the reservations are owed: nothing behind could start.
+    quiet = ORDERS["advisor"].plan(v, first_fit, PlacementContext())
+    assert quiet.reservations == ()
+    assert [j.job_id for j in quiet.owed] == ["head", "old"]
 
 
 def test_sjf_orders_by_estimate() -> None:
@@ -119,7 +123,10 @@ def test_reservations_prefer_gpus_that_are_busy_now() -> None:
     assert starts == ["head"]  # nodes 1 and 2 are wholly free now: it starts at once
     capacity.allocate(make_job("y", gpus=1), on(2, 0))
     plan = ORDERS["easy"].plan(
-        view(capacity, [head], [Ending(100.0, LONG, HELD)]), first_fit, PlacementContext()
+        view(capacity, [head], [Ending(100.0, LONG, HELD)]),
+        first_fit,
+        PlacementContext(),
+        OrderSettings(explain=True),
     )
     (reservation,) = plan.reservations
     assert reservation.time_s == 100.0

@@ -67,9 +67,13 @@ class Reservation:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """Starts and reservations of one pass. ``owed``: jobs that are due a reservation which was
+    not worked out because no job behind them could have used the free GPUs anyway."""
+
     starts: tuple[Start, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     blocked: tuple[Job, ...] = ()
+    owed: tuple[Job, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,11 +170,12 @@ class Order:
         if not previous.blocked:
             return self.plan(view, placement, ctx, settings)
         if self.strict:
-            return Plan((), previous.reservations, previous.blocked)
+            return Plan((), previous.reservations, previous.blocked, previous.owed)
         scratch = _Pass(self, view, placement, ctx, settings)
         for reservation in previous.reservations:
             estimate = view.estimate(reservation.job)
             scratch._add_reservation(reservation, reservation.end_s(estimate))
+        scratch.owed = list(previous.owed)
         scratch.blocked = list(previous.blocked)
         order = {id(job): i for i, job in enumerate(arrived)}
         candidates = sorted(arrived, key=lambda j: (*self.key(j, view.estimate(j)), order[id(j)]))
@@ -183,7 +188,7 @@ class Order:
                     scratch._start(job, allocation)
                 else:
                     scratch.blocked.append(job)
-        return Plan(tuple(scratch.starts), tuple(scratch.reservations), tuple(scratch.blocked))
+        return scratch.result()
 
 
 def _shape_key(job: Job) -> tuple[object, ...]:
@@ -204,6 +209,7 @@ class _Pass:
     reservations: list[Reservation] = field(default_factory=list)
     reservation_ends: list[float] = field(default_factory=list)
     blocked: list[Job] = field(default_factory=list)
+    owed: list[Job] = field(default_factory=list)
     unfit: set[tuple[object, ...]] = field(default_factory=set)
     reservation_starts: list[float] = field(default_factory=list)  # sorted
     reservations_by_start: list[Reservation] = field(default_factory=list)
@@ -233,14 +239,19 @@ class _Pass:
                     self._reserve(job)
                 break
             if self.order.reserve(0, 0, view.now_s - job.submit_time_s, settings):
-                self._reserve(job)
+                self._owe(job)
             window = pending[position + 1 : position + 1 + settings.backfill_depth]
             if self.order.fill_largest_first:
                 self._starved_then_fill(window)
             else:
                 self._backfill(window)
             break
-        return Plan(tuple(self.starts), tuple(self.reservations), tuple(self.blocked))
+        return self.result()
+
+    def result(self) -> Plan:
+        return Plan(
+            tuple(self.starts), tuple(self.reservations), tuple(self.blocked), tuple(self.owed)
+        )
 
     def _backfill(self, window: Sequence[Job]) -> None:
         """Behind the first blocked job: try each in queue order, reserving where the order says."""
@@ -256,10 +267,11 @@ class _Pass:
             nth = len(self.blocked)
             self.blocked.append(job)
             wait = view.now_s - job.submit_time_s
-            if len(self.reservations) < settings.max_reservations and self.order.reserve(
-                nth, len(self.reservations), wait, settings
+            reserved = len(self.reservations) + len(self.owed)
+            if reserved < settings.max_reservations and self.order.reserve(
+                nth, reserved, wait, settings
             ):
-                self._reserve(job)
+                self._owe(job)
 
     def _starved_then_fill(self, window: Sequence[Job]) -> None:
         """The advisor behind the first blocked job: starved jobs first, in queue order (they
@@ -293,10 +305,26 @@ class _Pass:
                 else:
                     self.blocked.append(job)
 
+    def _owe(self, job: Job) -> None:
+        """Give ``job`` a reservation: now when explaining, else once a job behind it could
+        start (until then nothing can take what it needs, and the work may be saved)."""
+        if self.settings.explain:
+            self._reserve(job)
+        else:
+            self.owed.append(job)
+
     def _try_start(self, job: Job) -> Allocation | None:
         shape = _shape_key(job)
         if shape in self.unfit:
             return None
+        cap = self.capacity
+        if not cap.fits(job):
+            self.unfit.add(shape)
+            return None
+        if self.owed:
+            owed, self.owed = self.owed, []
+            for waiting in owed:
+                self._reserve(waiting)
         guarded = 0
         if self.reservations:
             estimate = self.view.estimate(job)
@@ -305,10 +333,6 @@ class _Pass:
             guarded = bisect.bisect_left(self.reservation_starts, end)
             if (shape, guarded) in self.masked_unfit:
                 return None
-        cap = self.capacity
-        if not cap.fits(job):
-            self.unfit.add(shape)
-            return None
         if not guarded:
             return self.placement(cap, job, self.ctx)
         masked = self.masked_cache.get(guarded)

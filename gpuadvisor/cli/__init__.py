@@ -36,6 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GpuAdvisorError as exc:
         print(f"gpuadvisor {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a write that failed mid-run (disk full, permissions)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"gpuadvisor {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     return code

@@ -15,6 +15,7 @@ from gpuadvisor.analysis.advice import advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.analysis.orders import OrderSettings
 from gpuadvisor.cli.console import make_console
+from gpuadvisor.cli.outputs import prepare_folder
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Recommendation
 from gpuadvisor.simulation.compare import PolicyRun, compare
 from gpuadvisor.simulation.engine import SimulationConfig
@@ -69,6 +70,7 @@ def example_advice(fifo: SimulationResult) -> tuple[float, list[Recommendation]]
 def run(args: argparse.Namespace) -> int:
     console = make_console()
     started = time.monotonic()
+    out = prepare_folder(args.output, "--output")
     cluster = Cluster.parse_shape(DEMO_CLUSTER)
     jobs = read_trace(default_workload_path())
     console.print(
@@ -95,8 +97,6 @@ def run(args: argparse.Namespace) -> int:
         for rec in advice[:6]:
             console.print(escape(f"  [{rec.severity}] {rec.kind}: {rec.action}"))
             console.print(escape(f"      run: {rec.command}"))
-    out: Path = args.output
-    out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(
         results_json(rows, meta={"workload": "bundled default", "cluster": DEMO_CLUSTER})
     )

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 from rich.console import Console
@@ -12,9 +15,10 @@ from rich.console import Console
 from gpuadvisor.analysis.orders import ORDERS, OrderSettings
 from gpuadvisor.analysis.placement import PLACEMENTS
 from gpuadvisor.cli.console import make_console
-from gpuadvisor.errors import GpuAdvisorError, ModelError
+from gpuadvisor.cli.outputs import prepare_file, prepare_folder
+from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
 from gpuadvisor.model import Cluster, Job
-from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
+from gpuadvisor.simulation.compare import BASELINE, PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import ESTIMATE_MODES, SimulationConfig
 from gpuadvisor.simulation.generator import MIXES, generate_workload
 from gpuadvisor.simulation.inflation import run_inflation
@@ -24,6 +28,43 @@ from gpuadvisor.sinks.report import progress_bar, render_size_table, render_tabl
 from gpuadvisor.sources.traces import READERS, read_nodes, read_trace
 
 PROTOCOLS = ("replay", "inflation")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    value = _finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a finite number >= 0."""
+    value = _finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
 
 
 def add_parser(sub: Any) -> None:
@@ -41,7 +82,9 @@ def add_parser(sub: Any) -> None:
         "--generate", metavar="MIX", choices=sorted(MIXES), help="generate a workload instead"
     )
     p.add_argument("--format", choices=sorted(READERS), help="trace format (default: detect)")
-    p.add_argument("--jobs", type=int, default=10_000, help="jobs to generate (with --generate)")
+    p.add_argument(
+        "--jobs", type=positive_int, default=10_000, help="jobs to generate (with --generate)"
+    )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--cluster", help="uniform cluster NODESxGPUS[/GROUP], e.g. 16x8")
     where.add_argument("--nodes", type=Path, help="node list file (Alibaba or Tiresias format)")
@@ -57,13 +100,18 @@ def add_parser(sub: Any) -> None:
         ),
     )
     p.add_argument("--protocol", choices=PROTOCOLS, default="replay")
-    p.add_argument("--load", type=float, help="rescale arrivals to this offered load")
+    p.add_argument("--load", type=positive_float, help="rescale arrivals to this offered load")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seeds", type=int, default=1, help="inflation: average over this many seeds")
-    p.add_argument("--estimates", choices=ESTIMATE_MODES, default="limit")
-    p.add_argument("--estimate-noise", type=float, default=0.0, metavar="SIGMA")
     p.add_argument(
-        "--starvation-hours", type=float, default=6.0, help="advisor: reserve for jobs this old"
+        "--seeds", type=positive_int, default=1, help="inflation: average over this many seeds"
+    )
+    p.add_argument("--estimates", choices=ESTIMATE_MODES, default="limit")
+    p.add_argument("--estimate-noise", type=non_negative_float, default=0.0, metavar="SIGMA")
+    p.add_argument(
+        "--starvation-hours",
+        type=non_negative_float,
+        default=6.0,
+        help="advisor: reserve for jobs this old",
     )
     p.add_argument("--output-json", type=Path, help="write the results as JSON here")
     p.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots into DIR")
@@ -89,16 +137,34 @@ def load_jobs(args: argparse.Namespace, cluster: Cluster) -> list[Job]:
     )
 
 
+def require_runtimes(jobs: list[Job], trace: Path) -> None:
+    """A replay needs every job's true runtime; name the trace and the first job without one."""
+    missing = [job for job in jobs if job.runtime_s is None]
+    if missing:
+        raise InputError(
+            f"{len(missing)} of {len(jobs)} jobs have no runtime (the first is job "
+            f"{missing[0].job_id!r}); a replay needs every job's runtime "
+            "(--protocol inflation needs none)",
+            path=str(trace),
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     console = make_console()
+    if args.output_json is not None:
+        prepare_file(args.output_json, "--output-json")
+    if args.plots is not None:
+        prepare_folder(args.plots, "--plots")
     cluster = load_cluster(args)
     jobs = load_jobs(args, cluster)
     if not jobs:
         raise ModelError("the workload has no jobs")
     if args.protocol == "inflation":
         return run_inflation_protocol(args, console, jobs, cluster)
-    if args.load and args.trace:
-        jobs = scale_to_load(jobs, cluster.gpus, args.load)
+    if args.trace:
+        require_runtimes(jobs, args.trace)
+        if args.load is not None:
+            jobs = scale_to_load(jobs, cluster.gpus, args.load)
     base = SimulationConfig(
         seed=args.seed,
         estimates=args.estimates,
@@ -128,10 +194,11 @@ def report(
     console: Console, runs: list[PolicyRun], args: argparse.Namespace, meta: dict[str, object]
 ) -> None:
     rows = [(r.label, r.metrics) for r in runs]
-    console.print(render_table(rows, baseline="fifo"))
+    # strict FIFO always runs (for the starvation figures) but has a column only when listed
+    shown = BASELINE if any(label == BASELINE for label, _ in rows) else None
+    console.print(render_table(rows, baseline=shown))
     console.print(render_size_table(rows))
     if args.output_json:
-        args.output_json.parent.mkdir(parents=True, exist_ok=True)
         args.output_json.write_text(results_json(rows, meta={**meta, "seed": args.seed}))
         console.print(f"results: {args.output_json}")
     if args.plots:
@@ -139,10 +206,22 @@ def report(
             console.print(f"plot: {path}")
 
 
+def mean_curve(curves: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per step of arrived requests, the mean over the runs that reached it.
+
+    Every run of a real trace reaches every step; a run of a tiny trace on a small cluster may
+    stop short of the last ones (its next job would overshoot the target).
+    """
+    steps = sorted({step for curve in curves for step in curve}, key=int)
+    return {step: fmean(c[step] for c in curves if step in c) for step in steps}
+
+
 def run_inflation_protocol(
     args: argparse.Namespace, console: Console, jobs: list[Job], cluster: Cluster
 ) -> int:
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not names:
+        raise GpuAdvisorError("--policies names no placement")
     for name in names:
         if name not in PLACEMENTS:
             raise GpuAdvisorError(
@@ -155,15 +234,21 @@ def run_inflation_protocol(
             run_inflation(jobs, cluster, name, seed=args.seed + k).allocation_ratio_at_arrived
             for k in range(args.seeds)
         ]
-        mean = {key: sum(c[key] for c in curves) / len(curves) for key in curves[0]}
+        mean = mean_curve(curves)
         rows.append((name, {"allocation_ratio_at_arrived": mean, "seeds": args.seeds}))
         console.print(
-            f"{name:>10}: allocation at 100% arrived {100 * mean.get('100', float('nan')):.2f}%, "
-            f"at 130% {100 * mean.get('130', float('nan')):.2f}%"
+            f"{name:>10}: allocation at 100% arrived {_percent(mean, '100')}, "
+            f"at 130% {_percent(mean, '130')}"
         )
     if args.output_json:
-        args.output_json.parent.mkdir(parents=True, exist_ok=True)
         args.output_json.write_text(
             results_json(rows, meta={"protocol": "inflation", "seed": args.seed})
         )
+        console.print(f"results: {args.output_json}")
     return 0
+
+
+def _percent(curve: Mapping[str, float], step: str) -> str:
+    """A step of an inflation curve in percent; "not reached" where no run got that far."""
+    value = curve.get(step)
+    return "not reached" if value is None else f"{100 * value:.2f}%"

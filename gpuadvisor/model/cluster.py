@@ -50,6 +50,7 @@ class Cluster:
 
     nodes: tuple[Node, ...]
     gpus: int = field(init=False)
+    max_node_gpus: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         names = [n.name for n in self.nodes]
@@ -57,10 +58,7 @@ class Cluster:
             dup = next(n for n in names if names.count(n) > 1)
             raise ModelError(f"cluster: node name {dup!r} appears more than once")
         object.__setattr__(self, "gpus", sum(n.gpus for n in self.nodes))
-
-    @property
-    def max_node_gpus(self) -> int:
-        return max((n.gpus for n in self.nodes), default=0)
+        object.__setattr__(self, "max_node_gpus", max((n.gpus for n in self.nodes), default=0))
 
     @classmethod
     def uniform(
