@@ -4,9 +4,10 @@ the queue; jobs 4 (1 GPU, 30 min) and 5 (2 GPUs, 20 min) wait behind it with 2 G
 
 from __future__ import annotations
 
-from gpuadvisor.analysis.advice import advise, format_duration
+from gpuadvisor.analysis.advice import advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.model import ClusterSnapshot, Kind, RunningJob
+from gpuadvisor.model.duration import format_duration
 from tests.builders import make_job, on, single_node
 
 MIN = 60.0
@@ -41,7 +42,7 @@ def test_the_blocked_head_is_named_with_when_it_can_start() -> None:
     assert blocked.job_id == "3"
     # job 1 ends at 120 min; now is 10 min: job 3 can start in 110 minutes
     assert dict(blocked.evidence)["head_starts_in"] == "1h50m"
-    assert "2 GPUs are idle" in blocked.action
+    assert "can start in 1h50m; meanwhile 2 GPUs are idle" in blocked.action
 
 
 def test_recommendation_ids_are_stable_across_cycles() -> None:
@@ -69,7 +70,7 @@ def test_without_runtime_estimates_nothing_is_backfilled_past_the_reservation() 
 
 def test_durations_read_like_an_operator_writes_them() -> None:
     assert format_duration(42) == "42s"
-    assert format_duration(600) == "10m"
+    assert format_duration(600) == "10m00s"
     assert format_duration(6600) == "1h50m"
     assert format_duration(3 * 86400 + 7200) == "3d02h"
-    assert format_duration(float("inf")) == "unknown"
+    assert format_duration(float("inf")) == "–"

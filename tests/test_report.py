@@ -13,11 +13,11 @@ import pytest
 from rich.console import Console
 
 from gpuadvisor.model import Cluster
+from gpuadvisor.model.duration import format_duration
 from gpuadvisor.model.job import SIZE_CLASSES
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.sinks.report import (
-    format_duration,
     format_pp,
     progress_bar,
     render_size_table,

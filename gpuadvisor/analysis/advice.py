@@ -37,6 +37,7 @@ from gpuadvisor.model import (
     Recommendation,
     Severity,
 )
+from gpuadvisor.model.duration import format_duration
 
 DAY_S = 86400.0
 
@@ -57,20 +58,9 @@ def capacity_of(snapshot: ClusterSnapshot) -> Capacity:
     return capacity
 
 
-def format_duration(seconds: float) -> str:
-    """3h05m, 12m, 40s; "unknown" for infinity or NaN."""
-    if not math.isfinite(seconds):
-        return "unknown"
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 60:
-        return f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours}h{minutes:02d}m"
-    return f"{hours // 24}d{hours % 24:02d}h"
+def _within(seconds: float) -> str:
+    """'in 1h50m', or 'at an unknown time' when no estimate bounds it."""
+    return f"in {format_duration(seconds)}" if math.isfinite(seconds) else "at an unknown time"
 
 
 def _node_names(snapshot: ClusterSnapshot, allocation: Allocation) -> str:
@@ -164,7 +154,7 @@ def _start_now(
     elif est is not None and now + est <= reserve_at:
         why = (
             f"it should end within {format_duration(est)}, before job {head.job_id} can start "
-            f"(in {format_duration(reserve_at - now)})"
+            f"({_within(reserve_at - now)})"
         )
     else:
         why = f"it uses GPUs that job {head.job_id} does not need when it starts"
@@ -216,8 +206,8 @@ def _queue_blocked(
         job_id=head.job_id,
         node="",
         action=(
-            f"Job {head.job_id} ({head.total_gpus} GPU) heads the queue and cannot start for "
-            f"{format_duration(reserve_at - now)}, while {idle:g} GPUs are idle. "
+            f"Job {head.job_id} ({head.total_gpus} GPU) heads the queue and can start "
+            f"{_within(reserve_at - now)}; meanwhile {idle:g} GPUs are idle. "
             f"{jobs} now without delaying it."
         ),
         command=" && ".join(f"scontrol top {s.job.job_id}" for s in backfills[:5]),
@@ -258,8 +248,8 @@ def _hold_node(
         job_id=job.job_id,
         node=where,
         action=(
-            f"Hold {where} for job {job.job_id} ({job.total_gpus} GPU): it can start there in "
-            f"{format_duration(wait)}; until then run only jobs that end sooner on its "
+            f"Hold {where} for job {job.job_id} ({job.total_gpus} GPU): it can start there "
+            f"{_within(wait)}; until then run only jobs that end sooner on its "
             f"{idle_reserved} idle reserved GPU(s)."
         ),
         command=f"scontrol update JobId={job.job_id} ReqNodeList={where}",

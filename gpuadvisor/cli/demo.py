@@ -17,13 +17,13 @@ from gpuadvisor.analysis.orders import OrderSettings
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.outputs import prepare_folder
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Recommendation
+from gpuadvisor.model.duration import format_duration
 from gpuadvisor.simulation.compare import PolicyRun, compare
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.results import SimulationResult
 from gpuadvisor.simulation.workload import offered_load
 from gpuadvisor.sinks.plots import write_plots
 from gpuadvisor.sinks.report import (
-    format_duration,
     progress_bar,
     render_size_table,
     render_table,
