@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuadvisor.errors import InputError, ModelError
+from gpuadvisor.errors import InputError
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job, Node
-from gpuadvisor.sources.traces.table import Header, Row, open_table
+from gpuadvisor.sources.traces.table import Header, Row, open_table, parsed
 from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
 
 FORMAT = "alibaba"
@@ -50,12 +50,8 @@ def read(path: str | Path) -> Trace:
         if not timed and any(c in header.columns for c in TIME_COLUMNS):
             header.require(*TIME_COLUMNS)
         builder = TraceBuilder(header.path, FORMAT)
-        for row in rows:
-            try:
-                job = _job(row, timed)
-            except ModelError as exc:
-                raise row.error(str(exc)) from exc
-            builder.add(job, row.line, "name")
+        for job, line in parsed(rows, lambda row: _job(row, timed)):
+            builder.add(job, line, "name")
     return builder.build()
 
 

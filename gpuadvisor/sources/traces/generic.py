@@ -13,9 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-from gpuadvisor.errors import ModelError
 from gpuadvisor.model import MILLI_PER_GPU, Job
-from gpuadvisor.sources.traces.table import Header, Row, open_table
+from gpuadvisor.sources.traces.table import Header, Row, open_table, parsed
 from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
 
 FORMAT = "generic"
@@ -32,12 +31,8 @@ def read(path: str | Path) -> Trace:
     with open_table(path) as (header, rows):
         header.require(*REQUIRED)
         builder = TraceBuilder(header.path, FORMAT)
-        for row in rows:
-            try:
-                job = _job(row)
-            except ModelError as exc:
-                raise row.error(str(exc)) from exc
-            builder.add(job, row.line)
+        for job, line in parsed(rows, _job):
+            builder.add(job, line)
     return builder.build()
 
 

@@ -18,9 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Job
-from gpuadvisor.sources.traces.table import Header, Row, open_table
+from gpuadvisor.sources.traces.table import Header, Row, open_table, parsed
 from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
 
 FORMAT = "helios"
@@ -37,12 +36,7 @@ def read(path: str | Path) -> Trace:
     jobs: list[tuple[Job, int]] = []
     with open_table(path) as (header, rows):
         header.require(*REQUIRED)
-        for row in rows:
-            try:
-                job = _job(row)
-            except ModelError as exc:
-                raise row.error(str(exc)) from exc
-            jobs.append((job, row.line))
+        jobs.extend(parsed(rows, _job))
     origin = min((job.submit_time_s for job, _ in jobs), default=0.0)
     builder = TraceBuilder(header.path, FORMAT)
     for job, line in jobs:

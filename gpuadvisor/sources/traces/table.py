@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
-from gpuadvisor.errors import InputError
+from gpuadvisor.errors import InputError, ModelError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,16 @@ def timestamp_s(text: str) -> float:
     if not math.isfinite(number):
         raise ValueError(f"not a finite time: {text!r}")
     return number
+
+
+def parsed(rows: Iterator[Row], parse: Callable[[Row], T]) -> Iterator[tuple[T, int]]:
+    """(value, line) per row; a value the model refuses is reported at that row's line."""
+    for row in rows:
+        try:
+            value = parse(row)
+        except ModelError as exc:
+            raise row.error(str(exc)) from exc
+        yield value, row.line
 
 
 def read_header(path: str | Path) -> Header:

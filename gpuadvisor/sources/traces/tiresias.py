@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuadvisor.errors import InputError, ModelError
+from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
-from gpuadvisor.sources.traces.table import Header, Row, open_table
+from gpuadvisor.sources.traces.table import Header, Row, open_table, parsed
 from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
 
 FORMAT = "tiresias"
@@ -42,12 +42,8 @@ def read(path: str | Path) -> Trace:
     with open_table(path) as (header, rows):
         header.require(*JOB_COLUMNS)
         builder = TraceBuilder(header.path, FORMAT)
-        for row in rows:
-            try:
-                job = _job(row)
-            except ModelError as exc:
-                raise row.error(str(exc)) from exc
-            builder.add(job, row.line)
+        for job, line in parsed(rows, _job):
+            builder.add(job, line)
     return builder.build()
 
 
