@@ -77,17 +77,24 @@ def add_parser(sub: Any) -> None:
         ),
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--trace", type=Path, help="job trace file")
+    src.add_argument("--trace", type=Path, metavar="FILE", help="job trace file")
     src.add_argument(
-        "--generate", metavar="MIX", choices=sorted(MIXES), help="generate a workload instead"
+        "--generate",
+        metavar="MIX",
+        choices=sorted(MIXES),
+        help="generate a workload from a published size mix: " + ", ".join(sorted(MIXES)),
     )
     p.add_argument("--format", choices=sorted(READERS), help="trace format (default: detect)")
     p.add_argument(
         "--jobs", type=positive_int, default=10_000, help="jobs to generate (with --generate)"
     )
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--cluster", help="uniform cluster NODESxGPUS[/GROUP], e.g. 16x8")
-    where.add_argument("--nodes", type=Path, help="node list file (Alibaba or Tiresias format)")
+    where.add_argument(
+        "--cluster", help="uniform cluster NODESxGPUS[/GROUP], e.g. 16x8 (the default)"
+    )
+    where.add_argument(
+        "--nodes", type=Path, metavar="FILE", help="node list file (Alibaba or Tiresias format)"
+    )
     p.add_argument(
         "--policies",
         default="fifo,easy,advisor",
@@ -96,24 +103,52 @@ def add_parser(sub: Any) -> None:
             + ", ".join(ORDERS)
             + "; placements: "
             + ", ".join(PLACEMENTS)
-            + " (for --protocol inflation: placements only)"
+            + " (for --protocol inflation: placements only); default: fifo,easy,advisor"
         ),
     )
-    p.add_argument("--protocol", choices=PROTOCOLS, default="replay")
-    p.add_argument("--load", type=positive_float, help="rescale arrivals to this offered load")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="replay",
+        help="replay: queue orders over time (default); inflation: FGD's placement protocol",
+    )
+    p.add_argument(
+        "--load",
+        type=positive_float,
+        help="offered load: rescale a trace's arrivals to it, or generate at it (default 1.0)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the generator, the random placement and the estimate noise (default 0)",
+    )
     p.add_argument(
         "--seeds", type=positive_int, default=1, help="inflation: average over this many seeds"
     )
-    p.add_argument("--estimates", choices=ESTIMATE_MODES, default="limit")
-    p.add_argument("--estimate-noise", type=non_negative_float, default=0.0, metavar="SIGMA")
+    p.add_argument(
+        "--estimates",
+        choices=ESTIMATE_MODES,
+        default="limit",
+        help="runtime estimates for backfill: limit (time limit, else the median of the "
+        "user's past runtimes of that shape; the default) or exact (the true runtime)",
+    )
+    p.add_argument(
+        "--estimate-noise",
+        type=non_negative_float,
+        default=0.0,
+        metavar="SIGMA",
+        help="multiply each job's estimates by a log-normal factor exp(N(0, SIGMA))",
+    )
     p.add_argument(
         "--starvation-hours",
         type=non_negative_float,
         default=6.0,
-        help="advisor: reserve for jobs this old",
+        help="advisor: also reserve for jobs that waited this long (default 6)",
     )
-    p.add_argument("--output-json", type=Path, help="write the results as JSON here")
+    p.add_argument(
+        "--output-json", type=Path, metavar="FILE", help="write the results as JSON here"
+    )
     p.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots into DIR")
     p.set_defaults(run=run)
 
@@ -158,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
     cluster = load_cluster(args)
     jobs = load_jobs(args, cluster)
     if not jobs:
+        if args.trace:
+            raise InputError("the trace has no jobs", path=str(args.trace))
         raise ModelError("the workload has no jobs")
     if args.protocol == "inflation":
         return run_inflation_protocol(args, console, jobs, cluster)

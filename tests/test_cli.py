@@ -1,0 +1,642 @@
+"""The command line: ``gpuadvisor simulate`` and ``gpuadvisor demo``, driven through ``main``.
+
+Every test runs the real commands in-process on the sample traces (or on a small trace written
+here) and reads what a user would: the exit code, stdout, stderr and the files written. One test
+runs ``python -m gpuadvisor`` as a separate process.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuadvisor.cli import main
+from gpuadvisor.model.job import SIZE_CLASSES
+from gpuadvisor.sources.traces import read_trace
+
+TRACES = Path(__file__).parent / "data" / "traces"
+
+METRIC_KEYS = frozenset(
+    {
+        "allocation_ratio",
+        "allocation_ratio_busy",
+        "idle_while_waiting_ratio",
+        "ordering_loss_ratio",
+        "fragmentation_loss_ratio",
+        "capacity_shortfall_ratio",
+        "fragmentation_ratio_mean",
+        "wait_mean_s",
+        "wait_p50_s",
+        "wait_p95_s",
+        "wait_p99_s",
+        "wait_max_s",
+        "jct_mean_s",
+        "bounded_slowdown_mean",
+        "delta_wait_vs_fifo_max_s",
+        "delta_wait_vs_fifo_p99_s",
+        "makespan_s",
+        "jobs",
+        "wait_by_size",
+    }
+)
+RATIO_KEYS = sorted(k for k in METRIC_KEYS if k.endswith("_ratio") or k.endswith("_ratio_mean"))
+SIZE_KEYS = frozenset({"wait_mean_s", "wait_p50_s", "wait_p95_s", "wait_p99_s", "wait_max_s"})
+PLOTS = ("allocation_over_time.png", "wait_by_size.png", "idle_breakdown.png")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+CONTENDED_JOBS = (
+    # job_id, submit_time, duration, num_gpus, user, time_limit: every size class, queues on 2x8
+    ("big-0", 0, 3000, 16, "ana", 3600),
+    ("one-0", 10, 600, 1, "bo", 1800),
+    ("two-0", 20, 900, 2, "bo", 1800),
+    ("four-0", 30, 1200, 4, "cy", 3600),
+    ("eight-0", 40, 1500, 8, "cy", 3600),
+    ("one-1", 50, 300, 1, "di", 1800),
+    ("big-1", 60, 2000, 12, "ana", 3600),
+    ("one-2", 70, 450, 1, "di", 1800),
+    ("two-1", 80, 600, 2, "bo", 1800),
+    ("four-1", 90, 800, 4, "cy", 1800),
+    ("eight-1", 100, 700, 8, "ana", 1800),
+    ("one-3", 110, 200, 1, "bo", 1800),
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one command left behind: exit code, stdout and stderr."""
+
+    code: int
+    out: str
+    err: str
+
+
+def gpuadvisor(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> Outcome:
+    """Run ``gpuadvisor ARGV...`` in-process and capture its output."""
+    capsys.readouterr()  # drop anything printed before
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return Outcome(code, captured.out, captured.err)
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> Outcome:
+    """Run a command that argparse rejects: it exits 2 before ``main`` returns."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    assert isinstance(exited.value.code, int)
+    return Outcome(exited.value.code, captured.out, captured.err)
+
+
+def write_generic_trace(path: Path, jobs: tuple[tuple[str, int, int, int, str, int], ...]) -> Path:
+    lines = ["job_id,submit_time,duration,num_gpus,user,time_limit"]
+    lines += [",".join(str(cell) for cell in job) for job in jobs]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    document = json.loads(path.read_text())
+    assert isinstance(document, dict)
+    return document
+
+
+def policies_of(document: dict[str, Any]) -> list[str]:
+    return [entry["policy"] for entry in document["results"]]
+
+
+def by_policy(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["policy"]: entry for entry in document["results"]}
+
+
+def printed_load(stdout: str) -> float:
+    match = re.search(r"offered load (\d+\.\d+)", stdout)
+    assert match is not None, stdout
+    return float(match.group(1))
+
+
+def assert_one_line_error(outcome: Outcome, command: str = "simulate") -> str:
+    """Exit code 2 and a single clear line on stderr, never a traceback."""
+    assert outcome.code == 2
+    assert "Traceback" not in outcome.err + outcome.out
+    lines = outcome.err.strip().splitlines()
+    assert len(lines) == 1, outcome.err
+    assert lines[0].startswith(f"gpuadvisor {command}: error: ")
+    return lines[0]
+
+
+@pytest.fixture
+def contended_trace(tmp_path: Path) -> Path:
+    return write_generic_trace(tmp_path / "contended.csv", CONTENDED_JOBS)
+
+
+# -- the JSON contract and the plots -----------------------------------------------------------
+
+
+def test_simulate_writes_every_contract_key_per_policy_and_three_plots(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, contended_trace: Path
+) -> None:
+    out_json = tmp_path / "reports" / "out.json"
+    plots = tmp_path / "plots"
+
+    outcome = gpuadvisor(
+        capsys,
+        "simulate",
+        "--trace",
+        contended_trace,
+        "--cluster",
+        "2x8",
+        "--policies",
+        "fifo,easy,advisor",
+        "--output-json",
+        out_json,
+        "--plots",
+        plots,
+    )
+
+    assert outcome.code == 0, outcome.err
+    document = read_json(out_json)
+    assert set(document) == {"results", "meta"}
+    assert policies_of(document) == ["fifo", "easy", "advisor"]
+    assert document["meta"] == {"cluster_gpus": 16, "jobs": len(CONTENDED_JOBS), "seed": 0}
+    for entry in document["results"]:
+        assert set(entry) >= METRIC_KEYS, METRIC_KEYS - set(entry)
+        assert entry["jobs"] == len(CONTENDED_JOBS)
+        for key in RATIO_KEYS:
+            assert 0.0 <= entry[key] <= 1.0, (entry["policy"], key, entry[key])
+        assert entry["idle_while_waiting_ratio"] == pytest.approx(
+            entry["ordering_loss_ratio"]
+            + entry["fragmentation_loss_ratio"]
+            + entry["capacity_shortfall_ratio"],
+            abs=1e-5,
+        )
+        assert list(entry["wait_by_size"]) == sorted(SIZE_CLASSES)
+        for size, figures in entry["wait_by_size"].items():
+            assert set(figures) >= SIZE_KEYS, (size, figures)
+        assert sum(f["jobs"] for f in entry["wait_by_size"].values()) == len(CONTENDED_JOBS)
+    fifo = by_policy(document)["fifo"]
+    assert fifo["delta_wait_vs_fifo_max_s"] == 0.0
+    assert fifo["wait_max_s"] > 0, "the trace is meant to make jobs queue"
+    for name in PLOTS:
+        assert (plots / name).read_bytes().startswith(PNG_MAGIC), name
+    assert f"results: {out_json}" in outcome.out
+    assert "Simulated policies" in outcome.out
+
+
+def test_the_same_seed_gives_byte_identical_json_and_another_seed_does_not(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def run(seed: int, name: str) -> bytes:
+        path = tmp_path / name
+        outcome = gpuadvisor(
+            capsys,
+            "simulate",
+            "--generate",
+            "multinode",
+            "--jobs",
+            "200",
+            "--cluster",
+            "2x8",
+            "--policies",
+            "fifo,easy+random,advisor",
+            "--estimate-noise",
+            "0.5",
+            "--seed",
+            str(seed),
+            "--output-json",
+            path,
+        )
+        assert outcome.code == 0, outcome.err
+        return path.read_bytes()
+
+    first = run(7, "first.json")
+
+    assert run(7, "second.json") == first
+    assert run(8, "other.json") != first
+
+
+# -- inputs ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fmt", "trace", "extra"),
+    [
+        ("alibaba", "alibaba_pods.csv", ("--nodes", TRACES / "alibaba_nodes.csv")),
+        ("tiresias", "tiresias_jobs.csv", ("--nodes", TRACES / "tiresias_spec.csv")),
+        ("philly", "philly_job_log.json", ("--cluster", "2x8")),
+        ("helios", "helios_epoch.csv", ("--cluster", "2x8")),
+        ("generic", "generic_minimal.csv", ("--cluster", "2x8")),
+    ],
+)
+def test_each_reader_format_replays_its_sample(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    fmt: str,
+    trace: str,
+    extra: tuple[str | Path, ...],
+) -> None:
+    out_json = tmp_path / "out.json"
+
+    outcome = gpuadvisor(
+        capsys,
+        "simulate",
+        "--trace",
+        TRACES / trace,
+        "--format",
+        fmt,
+        *extra,
+        "--output-json",
+        out_json,
+    )
+
+    assert outcome.code == 0, outcome.err
+    document = read_json(out_json)
+    assert document["meta"]["jobs"] == len(read_trace(TRACES / trace, fmt))
+    assert policies_of(document) == ["fifo", "easy", "advisor"]
+
+
+def test_nodes_files_set_the_cluster(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_json = tmp_path / "out.json"
+
+    outcome = gpuadvisor(
+        capsys,
+        "simulate",
+        "--trace",
+        TRACES / "alibaba_pods.csv",
+        "--nodes",
+        TRACES / "alibaba_nodes.csv",
+        "--output-json",
+        out_json,
+    )
+
+    assert outcome.code == 0, outcome.err
+    assert read_json(out_json)["meta"]["cluster_gpus"] == 10  # 8 + 2; the CPU-only node is left out
+    assert "on 2 nodes / 10 GPUs" in outcome.out
+
+
+def test_generate_draws_a_workload_at_the_load_asked_for(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_json = tmp_path / "out.json"
+
+    outcome = gpuadvisor(
+        capsys,
+        "simulate",
+        "--generate",
+        "multinode",
+        "--jobs",
+        "300",
+        "--load",
+        "1.2",
+        "--cluster",
+        "2x8",
+        "--output-json",
+        out_json,
+    )
+
+    assert outcome.code == 0, outcome.err
+    assert read_json(out_json)["meta"]["jobs"] == 300
+    assert printed_load(outcome.out) == pytest.approx(1.2, abs=0.05)
+
+
+def test_load_rescales_the_arrivals_of_a_trace(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, contended_trace: Path
+) -> None:
+    def fifo_at(load: str) -> tuple[float, dict[str, Any]]:
+        out_json = tmp_path / f"load-{load}.json"
+        outcome = gpuadvisor(
+            capsys,
+            "simulate",
+            "--trace",
+            contended_trace,
+            "--cluster",
+            "2x8",
+            "--policies",
+            "fifo",
+            "--load",
+            load,
+            "--output-json",
+            out_json,
+        )
+        assert outcome.code == 0, outcome.err
+        return printed_load(outcome.out), by_policy(read_json(out_json))["fifo"]
+
+    light_load, light = fifo_at("0.5")
+    heavy_load, heavy = fifo_at("3")
+
+    assert (light_load, heavy_load) == (0.5, 3.0)
+    assert light["wait_mean_s"] < heavy["wait_mean_s"]
+    assert light["jobs"] == heavy["jobs"] == len(CONTENDED_JOBS)
+
+
+def test_policies_combine_an_order_with_a_placement(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, contended_trace: Path
+) -> None:
+    out_json = tmp_path / "out.json"
+
+    outcome = gpuadvisor(
+        capsys,
+        "simulate",
+        "--trace",
+        contended_trace,
+        "--cluster",
+        "2x8",
+        "--policies",
+        "fifo,easy+best-fit,advisor+first-fit,conservative+fgd,easy+first-fit",
+        "--output-json",
+        out_json,
+    )
+
+    assert outcome.code == 0, outcome.err
+    # an order on its default placement keeps its plain name
+    assert policies_of(read_json(out_json)) == [
+        "fifo",
+        "easy+best-fit",
+        "advisor+first-fit",
+        "conservative+fgd",
+        "easy",
+    ]
+
+
+def test_policies_without_fifo_still_report_waits_against_strict_fifo(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, contended_trace: Path
+) -> None:
+    out_json = tmp_path / "out.json"
+
+    outcome = gpuadvisor(
+        capsys,
+        "simulate",
+        "--trace",
+        contended_trace,
+        "--cluster",
+        "2x8",
+        "--policies",
+        "easy,fifo+best-fit",
+        "--output-json",
+        out_json,
+    )
+
+    assert outcome.code == 0, outcome.err
+    document = read_json(out_json)
+    assert policies_of(document) == ["easy", "fifo+best-fit"]
+    for entry in document["results"]:
+        assert "delta_wait_vs_fifo_max_s" in entry
+    assert "Δ vs fifo" not in outcome.out
+
+
+def test_inflation_protocol_writes_allocation_at_each_tenth_of_arrived_requests(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_json = tmp_path / "inflation.json"
+
+    outcome = gpuadvisor(
+        capsys,
+        "simulate",
+        "--trace",
+        TRACES / "alibaba_pods.csv",
+        "--nodes",
+        TRACES / "alibaba_nodes.csv",
+        "--protocol",
+        "inflation",
+        "--policies",
+        "random,best-fit,fgd,advisor",
+        "--output-json",
+        out_json,
+    )
+
+    assert outcome.code == 0, outcome.err
+    document = read_json(out_json)
+    assert document["meta"] == {"protocol": "inflation", "seed": 0}
+    assert policies_of(document) == ["random", "best-fit", "fgd", "advisor"]
+    steps = [str(pct) for pct in range(10, 131, 10)]
+    for entry in document["results"]:
+        curve = entry["allocation_ratio_at_arrived"]
+        assert sorted(curve, key=int) == steps
+        values = [curve[step] for step in steps]
+        assert all(0.0 <= v <= 1.0 for v in values)
+        assert values == sorted(values), "jobs never leave, so allocation never falls"
+        assert entry["seeds"] == 1
+    assert "allocation at 100% arrived" in outcome.out
+
+
+def test_inflation_averages_seeds_even_where_a_tiny_trace_stops_short_of_a_step(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_json = tmp_path / "inflation.json"
+
+    outcome = gpuadvisor(
+        capsys,
+        "simulate",
+        "--trace",
+        TRACES / "alibaba_pods.csv",  # one 8-GPU pod: on one 8-GPU node some draws overshoot
+        "--cluster",
+        "1x8",
+        "--protocol",
+        "inflation",
+        "--policies",
+        "fgd",
+        "--seeds",
+        "30",
+        "--output-json",
+        out_json,
+    )
+
+    assert outcome.code == 0, outcome.err
+    (entry,) = read_json(out_json)["results"]
+    assert entry["seeds"] == 30
+    assert "10" in entry["allocation_ratio_at_arrived"]
+    assert set(entry["allocation_ratio_at_arrived"]) <= {str(p) for p in range(10, 131, 10)}
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def test_an_unknown_order_is_named_with_the_orders_there_are(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    outcome = gpuadvisor(
+        capsys, "simulate", "--trace", TRACES / "generic_minimal.csv", "--policies", "fifo,lifo"
+    )
+
+    line = assert_one_line_error(outcome)
+    assert "unknown policy 'lifo'" in line
+    assert "fifo, fifo-skip, easy, conservative, sjf, advisor" in line
+
+
+def test_an_unknown_placement_is_named_with_the_placements_there_are(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    outcome = gpuadvisor(
+        capsys, "simulate", "--trace", TRACES / "generic_minimal.csv", "--policies", "easy+worst"
+    )
+
+    line = assert_one_line_error(outcome)
+    assert "unknown placement in 'easy+worst'" in line
+    assert "first-fit, best-fit, fgd, random, topology, advisor" in line
+
+
+def test_a_malformed_trace_line_names_the_file_line_and_column(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    trace = tmp_path / "bad.csv"
+    trace.write_text("job_id,submit_time,duration,num_gpus\n1,0,60,1\n2,soon,120,4\n")
+
+    outcome = gpuadvisor(capsys, "simulate", "--trace", trace)
+
+    line = assert_one_line_error(outcome)
+    assert f"{trace}, line 3, column 'submit_time': expected a number, got 'soon'" in line
+
+
+def test_a_missing_trace_file_is_one_clear_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    missing = tmp_path / "nowhere.csv"
+
+    outcome = gpuadvisor(capsys, "simulate", "--trace", missing, "--format", "generic")
+
+    line = assert_one_line_error(outcome)
+    assert f"{missing}: cannot read the file: No such file or directory" in line
+
+
+def test_a_folder_given_as_trace_or_node_list_is_one_clear_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    as_trace = gpuadvisor(capsys, "simulate", "--trace", tmp_path)
+    as_nodes = gpuadvisor(
+        capsys, "simulate", "--trace", TRACES / "generic_minimal.csv", "--nodes", tmp_path
+    )
+
+    for outcome in (as_trace, as_nodes):
+        assert f"{tmp_path}: cannot read the file: Is a directory" in assert_one_line_error(outcome)
+
+
+def test_a_trace_without_runtimes_cannot_be_replayed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    trace = TRACES / "generic.csv"  # job 'd' has no duration
+
+    outcome = gpuadvisor(capsys, "simulate", "--trace", trace, "--cluster", "2x8")
+
+    line = assert_one_line_error(outcome)
+    assert f"{trace}: 1 of 5 jobs have no runtime (the first is job 'd')" in line
+    assert "--protocol inflation needs none" in line
+
+
+def test_inflation_compares_placements_not_orders(capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = gpuadvisor(
+        capsys,
+        "simulate",
+        "--trace",
+        TRACES / "alibaba_pods.csv",
+        "--protocol",
+        "inflation",
+        "--policies",
+        "fgd,easy",
+    )
+
+    line = assert_one_line_error(outcome)
+    assert "--protocol inflation compares placements; 'easy' is not one of" in line
+
+
+def test_an_output_that_cannot_be_written_fails_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    a_file = tmp_path / "taken"
+    a_file.write_text("")
+    trace = TRACES / "generic_minimal.csv"
+
+    json_is_folder = gpuadvisor(capsys, "simulate", "--trace", trace, "--output-json", tmp_path)
+    plots_is_file = gpuadvisor(capsys, "simulate", "--trace", trace, "--plots", a_file)
+    demo_is_file = gpuadvisor(capsys, "demo", "--output", a_file)
+
+    assert f"--output-json {tmp_path}: is a folder" in assert_one_line_error(json_is_folder)
+    assert f"--plots {a_file}: exists and is not a folder" in assert_one_line_error(plots_is_file)
+    assert f"--output {a_file}: exists and is not a folder" in assert_one_line_error(
+        demo_is_file, "demo"
+    )
+    assert "Simulated policies" not in plots_is_file.out + demo_is_file.out
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--load", "0", "argument --load: must be > 0, got 0"),
+        ("--load", "nan", "argument --load: expected a finite number, got 'nan'"),
+        ("--seeds", "0", "argument --seeds: must be >= 1, got 0"),
+        ("--jobs", "-5", "argument --jobs: must be >= 1, got -5"),
+        ("--estimate-noise", "-0.1", "argument --estimate-noise: must be >= 0, got -0.1"),
+    ],
+)
+def test_out_of_range_numbers_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str, message: str
+) -> None:
+    outcome = usage_error(capsys, "simulate", "--generate", "philly", flag, value)
+
+    assert outcome.code == 2
+    assert outcome.err.strip().splitlines()[-1] == f"gpuadvisor simulate: error: {message}"
+
+
+# -- demo --------------------------------------------------------------------------------------
+
+
+def test_demo_writes_results_advice_and_plots_and_prints_the_gain(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "demo"
+    started = time.monotonic()
+
+    outcome = gpuadvisor(capsys, "demo", "--output", out)
+
+    elapsed_s = time.monotonic() - started
+    assert outcome.code == 0, outcome.err
+    assert elapsed_s < 60
+    assert re.search(r"Advisor vs strict FIFO: .*\(\+\d+\.\d pp\)", outcome.out), outcome.out
+    assert "start-now:" in outcome.out
+    results = read_json(out / "results.json")
+    assert policies_of(results) == ["fifo", "easy", "advisor"]
+    for entry in results["results"]:
+        assert set(entry) >= METRIC_KEYS
+    fifo, advisor = by_policy(results)["fifo"], by_policy(results)["advisor"]
+    assert advisor["allocation_ratio"] > fifo["allocation_ratio"]
+    advice = json.loads((out / "advice.json").read_text())
+    assert any(rec["kind"] == "start-now" for rec in advice)
+    for name in PLOTS:
+        assert (out / name).read_bytes().startswith(PNG_MAGIC), name
+
+
+# -- the installed entry point -----------------------------------------------------------------
+
+
+def test_python_dash_m_gpuadvisor_runs_the_cli(tmp_path: Path) -> None:
+    out_json = tmp_path / "out.json"
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuadvisor",
+            "simulate",
+            "--trace",
+            str(TRACES / "tiresias_jobs.csv"),
+            "--cluster",
+            "2x8",
+            "--output-json",
+            str(out_json),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "4 jobs on 2 nodes / 16 GPUs" in done.stdout
+    assert policies_of(read_json(out_json)) == ["fifo", "easy", "advisor"]
