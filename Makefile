@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lint format bench clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gpuadvisor demo --output demo-output
 
-test: $(STAMP)
+# Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7).
+system-deps:
+	@command -v promtool >/dev/null 2>&1 || { \
+		echo "installing Debian's prometheus package (promtool)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
+
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

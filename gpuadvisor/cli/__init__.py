@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 
 from gpuadvisor import __version__
-from gpuadvisor.cli import demo, simulate
+from gpuadvisor.cli import agent, demo, simulate
 from gpuadvisor.errors import GpuAdvisorError
 
-COMMANDS = {"simulate": simulate, "demo": demo}
+COMMANDS = {"simulate": simulate, "demo": demo, "agent": agent}
 
 
 def build_parser() -> argparse.ArgumentParser:

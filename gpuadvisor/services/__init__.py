@@ -1,0 +1,1 @@
+"""Long-running asyncio runtimes (aiohttp apps): the node agent, later the queue and advisor."""

@@ -1,0 +1,225 @@
+"""The node agent's runtime: a sampler that owns the probe, and the aiohttp app that serves it.
+
+Probe → immutable snapshot → render. One worker thread makes every probe call on the agent's own
+schedule; each result is folded into a new ``AgentState`` that scrapes only render. A probe call
+that hangs past its timeout is abandoned (``gpuadvisor_collector_success 0``); while it stays hung
+no second call starts, and no scrape ever waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import html
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+from gpuadvisor import __version__
+from gpuadvisor.analysis.utilization import (
+    AgentState,
+    CollectorRun,
+    UtilizationSettings,
+    advance,
+    mark_nvml_down,
+    record_collector,
+)
+from gpuadvisor.model.gpu import NodeReading
+from gpuadvisor.sinks.exposition import agent_registry
+from gpuadvisor.sources.gpu import GpuProbe, ProbeUnavailableError
+
+log = logging.getLogger(__name__)
+
+COLLECTOR = "gpu"
+"""The ``collector`` label of the probe's success and duration."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """How often to probe, how long to wait for one probe call, and when allocated is idle."""
+
+    interval_s: float = 1.0
+    probe_timeout_s: float = 5.0
+    idle_threshold_ratio: float = 0.05
+    version: str = __version__
+
+
+class Sampler:
+    """Calls the probe in one worker thread and keeps the latest immutable state.
+
+    ``clock`` gives the wall-clock seconds a reading is stamped with (NVML sample timestamps are
+    wall-clock µs); ``timer`` measures how long a probe call took.
+    """
+
+    def __init__(
+        self,
+        probe: GpuProbe,
+        settings: AgentSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._probe = probe
+        self._settings = settings
+        self._utilization = UtilizationSettings(settings.idle_threshold_ratio)
+        self._clock = clock
+        self._timer = timer
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-probe")
+        self._inflight: asyncio.Future[NodeReading] | None = None
+        self._inflight_since = 0.0
+        self.state = AgentState()
+        self.ready = False
+        self.samples = 0
+        """Probe calls that returned a reading."""
+
+    @property
+    def settings(self) -> AgentSettings:
+        return self._settings
+
+    @property
+    def probing(self) -> bool:
+        """True while a probe call is in flight (or hung)."""
+        return self._inflight is not None and not self._inflight.done()
+
+    async def sample_once(self) -> None:
+        """Probe once (unless the previous call still hangs) and fold the result into the state."""
+        if self.probing:
+            log.warning(
+                "probe call still running after %.1f s", self._timer() - self._inflight_since
+            )
+            self._record(False, self._timer() - self._inflight_since)
+            return
+        started = self._timer()
+        future = asyncio.get_running_loop().run_in_executor(self._executor, self._probe.read)
+        future.add_done_callback(_consume)
+        self._inflight, self._inflight_since = future, started
+        timeout_s = self._settings.probe_timeout_s
+        try:
+            reading = await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            log.warning("probe call took longer than %.1f s; abandoned", timeout_s)
+            self._record(False, self._timer() - started)
+            return
+        except ProbeUnavailableError as exc:
+            if self.state.nvml_up is not False:
+                log.error("%s", exc)
+            self.state = mark_nvml_down(self.state)
+            self._record(False, self._timer() - started)
+            return
+        except Exception:
+            log.exception("probe call failed")
+            self._record(False, self._timer() - started)
+            return
+        if self.state.nvml_up is False:
+            log.warning("GPU library is back")
+        self.state = advance(self.state, reading, self._clock(), self._utilization)
+        self._record(True, self._timer() - started)
+        self.samples += 1
+        self.ready = True
+
+    def _record(self, success: bool, duration_s: float) -> None:
+        self.state = record_collector(self.state, CollectorRun(COLLECTOR, success, duration_s))
+
+    async def run(self) -> None:
+        """Probe every ``interval_s`` on a fixed cadence; a late cycle is skipped, not bunched."""
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while True:
+            await self.sample_once()
+            next_at += self._settings.interval_s
+            next_at = max(next_at, loop.time())
+            await asyncio.sleep(next_at - loop.time())
+
+    def close(self) -> None:
+        """Close the probe in its own thread; a hung call is left behind, never joined."""
+        self._executor.submit(self._probe.close).add_done_callback(_consume)
+        self._executor.shutdown(wait=False)
+
+
+def _consume(future: Any) -> None:
+    """Retrieve an abandoned call's outcome so that it is not reported as never retrieved."""
+    if not future.cancelled():
+        future.exception()
+
+
+SAMPLER = web.AppKey("sampler", Sampler)
+REGISTRY = web.AppKey("registry", CollectorRegistry)
+
+
+async def _run_sampler(app: web.Application) -> AsyncIterator[None]:
+    sampler = app[SAMPLER]
+    task = asyncio.create_task(sampler.run(), name="gpu-sampler")
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    sampler.close()
+
+
+def snapshot_json(state: AgentState) -> dict[str, Any]:
+    """The state as plain JSON values (tuples become lists)."""
+    return dataclasses.asdict(state)
+
+
+LANDING = """<!doctype html>
+<html><head><title>gpuadvisor agent</title></head>
+<body><h1>gpuadvisor agent</h1>
+<p>version {version}, node {node}</p>
+<ul>
+<li><a href="/metrics">/metrics</a>: Prometheus exposition</li>
+<li><a href="/-/healthy">/-/healthy</a>, <a href="/-/ready">/-/ready</a></li>
+<li><a href="/debug/snapshot">/debug/snapshot</a>: the latest snapshot as JSON</li>
+</ul></body></html>
+"""
+
+
+async def landing(request: web.Request) -> web.Response:
+    sampler = request.app[SAMPLER]
+    reading = sampler.state.reading
+    node = html.escape(reading.node if reading else "(no sample yet)")
+    version = html.escape(request.app[SAMPLER].settings.version)
+    return web.Response(text=LANDING.format(version=version, node=node), content_type="text/html")
+
+
+async def healthy(request: web.Request) -> web.Response:
+    return web.Response(text="OK\n")
+
+
+async def ready(request: web.Request) -> web.Response:
+    if request.app[SAMPLER].ready:
+        return web.Response(text="ready\n")
+    return web.Response(status=503, text="not ready: no successful GPU sample yet\n")
+
+
+async def snapshot(request: web.Request) -> web.Response:
+    body = json.dumps(snapshot_json(request.app[SAMPLER].state), indent=2, sort_keys=True)
+    return web.Response(text=body + "\n", content_type="application/json")
+
+
+def create_app(
+    settings: AgentSettings,
+    probe: GpuProbe,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> web.Application:
+    """The agent's web app; its sampler starts and stops with the app."""
+    app = web.Application()
+    sampler = Sampler(probe, settings, clock=clock)
+    app[SAMPLER] = sampler
+    app[REGISTRY] = agent_registry(lambda: sampler.state, settings.version)
+    app.cleanup_ctx.append(_run_sampler)
+    app.router.add_get("/", landing)
+    app.router.add_get("/metrics", make_aiohttp_handler(app[REGISTRY]))
+    app.router.add_get("/-/healthy", healthy)
+    app.router.add_get("/-/ready", ready)
+    app.router.add_get("/debug/snapshot", snapshot)
+    return app

@@ -1,0 +1,344 @@
+"""The agent's Prometheus exposition: metric definitions, the collector, and docs/metrics.md.
+
+``AGENT_METRICS`` is the single source of every agent metric's name, type, labels and HELP text
+(DESIGN §4; names are a public API). ``AgentCollector.collect()`` renders fresh families from the
+latest ``AgentState`` only: it never probes, so a scrape never blocks. A field the GPU does not
+support has no series at all; a family without series is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from prometheus_client import CollectorRegistry, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.registry import Collector
+
+from gpuadvisor.analysis.utilization import HISTOGRAM_BOUNDS, AgentState, GpuCounters
+from gpuadvisor.model.gpu import GpuReading
+
+MetricType = Literal["gauge", "counter", "histogram"]
+
+GPU = ("gpu_uuid",)
+INFO_LABELS = ("gpu_uuid", "gpu_index", "name", "pci_bus_id", "mig_mode", "topology_group")
+NVML_SAMPLES = "NVML nvmlDeviceGetSamples (sub-second), else nvmlDeviceGetUtilizationRates"
+GPM = "NVML GPU performance monitoring (nvmlGpmMetricsGet), Hopper and newer"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricDef:
+    """One metric family of the contract."""
+
+    name: str
+    type: MetricType
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+def _def(name: str, type_: MetricType, help_: str, labels: tuple[str, ...] = GPU) -> MetricDef:
+    return MetricDef(name, type_, help_, labels)
+
+
+AGENT_METRICS: tuple[MetricDef, ...] = (
+    _def("gpuadvisor_gpu_info", "gauge", "GPU metadata, always 1 (source: NVML).", INFO_LABELS),
+    _def(
+        "gpuadvisor_gpu_up", "gauge", "1 if the GPU answers NVML, 0 if it is lost (source: NVML)."
+    ),
+    _def(
+        "gpuadvisor_gpu_busy_seconds_total",
+        "counter",
+        f"Seconds the GPU was busy: integral of its utilization samples (source: {NVML_SAMPLES}).",
+    ),
+    _def(
+        "gpuadvisor_gpu_memory_busy_seconds_total",
+        "counter",
+        "Seconds the GPU memory controller was busy: integral of its utilization samples "
+        f"(source: {NVML_SAMPLES}).",
+    ),
+    _def(
+        "gpuadvisor_gpu_utilization_ratio",
+        "gauge",
+        f"GPU utilization 0-1, mean over the last sampling window (source: {NVML_SAMPLES}).",
+    ),
+    _def(
+        "gpuadvisor_gpu_utilization_sample_ratio",
+        "histogram",
+        "Distribution of the GPU's sub-second utilization samples, 0-1 (burstiness) "
+        "(source: NVML nvmlDeviceGetSamples).",
+    ),
+    _def("gpuadvisor_gpu_sm_active_ratio", "gauge", f"SM active ratio 0-1 (source: {GPM})."),
+    _def("gpuadvisor_gpu_sm_occupancy_ratio", "gauge", f"SM occupancy ratio 0-1 (source: {GPM})."),
+    _def(
+        "gpuadvisor_gpu_tensor_active_ratio",
+        "gauge",
+        f"Tensor core active ratio 0-1 (source: {GPM}).",
+    ),
+    _def(
+        "gpuadvisor_gpu_dram_bandwidth_ratio",
+        "gauge",
+        f"DRAM bandwidth used, ratio 0-1 of peak (source: {GPM}).",
+    ),
+    _def(
+        "gpuadvisor_gpu_memory_total_bytes",
+        "gauge",
+        "Total GPU memory in bytes (source: NVML nvmlDeviceGetMemoryInfo).",
+    ),
+    _def(
+        "gpuadvisor_gpu_memory_used_bytes",
+        "gauge",
+        "Used GPU memory in bytes (source: NVML nvmlDeviceGetMemoryInfo).",
+    ),
+    _def(
+        "gpuadvisor_gpu_memory_reserved_bytes",
+        "gauge",
+        "GPU memory reserved by the driver in bytes (source: NVML nvmlDeviceGetMemoryInfo v2).",
+    ),
+    _def(
+        "gpuadvisor_gpu_power_watts",
+        "gauge",
+        "Power draw in watts (source: NVML nvmlDeviceGetPowerUsage).",
+    ),
+    _def(
+        "gpuadvisor_gpu_energy_joules_total",
+        "counter",
+        "Energy consumed since the driver loaded, in joules "
+        "(source: NVML nvmlDeviceGetTotalEnergyConsumption).",
+    ),
+    _def(
+        "gpuadvisor_gpu_xid_errors_total",
+        "counter",
+        "XID error events since the agent started, by XID code (source: NVML event set).",
+        ("gpu_uuid", "xid"),
+    ),
+    _def(
+        "gpuadvisor_gpu_processes",
+        "gauge",
+        "Compute processes running on the GPU (source: NVML nvmlDeviceGetComputeRunningProcesses).",
+    ),
+    _def(
+        "gpuadvisor_gpu_allocated",
+        "gauge",
+        "1 if a job holds the GPU, else 0 (source: scheduler job mapping or process cgroups).",
+    ),
+    _def(
+        "gpuadvisor_gpu_job_info",
+        "gauge",
+        "Job holding the GPU, always 1 (source: scheduler job mapping or process cgroups).",
+        ("gpu_uuid", "job_id"),
+    ),
+    _def(
+        "gpuadvisor_gpu_allocated_idle_seconds_total",
+        "counter",
+        "Seconds the GPU was allocated to a job while its utilization was below the idle "
+        "threshold (source: job mapping and NVML utilization).",
+    ),
+    _def(
+        "gpuadvisor_mig_profile_remaining_capacity",
+        "gauge",
+        "MIG instances of the profile that can still be created on the GPU "
+        "(source: NVML nvmlDeviceGetGpuInstanceRemainingCapacity).",
+        ("gpu_uuid", "profile"),
+    ),
+    _def(
+        "gpuadvisor_node_info",
+        "gauge",
+        "Node metadata, always 1 (source: NVML driver and CUDA driver versions, hostname).",
+        ("node", "driver_version", "cuda_driver_version"),
+    ),
+    _def("gpuadvisor_node_gpus", "gauge", "GPUs on the node (source: NVML).", ()),
+    _def(
+        "gpuadvisor_node_free_gpus",
+        "gauge",
+        "GPUs up and held by no job (source: NVML and the job mapping).",
+        (),
+    ),
+    _def(
+        "gpuadvisor_node_largest_free_group_gpus",
+        "gauge",
+        "Largest number of free GPUs inside one topology group "
+        "(source: NVML nvmlDeviceGetTopologyCommonAncestor and the job mapping).",
+        (),
+    ),
+    _def(
+        "gpuadvisor_build_info",
+        "gauge",
+        "gpuadvisor build metadata, always 1 (source: the agent).",
+        ("version",),
+    ),
+    _def(
+        "gpuadvisor_nvml_up",
+        "gauge",
+        "1 if the NVML library is loaded and initialised, else 0 (source: the agent).",
+        (),
+    ),
+    _def(
+        "gpuadvisor_collector_success",
+        "gauge",
+        "1 if the collector's last run succeeded within its timeout, else 0 (source: the agent).",
+        ("collector",),
+    ),
+    _def(
+        "gpuadvisor_collector_duration_seconds",
+        "gauge",
+        "Duration of the collector's last run in seconds (source: the agent).",
+        ("collector",),
+    ),
+    _def(
+        "gpuadvisor_nvml_errors_total",
+        "counter",
+        "NVML calls that failed, by function and error (source: NVML return codes).",
+        ("function", "error"),
+    ),
+)
+
+METRICS_BY_NAME = {m.name: m for m in AGENT_METRICS}
+
+
+def _family(metric: MetricDef) -> Metric:
+    if metric.type == "counter":
+        return CounterMetricFamily(metric.name, metric.help, labels=metric.labels)
+    if metric.type == "histogram":
+        return HistogramMetricFamily(metric.name, metric.help, labels=metric.labels)
+    return GaugeMetricFamily(metric.name, metric.help, labels=metric.labels)
+
+
+class _Families:
+    """Fresh families for one scrape, filled by name."""
+
+    def __init__(self) -> None:
+        self.by_name = {m.name: _family(m) for m in AGENT_METRICS}
+
+    def add(self, name: str, labels: list[str], value: float | None) -> None:
+        if value is None:
+            return
+        family = self.by_name[name]
+        assert isinstance(family, GaugeMetricFamily | CounterMetricFamily)
+        family.add_metric(labels, value)
+
+    def histogram(self, name: str, labels: list[str], counters: GpuCounters) -> None:
+        if counters.histogram is None:
+            return
+        family = self.by_name[name]
+        assert isinstance(family, HistogramMetricFamily)
+        bounds = [*(repr(b) for b in HISTOGRAM_BOUNDS), "+Inf"]
+        cumulative = counters.histogram.cumulative()
+        family.add_metric(
+            labels,
+            list(zip(bounds, [*cumulative, cumulative[-1]], strict=True)),
+            counters.histogram.sum_ratio,
+        )
+
+    def non_empty(self) -> Iterator[Metric]:
+        return (f for f in self.by_name.values() if f.samples)
+
+
+def _gpu(families: _Families, gpu: GpuReading, counters: GpuCounters | None) -> None:
+    u = [gpu.uuid]
+    info = [gpu.uuid, str(gpu.index), gpu.name, gpu.pci_bus_id, gpu.mig_mode, gpu.topology_group]
+    families.add("gpuadvisor_gpu_info", info, 1)
+    families.add("gpuadvisor_gpu_up", u, 1 if gpu.up else 0)
+    if not gpu.up:
+        return
+    if counters is not None:
+        busy, memory_busy = counters.busy, counters.memory_busy
+        families.add("gpuadvisor_gpu_busy_seconds_total", u, None if busy is None else busy.seconds)
+        families.add(
+            "gpuadvisor_gpu_memory_busy_seconds_total",
+            u,
+            None if memory_busy is None else memory_busy.seconds,
+        )
+        families.add("gpuadvisor_gpu_utilization_ratio", u, counters.utilization_ratio)
+        families.histogram("gpuadvisor_gpu_utilization_sample_ratio", u, counters)
+        families.add(
+            "gpuadvisor_gpu_allocated_idle_seconds_total", u, counters.allocated_idle_seconds
+        )
+    if gpu.gpm is not None:
+        families.add("gpuadvisor_gpu_sm_active_ratio", u, gpu.gpm.sm_active_ratio)
+        families.add("gpuadvisor_gpu_sm_occupancy_ratio", u, gpu.gpm.sm_occupancy_ratio)
+        families.add("gpuadvisor_gpu_tensor_active_ratio", u, gpu.gpm.tensor_active_ratio)
+        families.add("gpuadvisor_gpu_dram_bandwidth_ratio", u, gpu.gpm.dram_bandwidth_ratio)
+    families.add("gpuadvisor_gpu_memory_total_bytes", u, gpu.memory_total_bytes)
+    families.add("gpuadvisor_gpu_memory_used_bytes", u, gpu.memory_used_bytes)
+    families.add("gpuadvisor_gpu_memory_reserved_bytes", u, gpu.memory_reserved_bytes)
+    families.add("gpuadvisor_gpu_power_watts", u, gpu.power_watts)
+    families.add("gpuadvisor_gpu_energy_joules_total", u, gpu.energy_joules)
+    for xid, count in gpu.xid_errors or ():
+        families.add("gpuadvisor_gpu_xid_errors_total", [gpu.uuid, str(xid)], count)
+    families.add("gpuadvisor_gpu_processes", u, gpu.processes)
+    families.add("gpuadvisor_gpu_allocated", u, 1 if gpu.allocated else 0)
+    for job_id in gpu.job_ids:
+        families.add("gpuadvisor_gpu_job_info", [gpu.uuid, job_id], 1)
+    for profile, remaining in gpu.mig_remaining or ():
+        families.add("gpuadvisor_mig_profile_remaining_capacity", [gpu.uuid, profile], remaining)
+
+
+def render(state: AgentState, version: str) -> Iterator[Metric]:
+    """Fresh metric families for ``state``; empty families are left out."""
+    families = _Families()
+    families.add("gpuadvisor_build_info", [version], 1)
+    if state.nvml_up is not None:
+        families.add("gpuadvisor_nvml_up", [], 1 if state.nvml_up else 0)
+    for run in state.collectors:
+        families.add("gpuadvisor_collector_success", [run.name], 1 if run.success else 0)
+        families.add("gpuadvisor_collector_duration_seconds", [run.name], run.duration_seconds)
+    reading = state.reading
+    if reading is not None:
+        versions = [reading.node, reading.driver_version, reading.cuda_driver_version]
+        families.add("gpuadvisor_node_info", versions, 1)
+        families.add("gpuadvisor_node_gpus", [], len(reading.gpus))
+        families.add("gpuadvisor_node_free_gpus", [], state.free_gpus)
+        families.add("gpuadvisor_node_largest_free_group_gpus", [], state.largest_free_group_gpus)
+        for error in reading.nvml_errors:
+            families.add("gpuadvisor_nvml_errors_total", [error.function, error.error], error.count)
+        for gpu in reading.gpus:
+            _gpu(families, gpu, state.counters_for(gpu.uuid))
+    return families.non_empty()
+
+
+class AgentCollector(Collector):
+    """Renders the latest agent state on every scrape; ``latest`` must not block."""
+
+    def __init__(self, latest: Callable[[], AgentState], version: str) -> None:
+        self._latest = latest
+        self._version = version
+
+    def collect(self) -> Iterator[Metric]:
+        return render(self._latest(), self._version)
+
+    def describe(self) -> Iterator[Metric]:
+        """Every family, without samples: registers the names for ``name[]`` filters."""
+        return (_family(m) for m in AGENT_METRICS)
+
+
+def agent_registry(latest: Callable[[], AgentState], version: str) -> CollectorRegistry:
+    """A private registry holding only the agent collector (no process or platform metrics)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(AgentCollector(latest, version))
+    return registry
+
+
+def metrics_markdown() -> str:
+    """The text of docs/metrics.md, generated from ``AGENT_METRICS``."""
+    lines = [
+        "# Agent metrics",
+        "",
+        "Generated from `gpuadvisor/sinks/exposition.py` (`AGENT_METRICS`); do not edit by hand.",
+        "Regenerate with `UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_exposition.py`.",
+        "",
+        "Names are a public API (DESIGN §4). `gpu_uuid` is the identity label; metadata lives in",
+        "`*_info` series joined in PromQL. A field a GPU does not support has no series at all,",
+        "never a fake zero. Host, cluster and instance labels come from Prometheus target labels.",
+        "",
+        "| name | type | labels | help |",
+        "|---|---|---|---|",
+    ]
+    for m in AGENT_METRICS:
+        labels = ", ".join(f"`{label}`" for label in m.labels) or "–"
+        lines.append(f"| `{m.name}` | {m.type} | {labels} | {m.help} |")
+    return "\n".join(lines) + "\n"

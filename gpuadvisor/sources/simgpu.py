@@ -1,0 +1,174 @@
+"""A simulated GPU node (``--backend=sim``): deterministic readings from timelines and a clock.
+
+Each GPU follows a utilization timeline and an allocation timeline of ``(start_s, value)`` steps,
+measured from the probe's first read and optionally repeating every ``period_s``. Samples come
+on NVML's grid, 166,667 µs apart, so the agent's integrals see what they would see on a real GPU.
+The clock is a parameter: the same spec and clock values give identical readings.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from gpuadvisor.errors import ConfigError
+from gpuadvisor.model.gpu import GpmRatios, GpuReading, NodeReading, UtilizationSample
+
+SAMPLE_INTERVAL_US = 166_667
+"""NVML's utilization sample period (six samples a second)."""
+
+SAMPLE_BUFFER = 120
+"""Samples the simulated driver keeps, like NVML's ring buffer (older ones are lost)."""
+
+IDLE_POWER_WATTS = 70.0
+PEAK_POWER_WATTS = 700.0
+MEMORY_TOTAL_BYTES = 80 * 1024**3
+
+Timeline = tuple[tuple[float, float], ...]
+"""``(start_s, percent)`` steps: from ``start_s`` on, utilization is ``percent`` (0–100)."""
+
+T = TypeVar("T")
+
+JobTimeline = tuple[tuple[float, str], ...]
+"""``(start_s, job_id)`` steps; an empty job id frees the GPU."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimSpec:
+    """A simulated node. GPUs without a timeline are idle and free."""
+
+    node: str = "sim-node"
+    gpus: int = 8
+    group_size: int = 4
+    utilization: tuple[Timeline, ...] = ()
+    allocation: tuple[JobTimeline, ...] = ()
+    period_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.gpus < 0:
+            raise ConfigError(f"sim: gpus must be >= 0, got {self.gpus}", column="gpus")
+        if self.group_size < 1:
+            raise ConfigError(
+                f"sim: group_size must be >= 1, got {self.group_size}", column="group_size"
+            )
+        if self.period_s is not None and self.period_s <= 0:
+            raise ConfigError(f"sim: period_s must be > 0, got {self.period_s}", column="period_s")
+
+
+def default_spec(node: str = "sim-node", gpus: int = 8, group_size: int = 4) -> SimSpec:
+    """A node that shows every kind of GPU: busy, bursty, allocated but idle, and free.
+
+    GPU 0..half-1 run job 1001 (busy, 90 %); the next GPU runs job 1002 that alternates
+    between 100 % and idle every 30 s; the one after holds job 1003 at 2 % (allocated idle);
+    the rest are free. Scattered free GPUs make the largest free group smaller than free GPUs.
+    """
+    half = gpus // 2
+    utilization: list[Timeline] = [((0.0, 90.0),)] * half
+    allocation: list[JobTimeline] = [((0.0, "1001"),)] * half
+    extra = [
+        (((0.0, 100.0), (30.0, 0.0)), ((0.0, "1002"),)),
+        (((0.0, 2.0),), ((0.0, "1003"),)),
+    ]
+    for util, jobs in extra[: max(0, gpus - half)]:
+        utilization.append(util)
+        allocation.append(jobs)
+    return SimSpec(node, gpus, group_size, tuple(utilization), tuple(allocation), period_s=60.0)
+
+
+def _at(steps: tuple[tuple[float, T], ...], t_s: float, default: T) -> T:
+    value = default
+    for start_s, v in steps:
+        if start_s <= t_s:
+            value = v
+    return value
+
+
+@dataclass(slots=True)
+class _GpuClock:
+    last_sample_us: int
+    energy_joules: float = 0.0
+
+
+@dataclass(slots=True)
+class SimulatedProbe:
+    """A ``GpuProbe`` over a ``SimSpec``; ``clock`` returns seconds since the epoch."""
+
+    spec: SimSpec
+    clock: Callable[[], float]
+    _start_us: int | None = field(default=None, init=False)
+    _last_s: float | None = field(default=None, init=False)
+    _gpus: list[_GpuClock] = field(default_factory=list, init=False)
+
+    def _relative_s(self, t_us: int) -> float:
+        assert self._start_us is not None
+        t_s = (t_us - self._start_us) / 1_000_000
+        return t_s % self.spec.period_s if self.spec.period_s else t_s
+
+    def utilization_percent(self, index: int, t_us: int) -> float:
+        steps = self.spec.utilization[index] if index < len(self.spec.utilization) else ()
+        return _at(steps, self._relative_s(t_us), 0.0)
+
+    def job_id(self, index: int, t_us: int) -> str:
+        steps = self.spec.allocation[index] if index < len(self.spec.allocation) else ()
+        return _at(steps, self._relative_s(t_us), "")
+
+    def _samples(self, index: int, now_us: int) -> tuple[UtilizationSample, ...]:
+        assert self._start_us is not None
+        state = self._gpus[index]
+        first = (state.last_sample_us - self._start_us) // SAMPLE_INTERVAL_US + 1
+        last = (now_us - self._start_us) // SAMPLE_INTERVAL_US
+        first = max(first, last - SAMPLE_BUFFER + 1)
+        grid = [self._start_us + k * SAMPLE_INTERVAL_US for k in range(first, last + 1)]
+        if grid:
+            state.last_sample_us = grid[-1]
+        return tuple((t, self.utilization_percent(index, t)) for t in grid)
+
+    def read(self) -> NodeReading:
+        now_s = self.clock()
+        now_us = round(now_s * 1_000_000)
+        if self._start_us is None:
+            self._start_us = now_us
+            self._gpus = [_GpuClock(now_us) for _ in range(self.spec.gpus)]
+        elapsed_s = 0.0 if self._last_s is None else max(0.0, now_s - self._last_s)
+        self._last_s = now_s
+        return NodeReading(
+            self.spec.node,
+            driver_version="sim",
+            cuda_driver_version="12.4",
+            gpus=tuple(self._gpu(i, now_us, elapsed_s) for i in range(self.spec.gpus)),
+        )
+
+    def _gpu(self, index: int, now_us: int, elapsed_s: float) -> GpuReading:
+        samples = self._samples(index, now_us)
+        percent = self.utilization_percent(index, now_us)
+        ratio = percent / 100
+        power_watts = IDLE_POWER_WATTS + (PEAK_POWER_WATTS - IDLE_POWER_WATTS) * ratio
+        self._gpus[index].energy_joules += power_watts * elapsed_s
+        job = self.job_id(index, now_us)
+        return GpuReading(
+            f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{self.spec.node}/{index}')}",
+            index,
+            name="Simulated H100",
+            pci_bus_id=f"00000000:{0x18 + index:02X}:00.0",
+            mig_mode="disabled",
+            topology_group=str(index // self.spec.group_size),
+            memory_total_bytes=MEMORY_TOTAL_BYTES,
+            memory_used_bytes=round(MEMORY_TOTAL_BYTES * (0.6 if job else 0.0)),
+            memory_reserved_bytes=512 * 1024**2,
+            power_watts=power_watts,
+            energy_joules=self._gpus[index].energy_joules,
+            processes=1 if job else 0,
+            job_ids=(job,) if job else (),
+            utilization_samples=samples,
+            memory_utilization_samples=tuple((t, p / 2) for t, p in samples),
+            utilization_percent=percent,
+            memory_utilization_percent=percent / 2,
+            gpm=GpmRatios(ratio * 0.95, ratio * 0.5, ratio * 0.3, ratio * 0.4),
+            xid_errors=(),
+            mig_remaining=None,
+        )
+
+    def close(self) -> None:
+        """Nothing to release."""
