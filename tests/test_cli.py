@@ -640,3 +640,20 @@ def test_python_dash_m_gpuadvisor_runs_the_cli(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "4 jobs on 2 nodes / 16 GPUs" in done.stdout
     assert policies_of(read_json(out_json)) == ["fifo", "easy", "advisor"]
+
+
+def test_the_agent_command_loads_without_the_simulators_dependencies() -> None:
+    """On a GPU node only the agent's dependencies may be installed: no rich, no matplotlib."""
+    code = (
+        "import sys\n"
+        "from gpuadvisor.cli import main\n"
+        "try:\n"
+        "    main(['agent', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('rich', 'matplotlib') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "[]"

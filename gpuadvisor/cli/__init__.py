@@ -1,20 +1,28 @@
-"""Command line: ``gpuadvisor simulate | demo`` (agent, queue and advisor join as they land)."""
+"""Command line: ``gpuadvisor simulate | demo | agent`` (queue and advisor join as they land)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
 
 from gpuadvisor import __version__
-from gpuadvisor.cli import agent, demo, simulate
 from gpuadvisor.errors import GpuAdvisorError
 
-COMMANDS = {"simulate": simulate, "demo": demo, "agent": agent}
+COMMANDS: dict[str, str] = {
+    "simulate": "gpuadvisor.cli.simulate",
+    "demo": "gpuadvisor.cli.demo",
+    "agent": "gpuadvisor.cli.agent",
+}
+"""Each command and the module that defines it (``add_parser(subparsers)``). Only the module of
+the command being run is imported, so ``gpuadvisor agent`` runs on a GPU node with the agent's
+own dependencies alone (no rich, no matplotlib)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; with a command named in ``argv``, only that command's module is loaded."""
     parser = argparse.ArgumentParser(
         prog="gpuadvisor",
         description="Make GPU-cluster queueing waste visible and recommend what to reorder.",
@@ -22,14 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpuadvisor {__version__}")
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module in COMMANDS.items():
-        module.add_parser(sub)
-        del name
+    chosen = [word for word in argv if word in COMMANDS][:1] or list(COMMANDS)
+    for name in chosen:
+        importlib.import_module(COMMANDS[name]).add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(words).parse_args(words)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
         code: int = args.run(args)
