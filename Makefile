@@ -28,14 +28,14 @@ test: $(STAMP) system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check gpuadvisor tests bench
-	$(BIN)/ruff format --check gpuadvisor tests bench
+	$(BIN)/ruff check gpuadvisor tests bench scripts
+	$(BIN)/ruff format --check gpuadvisor tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff format gpuadvisor tests bench
-	$(BIN)/ruff check --fix gpuadvisor tests bench
+	$(BIN)/ruff format gpuadvisor tests bench scripts
+	$(BIN)/ruff check --fix gpuadvisor tests bench scripts
 
 bench: $(STAMP)
 	$(BIN)/python bench/simulator.py

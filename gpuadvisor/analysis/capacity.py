@@ -65,7 +65,9 @@ class Capacity:
         self._state_of: list[NodeState] | None = None  # built on first use of state_classes()
         self._classes: dict[NodeState, dict[int, None]] | None = None
 
-    def copy(self) -> Capacity:
+    def copy(self, *, index: bool = True) -> Capacity:
+        """An independent copy. ``index=False`` leaves out the node-state index placements
+        use (rebuilt on first use), for scratch copies that only answer fit checks."""
         new = Capacity.__new__(Capacity)
         new.cluster = self.cluster
         new.free_milli = [list(g) for g in self.free_milli]
@@ -78,7 +80,7 @@ class Capacity:
         new.size_of = self.size_of
         new.used_milli = self.used_milli
         new._kind = self._kind
-        if self._classes is None or self._state_of is None:
+        if not index or self._classes is None or self._state_of is None:
             new._state_of = None
             new._classes = None
         else:  # carrying the index over is cheaper than rebuilding it on first use

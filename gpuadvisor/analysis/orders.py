@@ -210,6 +210,7 @@ class _Pass:
     reservation_ends: list[float] = field(default_factory=list)
     blocked: list[Job] = field(default_factory=list)
     owed: list[Job] = field(default_factory=list)
+    passed_over: int = 0  # jobs left waiting that are counted but not listed in ``blocked``
     unfit: set[tuple[object, ...]] = field(default_factory=set)
     reservation_starts: list[float] = field(default_factory=list)  # sorted
     reservations_by_start: list[Reservation] = field(default_factory=list)
@@ -289,21 +290,43 @@ class _Pass:
     def _fill(self, deferred: list[tuple[int, Job]]) -> None:
         """Start deferred jobs largest first (then in queue order) while they fit.
 
-        Jobs are grouped by shape, so a shape that no longer fits anywhere is skipped whole."""
+        Only shapes that fit the free capacity at all are looked at, and a job whose shape
+        already failed against the same reservations is passed over without another try.
+        Outside explain mode the jobs passed over are counted, not listed."""
+        cap = self.capacity
+        example = {job.fit_key: job for _, job in deferred}
+        fitting = {k for k, job in example.items() if k not in self.unfit and cap.fits(job)}
+        self.unfit.update(k for k in example if k not in fitting)
         by_shape: dict[tuple[object, ...], list[Job]] = {}
         for _, job in deferred:  # ``deferred`` is in queue order
-            by_shape.setdefault(_shape_key(job), []).append(job)
-        total = self.capacity.total_milli
+            if job.fit_key in fitting:
+                by_shape.setdefault(job.fit_key, []).append(job)
+        self._pass_over([job for _, job in deferred if job.fit_key not in fitting])
+        total = cap.total_milli
+        now, estimate = self.view.now_s, self.view.estimate
+        starts, failed = self.reservation_starts, self.masked_unfit
         for shape, jobs in sorted(by_shape.items(), key=lambda kv: -kv[1][0].gpu_milli_total):
             for i, job in enumerate(jobs):
                 if shape in self.unfit or self.capacity.used_milli >= total:
-                    self.blocked.extend(jobs[i:])
+                    self._pass_over(jobs[i:])
                     break
+                if starts:
+                    e = estimate(job)
+                    if (shape, bisect.bisect_left(starts, INF if e is None else now + e)) in failed:
+                        self._pass_over((job,))
+                        continue
                 allocation = self._try_start(job)
                 if allocation is not None:
                     self._start(job, allocation)
                 else:
-                    self.blocked.append(job)
+                    self._pass_over((job,))
+
+    def _pass_over(self, jobs: Sequence[Job]) -> None:
+        """Jobs left waiting this pass: listed when explaining, else only counted."""
+        if self.settings.explain:
+            self.blocked.extend(jobs)
+        else:
+            self.passed_over += len(jobs)
 
     def _owe(self, job: Job) -> None:
         """Give ``job`` a reservation: now when explaining, else once a job behind it could
@@ -354,7 +377,7 @@ class _Pass:
         self.masked_cache.clear()
         self.endings_cache = None
         self.ending_times_cache = None
-        self.starts.append(Start(job, allocation, overtakes=len(self.blocked)))
+        self.starts.append(Start(job, allocation, overtakes=len(self.blocked) + self.passed_over))
 
     def _endings(self) -> list[Ending]:
         """Running jobs plus the jobs started in this pass, by expected end."""
@@ -385,7 +408,7 @@ class _Pass:
         now = self.view.now_s
         estimate = self.view.estimate(job)
         cap = self.capacity
-        work = cap.copy()
+        work = cap.copy(index=False)
         endings = self._endings()
         i = 0
         # It can start when a running job ends, or when an earlier reservation is over.
@@ -409,7 +432,7 @@ class _Pass:
             if overlapping:
                 if not work.fits_excluding(job, overlapping):
                     continue
-                trial = work.copy()
+                trial = work.copy(index=False)
                 for holder, held in overlapping:
                     trial.withhold(holder, held)
             if trial.fits(job):

@@ -1,0 +1,143 @@
+"""Replay targets of the advisor order against strict FIFO and EASY backfill, over seeds.
+
+    .venv/bin/python bench/targets.py [--seeds 5] [--jobs 3000] [--loads 1.1,1.3,1.5]
+        [--shape 16x8] [--no-default]
+
+For each offered load, ``--seeds`` synthetic traces (multinode mix, Philly runtimes clipped to
+12 h) replay on ``--shape`` under fifo, easy and advisor (``compare``: same jobs, same workload
+mix); then the bundled default workload replays on 16x8. Targets, judged on the mean over seeds:
+
+- allocation: advisor - fifo >= 15 percentage points on saturated replays;
+- allocation: advisor - easy >= 0 pp ("matches or beats EASY");
+- starvation: advisor's wait_max_s no worse than fifo's.
+
+A report, not a test: prints PASS/FAIL per target and load, and always exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuadvisor.model import Cluster, Job
+from gpuadvisor.simulation.compare import compare
+from gpuadvisor.simulation.engine import SimulationConfig
+from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES, generate_workload
+from gpuadvisor.sources.traces import default_workload_path, read_trace
+
+ORDERS = ("fifo", "easy", "advisor")
+RUNTIMES = PHILLY_RUNTIMES.clipped(PHILLY_RUNTIMES.min_s, 12 * HOUR_S)
+GAIN_OVER_FIFO_PP = 15.0
+GAIN_OVER_EASY_PP = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """One trace under every order: allocation ratio and longest wait by order."""
+
+    allocation_ratio: dict[str, float]
+    wait_max_s: dict[str, float]
+
+
+def replay(jobs: Sequence[Job], cluster: Cluster, seed: int) -> Replay:
+    configs = [SimulationConfig(order=order, seed=seed) for order in ORDERS]
+    runs = {run.label: run.metrics for run in compare(jobs, cluster, configs)}
+    return Replay(
+        {order: _number(runs[order]["allocation_ratio"]) for order in ORDERS},
+        {order: _number(runs[order]["wait_max_s"]) for order in ORDERS},
+    )
+
+
+def _number(value: object) -> float:
+    if not isinstance(value, int | float):
+        raise TypeError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _cell(values: Sequence[float], scale: float = 1.0, digits: int = 2) -> str:
+    mean = statistics.fmean(values) * scale
+    if len(values) < 2:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {statistics.stdev(values) * scale:.{digits}f}"
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def report(name: str, replays: Sequence[Replay]) -> None:
+    """Print the allocation table and the three targets for one set of replays."""
+    alloc = {o: [r.allocation_ratio[o] for r in replays] for o in ORDERS}
+    waits = {o: [r.wait_max_s[o] for r in replays] for o in ORDERS}
+    over_fifo = [100 * (a - f) for a, f in zip(alloc["advisor"], alloc["fifo"], strict=True)]
+    over_easy = [100 * (a - e) for a, e in zip(alloc["advisor"], alloc["easy"], strict=True)]
+    wait_delta_h = [(a - f) / HOUR_S for a, f in zip(waits["advisor"], waits["fifo"], strict=True)]
+    n = len(replays)
+    print(f"{name} ({n} replay{'s' if n > 1 else ''})")
+    print("  allocation % " + "  ".join(f"{o} {_cell(alloc[o], 100)}" for o in ORDERS))
+    print("  wait max h   " + "  ".join(f"{o} {_cell(waits[o], 1 / HOUR_S, 1)}" for o in ORDERS))
+    gain_fifo, gain_easy = statistics.fmean(over_fifo), statistics.fmean(over_easy)
+    wait_fifo, wait_advisor = statistics.fmean(waits["fifo"]), statistics.fmean(waits["advisor"])
+    print(
+        f"  advisor - fifo  {_cell(over_fifo)} pp (min {min(over_fifo):.2f}) "
+        f"target >= {GAIN_OVER_FIFO_PP:.0f} pp: {_verdict(gain_fifo >= GAIN_OVER_FIFO_PP)}"
+    )
+    print(
+        f"  advisor - easy  {_cell(over_easy)} pp (min {min(over_easy):.2f}) "
+        f"target >= {GAIN_OVER_EASY_PP:.0f} pp: {_verdict(gain_easy >= GAIN_OVER_EASY_PP)}"
+    )
+    no_worse = sum(1 for d in wait_delta_h if d <= 0)
+    print(
+        f"  wait max advisor - fifo {_cell(wait_delta_h, digits=1)} h "
+        f"(no worse in {no_worse}/{n}) target <= 0: {_verdict(wait_advisor <= wait_fifo)}"
+    )
+
+
+def _floats(text: str) -> list[float]:
+    return [float(part) for part in text.split(",") if part]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=3000)
+    parser.add_argument("--loads", type=_floats, default=[1.1, 1.3, 1.5])
+    parser.add_argument("--shape", default="16x8")
+    parser.add_argument("--no-default", action="store_true", help="skip the default workload")
+    args = parser.parse_args()
+    cluster = Cluster.parse_shape(args.shape)
+    print(
+        f"{args.jobs} jobs, multinode mix, runtimes clipped to 12 h, {args.shape} "
+        f"({cluster.gpus} GPUs), seeds 1..{args.seeds}; mean ± sd over seeds"
+    )
+    for load in args.loads:
+        replays = [
+            replay(
+                generate_workload(
+                    random.Random(seed),
+                    jobs=args.jobs,
+                    cluster_gpus=cluster.gpus,
+                    load=load,
+                    mix="multinode",
+                    max_node_gpus=cluster.max_node_gpus,
+                    runtimes=RUNTIMES,
+                ),
+                cluster,
+                seed,
+            )
+            for seed in range(1, args.seeds + 1)
+        ]
+        report(f"offered load {load}", replays)
+    if not args.no_default:
+        path = default_workload_path()
+        default_cluster = Cluster.parse_shape("16x8")
+        report(
+            f"default workload {path.name} on 16x8", [replay(read_trace(path), default_cluster, 0)]
+        )
+
+
+if __name__ == "__main__":
+    main()
