@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "gpuadvisor.cli.simulate",
     "demo": "gpuadvisor.cli.demo",
     "agent": "gpuadvisor.cli.agent",
+    "check-config": "gpuadvisor.cli.check_config",
 }
 """Each command and the module that defines it (``add_parser(subparsers)``). Only the module of
 the command being run is imported, so ``gpuadvisor agent`` runs on a GPU node with the agent's

@@ -6,13 +6,18 @@ import argparse
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from gpuadvisor.cli.agent_config import add_config_flags, apply_agent_config
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.agent import AgentSettings, create_app
+from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sources.gpu import GpuProbe
+from gpuadvisor.sources.jobmap import JobMap
+from gpuadvisor.sources.nvml import TOPOLOGY_LEVELS, NvmlProbe, NvmlSettings
 from gpuadvisor.sources.simgpu import SimulatedProbe, default_spec
 
 DEFAULT_PORT = 19842
@@ -29,8 +34,20 @@ def _sim_probe(args: argparse.Namespace) -> GpuProbe:
     return SimulatedProbe(spec, time.time)
 
 
-BACKENDS: dict[str, Callable[[argparse.Namespace], GpuProbe]] = {"sim": _sim_probe}
-"""Probe factories by ``--backend`` name; ``nvml`` joins when the NVML probe lands."""
+def _nvml_probe(args: argparse.Namespace) -> GpuProbe:
+    settings = NvmlSettings(
+        topology_level=TOPOLOGY_LEVELS[args.nvml_topology_level],
+        slow_interval_s=args.slow_interval_s,
+    )
+    mapping_dir = Path(args.jobs_mapping_dir) if args.jobs_mapping_dir else None
+    return NvmlProbe(settings, JobMap(mapping_dir, Path(args.jobs_proc_root)))
+
+
+BACKENDS: dict[str, Callable[[argparse.Namespace], GpuProbe]] = {
+    "nvml": _nvml_probe,
+    "sim": _sim_probe,
+}
+"""Probe factories by ``--backend`` name."""
 
 
 def parse_listen_address(text: str) -> tuple[str | None, int]:
@@ -89,6 +106,34 @@ def add_parser(sub: Any) -> None:
         default=0.05,
         help="utilization ratio below which an allocated GPU counts as idle (default 0.05)",
     )
+    p.add_argument(
+        "--collect.slow-interval",
+        dest="slow_interval_s",
+        type=_positive,
+        default=15.0,
+        help="seconds between reads of processes, MIG and topology, 10-30 (default 15)",
+    )
+    p.add_argument(
+        "--nvml.topology-level",
+        dest="nvml_topology_level",
+        choices=list(TOPOLOGY_LEVELS),
+        default="node",
+        help="GPUs whose common PCIe/NUMA ancestor is at or below this level share a "
+        "topology group (default node)",
+    )
+    p.add_argument(
+        "--jobs.mapping-dir",
+        dest="jobs_mapping_dir",
+        default="",
+        help="dcgm-exporter-style job mapping directory: one file per GPU index "
+        "(or INDEX.GPU_INSTANCE), each line a job id (default: none, cgroups only)",
+    )
+    p.add_argument(
+        "--jobs.proc-root",
+        dest="jobs_proc_root",
+        default="/proc",
+        help="where to read /proc/<pid>/cgroup of GPU processes (default /proc)",
+    )
     p.add_argument("--sim.node", dest="sim_node", default="sim-node", help="simulated node name")
     p.add_argument("--sim.gpus", dest="sim_gpus", type=int, default=8, help="simulated GPUs")
     p.add_argument(
@@ -98,17 +143,22 @@ def add_parser(sub: Any) -> None:
         default=4,
         help="simulated GPUs per topology group",
     )
+    add_config_flags(p)  # last: --config, --web.config.file, --web.max-requests; flags > env > file
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    config = apply_agent_config(args)
     host, port = parse_listen_address(args.listen_address)
     settings = AgentSettings(
         interval_s=args.interval_s,
         probe_timeout_s=args.timeout_s,
         idle_threshold_ratio=args.idle_threshold,
     )
-    app = create_app(settings, BACKENDS[args.backend](args))
+    security = web_security(config.web_config_file, config.web_max_requests)
+    app = create_app(settings, BACKENDS[args.backend](args), middlewares=security.middlewares)
     log.info("listening on %s:%d with backend %s", host or "*", port, args.backend)
-    web.run_app(app, host=host, port=port, print=None, handle_signals=True)
+    web.run_app(
+        app, host=host, port=port, ssl_context=security.ssl_context, print=None, handle_signals=True
+    )
     return 0

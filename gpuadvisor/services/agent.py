@@ -15,12 +15,13 @@ import html
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
@@ -210,9 +211,12 @@ def create_app(
     probe: GpuProbe,
     *,
     clock: Callable[[], float] = time.time,
+    middlewares: Iterable[Middleware] = (),
 ) -> web.Application:
-    """The agent's web app; its sampler starts and stops with the app."""
-    app = web.Application()
+    """The agent's web app; its sampler starts and stops with the app.
+
+    ``middlewares``: e.g. basic auth and the scrape limit from ``services.webconfig``."""
+    app = web.Application(middlewares=middlewares)
     sampler = Sampler(probe, settings, clock=clock)
     app[SAMPLER] = sampler
     app[REGISTRY] = agent_registry(lambda: sampler.state, settings.version)

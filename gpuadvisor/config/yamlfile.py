@@ -1,0 +1,140 @@
+"""YAML read with line numbers, so that every validation error names the file, line and field.
+
+The file is *composed* (``yaml.compose``), not loaded: the node tree keeps each key's and value's
+start mark, and scalars are constructed one at a time with PyYAML's safe constructor. A
+``YamlMap`` wraps one mapping node and answers typed questions about its keys; every answer that
+fails raises ``ConfigError`` at the value's line with the dotted field name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection, Iterator
+
+import yaml
+
+from gpuadvisor.errors import ConfigError
+
+
+def config_error(message: str, *, path: str | None, line: int | None, field: str) -> ConfigError:
+    """``ConfigError`` whose text reads ``FILE, line N: FIELD: MESSAGE``."""
+    return ConfigError(f"{field}: {message}", path=path, line=line)
+
+
+def did_you_mean(word: str, choices: Collection[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest choice, or ``""`` when none is close."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+class YamlMap:
+    """One YAML mapping with the line of every key; ``prefix`` is the dotted path to it."""
+
+    def __init__(self, node: yaml.MappingNode | None, path: str, prefix: str = "") -> None:
+        self.path = path
+        self.prefix = prefix
+        self.line = _line(node) if node is not None else 1
+        self._entries: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for key_node, value_node in node.value if node is not None else []:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
+                at = _line(key_node)
+                raise config_error("keys must be strings", path=path, line=at, field=prefix or "/")
+            key = str(key_node.value)
+            if key in self._entries:
+                first = _line(self._entries[key][0])
+                raise config_error(
+                    f"duplicate key (first set on line {first})",
+                    path=path,
+                    line=_line(key_node),
+                    field=self.field(key),
+                )
+            self._entries[key] = (key_node, value_node)
+
+    def field(self, key: str) -> str:
+        """The dotted name of ``key`` inside this mapping, e.g. ``collect.interval``."""
+        return f"{self.prefix}.{key}" if self.prefix else key
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def line_of(self, key: str) -> int:
+        """The line of ``key`` (of the mapping itself when the key is absent)."""
+        entry = self._entries.get(key)
+        return _line(entry[0]) if entry is not None else self.line
+
+    def error(self, key: str, message: str) -> ConfigError:
+        return config_error(message, path=self.path, line=self.line_of(key), field=self.field(key))
+
+    def reject_unknown(self, allowed: Collection[str]) -> None:
+        """Raise at the first key not in ``allowed``, with a "did you mean" hint."""
+        for key, (key_node, _) in self._entries.items():
+            if key not in allowed:
+                known = ", ".join(sorted(allowed))
+                raise config_error(
+                    f"unknown key{did_you_mean(key, allowed)}; known keys here: {known}",
+                    path=self.path,
+                    line=_line(key_node),
+                    field=self.field(key),
+                )
+
+    def value(self, key: str) -> object:
+        """The plain value of a scalar (``None`` when absent or null); lists and maps are errors."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        node = entry[1]
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.error(key, "expected a single value, not a list or mapping")
+        constructed: object = yaml.SafeLoader("").construct_object(node, deep=True)
+        return constructed
+
+    def string(self, key: str) -> str | None:
+        """A string value; numbers and booleans are refused so that ``on`` never means ``True``."""
+        value = self.value(key)
+        if value is None or isinstance(value, str):
+            return value
+        raise self.error(key, f"expected a string, got {value!r} (quote it)")
+
+    def section(self, key: str) -> YamlMap | None:
+        """The mapping under ``key``; ``None`` when absent or null."""
+        entry = self._entries.get(key)
+        if entry is None or (isinstance(entry[1], yaml.ScalarNode) and self.value(key) is None):
+            return None
+        if not isinstance(entry[1], yaml.MappingNode):
+            raise self.error(key, "expected a mapping of keys to values")
+        return YamlMap(entry[1], self.path, self.field(key))
+
+
+def load_yaml_map(path: str) -> YamlMap:
+    """Read and compose ``path``; its top must be a mapping (an empty file is an empty one)."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text: {exc.reason}", path=path) from exc
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = exc.problem or exc.context or "syntax error"
+        raise ConfigError(f"not valid YAML: {problem}", path=path, line=line) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}", path=path) from exc
+    if node is None:
+        return YamlMap(None, path)
+    if not isinstance(node, yaml.MappingNode):
+        raise ConfigError("expected a mapping of keys to values at the top", path=path, line=1)
+    return YamlMap(node, path)

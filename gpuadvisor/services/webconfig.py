@@ -1,0 +1,297 @@
+"""``--web.config.file``: TLS and basic auth in the Prometheus exporter-toolkit format, and a limit
+on concurrent scrapes.
+
+The file format is the exporter-toolkit's (docs/web-configuration.md there): ``tls_server_config``
+(``cert_file``, ``key_file``, ``client_auth_type``, ``client_ca_file``, ``min_version``,
+``max_version``) and ``basic_auth_users`` (user → bcrypt hash). Two deliberate differences: the
+file is read once at start-up (config is parsed at the edge; restart to pick up new
+certificates), and keys this agent cannot honour (inline ``cert``/``key``/``client_ca``,
+``cipher_suites``, ``http_server_config``, ``rate_limit``...) are errors rather than silently
+ignored. Bcrypt hashes are secrets: they are never logged or echoed in messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import re
+import ssl
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+import bcrypt
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+from gpuadvisor.config.yamlfile import YamlMap, load_yaml_map
+
+CLIENT_AUTH_TYPES: Final = {
+    "NoClientCert": ssl.CERT_NONE,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
+"""Go's ``tls.ClientAuthType`` names this agent honours. ``RequestClientCert`` and
+``RequireAnyClientCert`` ask for a certificate without verifying it, which Python's ``ssl`` cannot
+do (and the toolkit calls insecure): they are refused with a hint."""
+
+TLS_VERSIONS: Final = {
+    "TLS10": ssl.TLSVersion.TLSv1,
+    "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+
+TLS_KEYS: Final = frozenset(
+    {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"}
+)
+UNSUPPORTED_TLS_KEYS: Final = frozenset(
+    {
+        "cert",
+        "key",
+        "client_ca",
+        "client_allowed_sans",
+        "cipher_suites",
+        "prefer_server_cipher_suites",
+        "curve_preferences",
+    }
+)
+UNSUPPORTED_TOP_KEYS: Final = frozenset({"http_server_config", "rate_limit"})
+
+_BCRYPT_HASH = re.compile(r"^\$2[abxy]\$\d\d\$[./A-Za-z0-9]{53}$")
+
+DEFAULT_MAX_REQUESTS = 40
+"""In-flight ``/metrics`` requests beyond which the agent answers 503 (node_exporter's default)."""
+
+REALM = "gpuadvisor"
+
+
+@dataclass(frozen=True, slots=True)
+class WebConfig:
+    """A parsed web config file: an SSL context when it has ``tls_server_config``, and users."""
+
+    path: str
+    ssl_context: ssl.SSLContext | None = None
+    basic_auth_users: Mapping[str, bytes] = field(default_factory=dict)
+    """User → bcrypt hash."""
+
+
+def _file(section: YamlMap, key: str, folder: str) -> str | None:
+    name = section.string(key)
+    if name is None or name == "":
+        return None
+    path = name if os.path.isabs(name) else os.path.join(folder, name)
+    if not os.path.isfile(path):
+        raise section.error(key, f"no such file: {path}")
+    return path
+
+
+def _choice(section: YamlMap, key: str, choices: Collection[str], default: str) -> str:
+    value = section.string(key) or default
+    if value not in choices:
+        raise section.error(key, f"expected one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _ssl_context(tls: YamlMap, folder: str) -> ssl.SSLContext:
+    """A server context from ``tls_server_config``; every failure names its key and line."""
+    for key in tls:
+        if key in UNSUPPORTED_TLS_KEYS:
+            raise tls.error(
+                key, "not supported by gpuadvisor; remove it (see docs/configuration.md)"
+            )
+    tls.reject_unknown(TLS_KEYS | UNSUPPORTED_TLS_KEYS)
+    cert_file = _file(tls, "cert_file", folder)
+    key_file = _file(tls, "key_file", folder)
+    if cert_file is None or key_file is None:
+        missing = "cert_file" if cert_file is None else "key_file"
+        raise tls.error(missing, "required: TLS needs both cert_file and key_file")
+    if tls.value("client_auth_type") in ("RequestClientCert", "RequireAnyClientCert"):
+        raise tls.error(
+            "client_auth_type",
+            "not supported: it accepts unverified client certificates; use "
+            "RequireAndVerifyClientCert with client_ca_file",
+        )
+    client_auth = _choice(tls, "client_auth_type", CLIENT_AUTH_TYPES, "NoClientCert")
+    client_ca_file = _file(tls, "client_ca_file", folder)
+    min_version = _choice(tls, "min_version", TLS_VERSIONS, "TLS12")
+    max_version = _choice(tls, "max_version", TLS_VERSIONS, "TLS13")
+    if TLS_VERSIONS[min_version] > TLS_VERSIONS[max_version]:
+        raise tls.error("min_version", f"{min_version} is above max_version {max_version}")
+    if client_auth != "NoClientCert" and client_ca_file is None:
+        raise tls.error("client_ca_file", f"required when client_auth_type is {client_auth}")
+    if client_auth == "NoClientCert" and client_ca_file is not None:
+        raise tls.error(
+            "client_auth_type", "client_ca_file is set but no client certificate is asked for"
+        )
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = TLS_VERSIONS[min_version]
+    context.maximum_version = TLS_VERSIONS[max_version]
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (ssl.SSLError, OSError) as exc:
+        raise tls.error("cert_file", f"cannot load certificate and key: {exc}") from None
+    context.verify_mode = CLIENT_AUTH_TYPES[client_auth]
+    if client_ca_file is not None:
+        try:
+            context.load_verify_locations(cafile=client_ca_file)
+        except (ssl.SSLError, OSError) as exc:
+            raise tls.error("client_ca_file", f"cannot load CA certificates: {exc}") from None
+    return context
+
+
+def _users(users: YamlMap) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for user in users:
+        hashed = users.string(user)
+        if hashed is None or not _BCRYPT_HASH.match(hashed):
+            # Never echo the value: it is a secret (and might be a plain password by mistake).
+            raise users.error(user, "expected a bcrypt hash ($2y$10$... 60 characters)")
+        found[user] = hashed.encode("ascii")
+    return found
+
+
+def load_web_config(path: str) -> WebConfig:
+    """Parse and check a web config file; TLS files are loaded now, so that errors show at start."""
+    root = load_yaml_map(path)
+    for key in root:
+        if key in UNSUPPORTED_TOP_KEYS:
+            raise root.error(key, "not supported by gpuadvisor; remove it")
+    root.reject_unknown({"tls_server_config", "basic_auth_users"} | UNSUPPORTED_TOP_KEYS)
+    folder = os.path.dirname(os.path.abspath(path))
+    tls = root.section("tls_server_config")
+    users = root.section("basic_auth_users")
+    return WebConfig(
+        path=path,
+        ssl_context=_ssl_context(tls, folder) if tls is not None else None,
+        basic_auth_users=_users(users) if users is not None else {},
+    )
+
+
+class BasicAuth:
+    """Checks ``Authorization: Basic`` against bcrypt hashes off the event loop.
+
+    A success is cached under SHA-256(user, hash, password), so that a scraper that sends the same
+    credentials every 15 s pays bcrypt once; failures are not cached (each costs a bcrypt, which
+    also slows guessing). Unknown users are checked against a dummy hash so that they take as
+    long as known ones.
+    """
+
+    MAX_CACHED = 256
+
+    def __init__(self, users: Mapping[str, bytes]) -> None:
+        self._users = dict(users)
+        rounds = min((int(h[4:6]) for h in self._users.values()), default=10)
+        self._dummy = bcrypt.hashpw(b"gpuadvisor-dummy", bcrypt.gensalt(rounds=max(rounds, 4)))
+        self._cache: dict[bytes, bool] = {}
+        self.bcrypt_checks = 0
+        """How many bcrypt comparisons ran (tests use it to see the cache work)."""
+
+    def _key(self, user: str, hashed: bytes, password: bytes) -> bytes:
+        digest = hashlib.sha256()
+        for part in (user.encode(), hashed, password):
+            digest.update(len(part).to_bytes(4, "big"))
+            digest.update(part)
+        return digest.digest()
+
+    def _bcrypt(self, password: bytes, hashed: bytes) -> bool:
+        self.bcrypt_checks += 1
+        try:
+            return bcrypt.checkpw(password, hashed)
+        except ValueError:
+            return False
+
+    async def check(self, header: str | None) -> bool:
+        credentials = _parse_basic(header)
+        if credentials is None:
+            return False
+        user, password = credentials
+        hashed = self._users.get(user)
+        known = hashed is not None
+        hashed = hashed if hashed is not None else self._dummy
+        key = self._key(user, hashed, password)
+        if any(hmac.compare_digest(key, cached) for cached in self._cache):
+            return True
+        ok = await asyncio.to_thread(self._bcrypt, password, hashed) and known
+        if ok:
+            if len(self._cache) >= self.MAX_CACHED:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = True
+        return ok
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if await self.check(request.headers.get("Authorization")):
+            return await handler(request)
+        return web.Response(
+            status=401,
+            text="401 Unauthorized\n",
+            headers={"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'},
+        )
+
+
+def _parse_basic(header: str | None) -> tuple[str, bytes] | None:
+    if header is None:
+        return None
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    user, sep, password = decoded.partition(b":")
+    if not sep:
+        return None
+    try:
+        return user.decode("utf-8"), password
+    except UnicodeDecodeError:
+        return None
+
+
+class ConcurrencyLimit:
+    """Answers 503 to requests for ``paths`` beyond ``max_requests`` in flight (0: no limit)."""
+
+    def __init__(self, max_requests: int, paths: Collection[str] = ("/metrics",)) -> None:
+        self.max_requests = max_requests
+        self.paths = frozenset(paths)
+        self.in_flight = 0
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in self.paths or self.max_requests <= 0:
+            return await handler(request)
+        if self.in_flight >= self.max_requests:
+            return web.Response(
+                status=503,
+                text=f"503 Service Unavailable: more than {self.max_requests} scrapes in flight\n",
+                headers={"Retry-After": "1"},
+            )
+        self.in_flight += 1
+        try:
+            return await handler(request)
+        finally:
+            self.in_flight -= 1
+
+
+@dataclass(frozen=True, slots=True)
+class WebSecurity:
+    """What ``create_app`` and ``run_app`` need: middlewares, and the server's SSL context."""
+
+    middlewares: tuple[Middleware, ...] = ()
+    ssl_context: ssl.SSLContext | None = None
+
+
+def web_security(config_file: str | None, max_requests: int = DEFAULT_MAX_REQUESTS) -> WebSecurity:
+    """Basic auth (when the file has users), then the scrape limit; TLS from the file."""
+    config = load_web_config(config_file) if config_file is not None else None
+    middlewares: list[Middleware] = []
+    if config is not None and config.basic_auth_users:
+        middlewares.append(BasicAuth(config.basic_auth_users).middleware)
+    middlewares.append(ConcurrencyLimit(max_requests).middleware)
+    return WebSecurity(tuple(middlewares), config.ssl_context if config else None)

@@ -1,0 +1,223 @@
+"""The agent's YAML config: values, errors that name file + line + field, environment overrides,
+and the precedence flags > environment > file > defaults through the real command line."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from gpuadvisor.cli import build_parser, main
+from gpuadvisor.cli.agent_config import LAYERING, Layering, apply_agent_config
+from gpuadvisor.config.agent import (
+    DEFAULT_CHOICES,
+    SETTINGS,
+    AgentConfig,
+    load_agent_config,
+)
+from gpuadvisor.errors import ConfigError
+
+DOCS = Path(__file__).parent.parent / "docs" / "configuration.md"
+
+FULL = """\
+# every setting
+web:
+  listen_address: "127.0.0.1:19900"
+  config_file: web-config.yml
+  max_requests: 8
+backend: nvml
+collect:
+  interval: 500ms
+  timeout: 3
+  idle_threshold: 0.1
+  slow_interval: 20s
+nvml:
+  topology_level: hostbridge
+jobs:
+  mapping_dir: /run/gpu-jobs
+  proc_root: /host/proc
+sim:
+  node: gpu-07
+  gpus: 4
+  group_size: 2
+"""
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "agent.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_full_file_gives_typed_values(tmp_path: Path) -> None:
+    config = load_agent_config(write(tmp_path, FULL), env={})
+    assert config == AgentConfig(
+        listen_address="127.0.0.1:19900",
+        web_config_file=str(tmp_path / "web-config.yml"),  # relative to the file's folder
+        web_max_requests=8,
+        backend="nvml",
+        collect_interval_s=0.5,
+        collect_timeout_s=3.0,
+        collect_idle_threshold_ratio=0.1,
+        collect_slow_interval_s=20.0,
+        nvml_topology_level="hostbridge",
+        jobs_mapping_dir="/run/gpu-jobs",
+        jobs_proc_root="/host/proc",
+        sim_node="gpu-07",
+        sim_gpus=4,
+        sim_group_size=2,
+    )
+
+
+@pytest.mark.parametrize("text", ["", "# nothing\n", "web:\ncollect:\n"])
+def test_an_empty_file_or_empty_sections_give_the_defaults(tmp_path: Path, text: str) -> None:
+    assert load_agent_config(write(tmp_path, text), env={}) == AgentConfig()
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("backend: sim\ncolect:\n  interval: 1\n", 2, "colect: unknown key (did you mean 'coll"),
+        ("collect:\n  interval: 1\n  intervall: 2\n", 3, "collect.intervall: unknown key (did you"),
+        ("collect:\n  interval: -1\n", 2, "collect.interval: must be > 0 seconds"),
+        ("collect:\n  timeout: soon\n", 2, "collect.timeout: expected seconds"),
+        ("collect:\n  idle_threshold: 5\n", 2, "collect.idle_threshold: must be a ratio"),
+        ("\n\nbackend: nvlm\n", 3, "backend: unknown value 'nvlm' (did you mean 'nvml'?)"),
+        ("nvml:\n  topology_level: galaxy\n", 2, "nvml.topology_level: unknown value 'galaxy'"),
+        ("sim:\n  gpus: 2.5\n", 2, "sim.gpus: expected a whole number >= 1"),
+        ("sim:\n  node: 42\n", 2, "sim.node: expected a non-empty string"),
+        ("sim:\n  gpus: [1, 2]\n", 2, "sim.gpus: expected a single value"),
+        ("web: :19842\n", 1, "web: expected a mapping"),
+        ("web:\n  listen_address: 19842\n", 2, "web.listen_address: expected a non-empty string"),
+        ("web:\n  listen_address: host\n", 2, "web.listen_address: expected HOST:PORT"),
+        ("backend: sim\nbackend: nvml\n", 2, "backend: duplicate key (first set on line 1)"),
+        ("sim:\n  gpus: 1\n gpus: 2\n", 3, "not valid YAML"),
+        ("- a list\n", 1, "expected a mapping of keys to values at the top"),
+    ],
+)
+def test_each_error_names_the_file_the_line_and_the_field(
+    tmp_path: Path, text: str, line: int, words: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_agent_config(path, env={})
+    assert caught.value.path == path
+    assert caught.value.line == line
+    assert str(caught.value).startswith(f"{path}, line {line}: ")
+    assert words in str(caught.value)
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"agent\.yaml: cannot read: No such file"):
+        load_agent_config(str(tmp_path / "agent.yaml"), env={})
+
+
+def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "collect:\n  interval: 5\nsim:\n  gpus: 2\n")
+    env = {
+        "GPUADVISOR_AGENT_COLLECT_INTERVAL": "250ms",
+        "GPUADVISOR_AGENT_BACKEND": "nvml",
+        "GPUADVISOR_AGENT_WEB_CONFIG_FILE": "relative/web.yml",  # relative to the working dir
+        "PATH": "/usr/bin",
+    }
+    config = load_agent_config(path, env=env)
+    assert config.collect_interval_s == 0.25
+    assert config.backend == "nvml"
+    assert config.web_config_file == "relative/web.yml"
+    assert config.sim_gpus == 2  # from the file
+
+
+def test_environment_errors_name_the_variable() -> None:
+    with pytest.raises(ConfigError, match=r"_SIM_GPUS: sim\.gpus: expected a number"):
+        load_agent_config(None, env={"GPUADVISOR_AGENT_SIM_GPUS": "many"})
+    with pytest.raises(ConfigError, match="did you mean 'GPUADVISOR_AGENT_COLLECT_INTERVAL'"):
+        load_agent_config(None, env={"GPUADVISOR_AGENT_COLLECT_INTERVALL": "1"})
+
+
+# --- precedence through the command line -----------------------------------------------------
+
+
+def agent_args(*words: str) -> argparse.Namespace:
+    return build_parser(["agent"]).parse_args(["agent", *words])
+
+
+def test_flags_beat_the_environment_which_beats_the_file_which_beats_defaults(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        "backend: nvml\ncollect:\n  interval: 5\n  timeout: 7\n  idle_threshold: 0.2\n",
+    )
+    env = {"GPUADVISOR_AGENT_COLLECT_TIMEOUT": "9", "GPUADVISOR_AGENT_COLLECT_INTERVAL": "6"}
+    args = agent_args("--config", path, "--collect.interval", "2", "--backend", "sim")
+    config = apply_agent_config(args, env=env)
+    assert config.collect_interval_s == 2.0  # flag > env > file
+    assert config.backend == "sim"  # a flag equal to its default still beats the file
+    assert config.collect_timeout_s == 9.0  # env > file
+    assert config.collect_idle_threshold_ratio == 0.2  # file > default
+    assert config.sim_gpus == 8  # default
+    # ...and the namespace the rest of `gpuadvisor agent` reads holds the merged values:
+    assert (args.interval_s, args.timeout_s, args.idle_threshold) == (2.0, 9.0, 0.2)
+    assert (args.backend, args.sim_gpus, args.jobs_mapping_dir) == ("sim", 8, "")
+
+
+def test_without_config_or_environment_the_flags_defaults_apply() -> None:
+    args = agent_args()
+    assert apply_agent_config(args, env={}) == AgentConfig()
+    assert args.listen_address == ":19842"
+
+
+def test_a_bad_flag_value_names_the_flag() -> None:
+    with pytest.raises(ConfigError, match=r"--web\.listen-address: expected HOST:PORT"):
+        apply_agent_config(agent_args("--web.listen-address", "nowhere"), env={})
+
+
+def test_every_setting_has_a_flag_whose_default_and_choices_match_the_config() -> None:
+    layering: Layering = getattr(agent_args(), LAYERING)
+    assert sorted(layering.dests.values()) == sorted(s.field for s in SETTINGS)
+    defaults = AgentConfig()
+    for dest, field in layering.dests.items():
+        expected = getattr(defaults, field)
+        assert layering.defaults[dest] == ("" if expected is None else expected), field
+    assert {k: sorted(v) for k, v in layering.choices.items()} == {
+        k: sorted(v) for k, v in DEFAULT_CHOICES.items()
+    }
+
+
+def test_every_environment_variable_and_key_is_documented() -> None:
+    docs = DOCS.read_text()
+    for setting in SETTINGS:
+        assert setting.env in docs, setting.env
+        assert setting.flag in docs, setting.flag
+
+
+# --- gpuadvisor check-config ---------------------------------------------------------------------
+
+
+def test_check_config_accepts_a_valid_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GPUADVISOR_AGENT_BACKEND", raising=False)
+    path = write(tmp_path, "backend: sim\n")
+    assert main(["check-config", "--agent", path]) == 0
+    assert f"{path}: OK (backend sim" in capsys.readouterr().out
+
+
+def test_check_config_reports_the_line_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "sim:\n  gpus: 0\n")
+    assert main(["check-config", "--agent", path]) == 2
+    assert f"{path}, line 2: sim.gpus: expected a whole number >= 1" in capsys.readouterr().err
+
+
+def test_check_config_checks_the_web_config_the_agent_file_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "web-config.yml").write_text("basic_auth_users:\n  alice: not-a-hash\n")
+    path = write(tmp_path, "web:\n  config_file: web-config.yml\n")
+    assert main(["check-config", "--agent", path]) == 2
+    err = capsys.readouterr().err
+    assert "web-config.yml, line 2: basic_auth_users.alice: expected a bcrypt hash" in err
+    assert "not-a-hash" not in err
