@@ -95,3 +95,14 @@ def test_idle_split_names_fragmentation_when_the_total_would_do() -> None:
     split = split_idle(capacity, [(make_job("pair", gpus=2), 1)])
     assert (split.ordering_milli, split.fragmentation_milli, split.capacity_milli) == (0, 2000, 0)
     assert split_idle(capacity, []).no_demand_milli == 2000
+
+
+def test_a_copy_does_not_see_later_changes_to_the_original() -> None:
+    capacity = Capacity(make_cluster(2, 4))
+    copy = capacity.copy()
+    capacity.allocate(make_job("x", gpus=2), on(0, 0, 1))
+    grandchild = copy.copy()
+    copy.allocate(make_job("y", gpus=1), on(0, 3))
+    assert copy.free_milli[0] == [1000, 1000, 1000, 0]
+    assert capacity.free_milli[0] == [0, 0, 1000, 1000]
+    assert grandchild.free_milli[0] == [1000, 1000, 1000, 1000]

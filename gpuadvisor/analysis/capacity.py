@@ -22,6 +22,7 @@ class Capacity:
     """Free GPU milli per (node, GPU), free whole GPUs per node, free CPU and memory per node."""
 
     __slots__ = (
+        "_owned",
         "_classes",
         "_kind",
         "_state_of",
@@ -41,6 +42,8 @@ class Capacity:
         nodes = cluster.nodes
         self.cluster = cluster
         self.free_milli: list[list[int]] = [[MILLI_PER_GPU] * n.gpus for n in nodes]
+        # Copy-on-write: a node's GPU list may be shared with copies until one side writes it.
+        self._owned = bytearray(b"\x01") * len(nodes)
         self.whole_free: list[int] = [n.gpus for n in nodes]
         self.cpu_free: list[int] = [n.cpu_milli for n in nodes]
         self.mem_free: list[int] = [n.memory_mib for n in nodes]
@@ -70,7 +73,9 @@ class Capacity:
         use (rebuilt on first use), for scratch copies that only answer fit checks."""
         new = Capacity.__new__(Capacity)
         new.cluster = self.cluster
-        new.free_milli = [list(g) for g in self.free_milli]
+        new.free_milli = list(self.free_milli)  # per-node lists shared until written
+        new._owned = bytearray(len(self.free_milli))
+        self._owned = bytearray(len(self.free_milli))
         new.whole_free = list(self.whole_free)
         new.cpu_free = list(self.cpu_free)
         new.mem_free = list(self.mem_free)
@@ -220,6 +225,9 @@ class Capacity:
     def _apply_node(self, node: int, changes: list[tuple[int, int]]) -> None:
         """Add ``delta`` milli to each listed GPU of ``node``, keeping every index in step."""
         free = self.free_milli[node]
+        if not self._owned[node]:
+            free = self.free_milli[node] = list(free)
+            self._owned[node] = 1
         whole = before = self.whole_free[node]
         for g, delta in changes:
             old = free[g]
