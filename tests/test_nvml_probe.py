@@ -63,7 +63,9 @@ class Node:
 
 
 def make_node(fake: FakeNvml, gpus: list[FakeGpu], jobs: JobMap | None = None, **kw: Any) -> Node:
-    settings = NvmlSettings(node="gpu-node-01", slow_interval_s=10.0, **kw)
+    # The XID event thread has tests of its own (test_nvml_events.py); here it stays off so
+    # that no thread outlives its test.
+    settings = NvmlSettings(node="gpu-node-01", slow_interval_s=10.0, **{"xid": None, **kw})
     node: Node
     probe = NvmlProbe(settings, jobs, clock=lambda: node.t_s)
     node = Node(fake, probe)

@@ -22,9 +22,9 @@ class Capacity:
     """Free GPU milli per (node, GPU), free whole GPUs per node, free CPU and memory per node."""
 
     __slots__ = (
-        "_owned",
         "_classes",
         "_kind",
+        "_owned",
         "_state_of",
         "cluster",
         "cpu_free",

@@ -255,24 +255,37 @@ class _Pass:
         )
 
     def _backfill(self, window: Sequence[Job]) -> None:
-        """Behind the first blocked job: try each in queue order, reserving where the order says."""
+        """Behind the first blocked job: try each in queue order, reserving where the order says.
+
+        Once no later job may get a reservation, a job whose shape fits nowhere is passed over
+        without a try (the long queues of saturated clusters are mostly such jobs)."""
         view, settings = self.view, self.settings
         total = self.capacity.total_milli
+        unfit, explain = self.unfit, settings.explain
+        may_reserve = True
         for job in window:
-            if self.capacity.used_milli >= total and job.gpus and not settings.explain:
+            if self.capacity.used_milli >= total and job.gpus and not explain:
                 break
+            if not may_reserve and not explain and job.fit_key in unfit:
+                self.passed_over += 1
+                continue
             allocation = self._try_start(job)
             if allocation is not None:
                 self._start(job, allocation)
                 continue
-            nth = len(self.blocked)
+            nth = len(self.blocked) + self.passed_over
             self.blocked.append(job)
-            wait = view.now_s - job.submit_time_s
             reserved = len(self.reservations) + len(self.owed)
+            wait = view.now_s - job.submit_time_s
             if reserved < settings.max_reservations and self.order.reserve(
                 nth, reserved, wait, settings
             ):
                 self._owe(job)
+                reserved += 1
+            # could any later job still be given one (the most deserving: waited forever)?
+            may_reserve = reserved < settings.max_reservations and self.order.reserve(
+                nth + 1, reserved, INF, settings
+            )
 
     def _starved_then_fill(self, window: Sequence[Job]) -> None:
         """The advisor behind the first blocked job: starved jobs first, in queue order (they

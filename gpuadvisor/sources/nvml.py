@@ -1,17 +1,19 @@
 """The NVML probe (``--backend=nvml``): one node's GPUs read through ``pynvml``.
 
-Every NVML call goes through one method, ``NvmlProbe._call`` (the choke point). There:
-NotSupported, NoPermission, FunctionNotFound and ArgumentVersionMismatch become ``None``,
-remembered per (GPU uuid, function) and logged once, so the call is never made again;
-lifecycle errors (GPU lost, reset required, ...) raise ``_GpuDownError``, which takes that GPU
+Every NVML call goes through one choke point, ``NvmlCalls.call`` (``nvml_calls.py``; the probe's
+``_call``). There: NotSupported, NoPermission, FunctionNotFound and ArgumentVersionMismatch become
+``None``, remembered per (GPU uuid, function) and logged once, so the call is never made again;
+lifecycle errors (GPU lost, reset required, ...) raise ``GpuDownError``, which takes that GPU
 down (``up=False``) while the others keep reporting, and NVML is re-initialised with
 exponential backoff; any other error is counted for
 ``gpuadvisor_nvml_errors_total{function,error}`` and the field is ``None``.
 A missing library or driver raises ``ProbeUnavailableError`` with a one-line hint.
 
-Fast state (memory, power, energy, utilization samples, GPM) is read on every call; slow state
-(processes and their jobs, MIG, topology) every ``slow_interval_s``. The probe is called from
-one worker thread only, so it keeps plain mutable state and no locks.
+Fast state (memory, power, energy, utilization samples, GPM via ``nvml_gpm.py``) is read on
+every call; slow state (processes and their jobs, MIG, topology) every ``slow_interval_s``. The
+probe is called from one worker thread only, so it keeps plain mutable state and no locks. XID
+events are counted by an ``XidWatcher`` thread (``nvml_events.py``) that the probe starts after
+each successful ``nvmlInit`` and stops in ``close``.
 """
 
 from __future__ import annotations
@@ -23,38 +25,38 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import pynvml
 
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.model.gpu import GpmRatios, GpuReading, NodeReading, NvmlErrorCount
+from gpuadvisor.model.gpu import GpuReading, NodeReading, NvmlErrorCount
 from gpuadvisor.model.gpu import UtilizationSample as Sample
 from gpuadvisor.sources.gpu import ProbeUnavailableError
 from gpuadvisor.sources.jobmap import JobMap
+from gpuadvisor.sources.nvml_calls import GpuDownError as _GpuDownError
+from gpuadvisor.sources.nvml_calls import NvmlCalls, error_name
+from gpuadvisor.sources.nvml_events import XidSettings, XidWatcher
+from gpuadvisor.sources.nvml_gpm import GpmState, free_gpm, read_gpm
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 TOPOLOGY_LEVELS = {"internal": 0, "single": 10, "multiple": 20, "hostbridge": 30, "node": 40}
 TOPOLOGY_LEVELS["system"] = 50
 """``nvmlGpuTopologyLevel_t`` by name: GPUs whose common ancestor is at or below share a group."""
 
-ABSENT = {"NotSupported", "NoPermission", "FunctionNotFound", "ArgumentVersionMismatch"}
-LIFECYCLE = {"GpuIsLost", "ResetRequired", "GpuNotFound", "Uninitialized", "DriverNotLoaded"}
 MISSING = {"LibraryNotFound", "DriverNotLoaded"}
 HINT = (
     "NVIDIA driver not found: is libnvidia-ml.so.1 installed? ({error}) Install the NVIDIA "
     "driver or put its library directory on LD_LIBRARY_PATH; `nvidia-smi` must work."
 )
-GPM_METRICS = (2, 3, 5, 10)
-"""NVML_GPM_METRIC_SM_UTIL, _SM_OCCUPANCY, _ANY_TENSOR_UTIL, _DRAM_BW_UTIL (percent)."""
 VALUE_FIELDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}
 
 
 @dataclass(frozen=True, slots=True)
 class NvmlSettings:
-    """Topology level for groups, slow-state and GPM intervals, re-init backoff (seconds)."""
+    """Topology level for groups, slow-state and GPM intervals, re-init backoff (seconds), and
+    the XID event thread (``None``: no XID events)."""
 
     topology_level: int = TOPOLOGY_LEVELS["node"]
     slow_interval_s: float = 15.0
@@ -62,6 +64,7 @@ class NvmlSettings:
     reinit_backoff_s: float = 1.0
     reinit_backoff_max_s: float = 60.0
     node: str = field(default_factory=socket.gethostname)
+    xid: XidSettings | None = field(default_factory=XidSettings)
 
     def __post_init__(self) -> None:
         if not 10 <= self.slow_interval_s <= 30:
@@ -77,20 +80,6 @@ class NvmlSettings:
             )
 
 
-class _GpuDownError(Exception):
-    """A lifecycle error on one GPU (or on NVML itself, ``uuid`` None)."""
-
-    def __init__(self, uuid: str | None, error: str) -> None:
-        super().__init__(error)
-        self.uuid = uuid
-
-
-def error_name(exc: pynvml.NVMLError) -> str:
-    """``NVMLError_GpuIsLost`` → ``GpuIsLost``; codes pynvml has no class for → ``Code<n>``."""
-    name = type(exc).__name__.removeprefix("NVMLError").removeprefix("_")
-    return name or f"Code{exc.value}"
-
-
 def _samples_or_empty(handle: Any, kind: int, cursor_us: int) -> list[Sample]:
     """``nvmlDeviceGetSamples`` newer than ``cursor_us``; NOT_FOUND (nothing new) is empty."""
     try:
@@ -99,21 +88,6 @@ def _samples_or_empty(handle: Any, kind: int, cursor_us: int) -> list[Sample]:
         return []
     attr = VALUE_FIELDS.get(value_type, "uiVal")
     return [(int(s.timeStamp), float(getattr(s.sampleValue, attr))) for s in raw]
-
-
-def _gpm_metrics(first: Any, second: Any) -> GpmRatios:
-    request = pynvml.c_nvmlGpmMetricsGet_t()
-    request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-    request.sample1, request.sample2 = first, second
-    request.numMetrics = len(GPM_METRICS)
-    for i, metric in enumerate(GPM_METRICS):
-        request.metrics[i].metricId = metric
-    pynvml.nvmlGpmMetricsGet(request)
-    ratios = [
-        request.metrics[i].value / 100 if request.metrics[i].nvmlReturn == 0 else None
-        for i in range(len(GPM_METRICS))
-    ]
-    return GpmRatios(*ratios)
 
 
 @dataclass(slots=True)
@@ -132,10 +106,7 @@ class _Gpu:
     pids: tuple[int, ...] | None = None
     mig_remaining: tuple[tuple[str, int], ...] | None = None
     topology_group: str = "0"
-    gpm_supported: bool | None = None
-    gpm_sample: Any = None
-    gpm_at: float = 0.0
-    gpm: GpmRatios | None = None
+    gpm: GpmState = field(default_factory=GpmState)
 
 
 class NvmlProbe:
@@ -158,39 +129,14 @@ class NvmlProbe:
         self._slow_at: float | None = None
         self._reinit_at: float | None = None
         self._backoff_s = self._settings.reinit_backoff_s
-        self._absent: set[tuple[str, str]] = set()
-        self._errors: Counter[tuple[str, str]] = Counter()
-        self.calls: Counter[str] = Counter()
+        self._nvml = NvmlCalls()
+        self._call = self._nvml.call
+        """The choke point (``NvmlCalls.call``): the only way the probe calls NVML."""
+        self.calls: Counter[str] = self._nvml.calls
         """NVML calls made, by function name (what the choke point let through)."""
-
-    # -- the choke point ---------------------------------------------------------------------
-
-    def _call(
-        self, uuid: str | None, function: str, fn: Callable[..., T], *args: Any, key: str = ""
-    ) -> T | None:
-        """Call ``fn(*args)``; the only place an NVML function is invoked.
-
-        ``function`` names the NVML function for logs and metrics; ``key`` (default: the same)
-        is what "not supported" is remembered under, per GPU ``uuid`` ("" for system calls).
-        """
-        memo = (uuid or "", key or function)
-        if memo in self._absent:
-            return None
-        self.calls[function] += 1
-        try:
-            return fn(*args)
-        except pynvml.NVMLError as exc:
-            error = error_name(exc)
-            if error in ABSENT:
-                self._absent.add(memo)
-                log.info("%s: %s unavailable (%s); its series stays absent", uuid, function, exc)
-                return None
-            self._errors[function, error] += 1
-            if self._errors[function, error] == 1:
-                log.warning("%s: %s failed: %s", uuid or "NVML", function, exc)
-            if error in LIFECYCLE:
-                raise _GpuDownError(uuid, error) from exc
-            return None
+        xid = self._settings.xid
+        self.xids = None if xid is None else XidWatcher(xid)
+        """The XID event thread's counts (``None`` when XID events are off)."""
 
     # -- initialisation and re-initialisation ------------------------------------------------
 
@@ -200,7 +146,7 @@ class NvmlProbe:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
             error = error_name(exc)
-            self._errors["nvmlInit", error] += 1
+            self._nvml.record_error("nvmlInit", error)
             if error in MISSING:
                 raise ProbeUnavailableError(HINT.format(error=exc)) from exc
             raise ProbeUnavailableError(f"NVML failed to initialise: {exc}") from exc
@@ -210,6 +156,8 @@ class NvmlProbe:
         except _GpuDownError as exc:
             self._shutdown()
             raise ProbeUnavailableError(f"NVML stopped answering ({exc}); will retry") from exc
+        if self.xids is not None:
+            self.xids.start()
 
     def _shutdown(self) -> None:
         if not self._initialized:
@@ -263,7 +211,7 @@ class NvmlProbe:
         self._known_uuids[index] = uuid
         gpu = previous.get(uuid) or _Gpu(index, uuid)
         gpu.handle, gpu.up, gpu.index = handle, True, index
-        gpu.gpm_sample = None
+        gpu.gpm.sample = None
         gpu.name = self._call(uuid, "nvmlDeviceGetName", pynvml.nvmlDeviceGetName, handle) or ""
         pci = self._call(uuid, "nvmlDeviceGetPciInfo", pynvml.nvmlDeviceGetPciInfo, handle)
         gpu.pci_bus_id = "" if pci is None else str(pci.busId)
@@ -317,7 +265,8 @@ class NvmlProbe:
                     self._free_gpm(gpu)
                     self._schedule_reinit(now)
             readings.append(self._down(gpu))
-        errors = tuple(NvmlErrorCount(f, e, n) for (f, e), n in sorted(self._errors.items()))
+        counts = self._nvml.errors() + (Counter() if self.xids is None else self.xids.errors())
+        errors = tuple(NvmlErrorCount(f, e, n) for (f, e), n in sorted(counts.items()))
         return NodeReading(self._settings.node, *self._driver, tuple(readings), errors)
 
     def _down(self, gpu: _Gpu) -> GpuReading:
@@ -369,7 +318,8 @@ class NvmlProbe:
             memory_utilization_samples=memory_samples,
             utilization_percent=point,
             memory_utilization_percent=point_memory,
-            gpm=self._read_gpm(gpu, now),
+            gpm=read_gpm(self._nvml, u, h, gpu.gpm, now, self._settings.gpm_interval_s),
+            xid_errors=None if self.xids is None else self.xids.counts(u),
             mig_remaining=gpu.mig_remaining,
         )
 
@@ -391,37 +341,8 @@ class NvmlProbe:
                 gpu.cursor_us = fresh[-1][0]
         return fresh
 
-    def _read_gpm(self, gpu: _Gpu, now: float) -> GpmRatios | None:
-        """GPM ratios between the previous sample and one taken now, every ``gpm_interval_s``."""
-        h, u = gpu.handle, gpu.uuid
-        if gpu.gpm_supported is None:
-            support = self._call(
-                u, "nvmlGpmQueryDeviceSupport", pynvml.nvmlGpmQueryDeviceSupport, h
-            )
-            gpu.gpm_supported = bool(support is not None and support.isSupportedDevice)
-        if not gpu.gpm_supported:
-            return None
-        if gpu.gpm_sample is not None and now - gpu.gpm_at < self._settings.gpm_interval_s:
-            return gpu.gpm
-        sample = self._call(u, "nvmlGpmSampleAlloc", pynvml.nvmlGpmSampleAlloc)
-        if sample is None:
-            return gpu.gpm
-        if self._call(u, "nvmlGpmSampleGet", pynvml.nvmlGpmSampleGet, h, sample) is None:
-            self._call(u, "nvmlGpmSampleFree", pynvml.nvmlGpmSampleFree, sample)
-            return gpu.gpm
-        previous, gpu.gpm_sample, gpu.gpm_at = gpu.gpm_sample, sample, now
-        if previous is not None:
-            try:
-                gpu.gpm = self._call(u, "nvmlGpmMetricsGet", _gpm_metrics, previous, sample)
-            finally:
-                self._call(u, "nvmlGpmSampleFree", pynvml.nvmlGpmSampleFree, previous)
-        return gpu.gpm
-
     def _free_gpm(self, gpu: _Gpu) -> None:
-        sample, gpu.gpm_sample, gpu.gpm = gpu.gpm_sample, None, None
-        if sample is not None:
-            with contextlib.suppress(_GpuDownError):
-                self._call(gpu.uuid, "nvmlGpmSampleFree", pynvml.nvmlGpmSampleFree, sample)
+        free_gpm(self._nvml, gpu.uuid, gpu.gpm)
 
     def _read_slow(self, gpu: _Gpu) -> None:
         """Processes, MIG mode and remaining MIG capacity."""
@@ -499,5 +420,7 @@ class NvmlProbe:
             g.topology_group = str(first_index[root(g.uuid)])
 
     def close(self) -> None:
-        """Free GPM samples and shut NVML down."""
+        """Stop the XID event thread, free GPM samples and shut NVML down."""
+        if self.xids is not None:
+            self.xids.stop()
         self._shutdown()

@@ -1,0 +1,166 @@
+"""XID events: the NVML probe's event thread, through the real ``pynvml``, against the fake."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pynvml
+import pytest
+
+from gpuadvisor.analysis.utilization import AgentState, advance
+from gpuadvisor.model.gpu import NodeReading
+from gpuadvisor.sinks.exposition import render
+from gpuadvisor.sources.nvml import NvmlProbe, NvmlSettings
+from gpuadvisor.sources.nvml_events import XidSettings, XidWatcher
+from tests.fake_nvml import FakeGpu, XidEvent, make_gpu
+from tests.fake_nvml.fixtures import FakeNvml, fake_nvml, fake_nvml_library
+
+__all__ = ["fake_nvml", "fake_nvml_library"]  # fixtures, until conftest imports them
+
+T = TypeVar("T")
+FAST = XidSettings(wait_ms=20, backoff_s=0.02, backoff_max_s=0.08)
+DEADLINE_S = 5.0
+
+
+def eventually(probe: Callable[[], T], done: Callable[[T], bool]) -> T:
+    """``probe()`` until ``done`` holds for its value, for at most DEADLINE_S."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        value = probe()
+        if done(value):
+            return value
+        assert time.monotonic() < deadline, f"still {value!r} after {DEADLINE_S} s"
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def probe() -> Iterator[NvmlProbe]:
+    probe = NvmlProbe(NvmlSettings(node="gpu-node-01", slow_interval_s=10.0, xid=FAST))
+    yield probe
+    probe.close()
+
+
+def watcher(probe: NvmlProbe) -> XidWatcher:
+    assert probe.xids is not None
+    return probe.xids
+
+
+def xids(reading: NodeReading, gpu: FakeGpu) -> tuple[tuple[int, int], ...] | None:
+    return next(g.xid_errors for g in reading.gpus if g.uuid == gpu.uuid)
+
+
+def registered(probe: NvmlProbe, *gpus: FakeGpu) -> NodeReading:
+    """Read until the event thread has registered ``gpus`` (their XID counts become ``()``)."""
+    return eventually(probe.read, lambda r: all(xids(r, g) == () for g in gpus))
+
+
+def exported(reading: NodeReading) -> dict[tuple[str, str], float]:
+    """``gpuadvisor_gpu_xid_errors_total`` series as the agent would render them."""
+    families = render(advance(AgentState(), reading, time.time()), "test")
+    return {
+        (s.labels["gpu_uuid"], s.labels["xid"]): s.value
+        for family in families
+        if family.name == "gpuadvisor_gpu_xid_errors"
+        for s in family.samples
+        if s.name == "gpuadvisor_gpu_xid_errors_total"
+    }
+
+
+def test_xids_written_at_run_time_are_counted_per_gpu_and_code(
+    fake_nvml: FakeNvml, probe: NvmlProbe
+) -> None:
+    gpus = [make_gpu(0), make_gpu(1)]
+    epoch = fake_nvml.write(gpus)
+    registered(probe, *gpus)
+
+    events = [XidEvent(0, 79), XidEvent(1, 48), XidEvent(0, 79), XidEvent(0, 13)]
+    fake_nvml.write(gpus, epoch_us=epoch, xids=events)
+    reading = eventually(probe.read, lambda r: xids(r, gpus[0]) == ((13, 1), (79, 2)))
+    reading = eventually(probe.read, lambda r: xids(r, gpus[1]) == ((48, 1),))
+
+    assert exported(reading) == {
+        (gpus[0].uuid, "13"): 1.0,
+        (gpus[0].uuid, "79"): 2.0,
+        (gpus[1].uuid, "48"): 1.0,
+    }
+    assert reading.nvml_errors == ()
+
+
+def test_a_gpu_whose_registration_is_not_supported_has_no_xid_series(
+    fake_nvml: FakeNvml, probe: NvmlProbe
+) -> None:
+    gpus = [make_gpu(0), make_gpu(1, unsupported=("nvmlDeviceRegisterEvents",))]
+    epoch = fake_nvml.write(gpus)
+    registered(probe, gpus[0])
+
+    fake_nvml.write(gpus, epoch_us=epoch, xids=[XidEvent(1, 31), XidEvent(0, 43)])
+    reading = eventually(probe.read, lambda r: xids(r, gpus[0]) == ((43, 1),))
+
+    assert xids(reading, gpus[1]) is None
+    assert exported(reading) == {(gpus[0].uuid, "43"): 1.0}
+    assert reading.nvml_errors == ()  # not supported is not an error
+    assert watcher(probe).calls["nvmlDeviceRegisterEvents"] == 2  # once per GPU
+
+
+def test_the_thread_stops_on_close_and_releases_nvml(fake_nvml: FakeNvml, probe: NvmlProbe) -> None:
+    fake_nvml.write([make_gpu(0)])
+    registered(probe, make_gpu(0))
+    assert watcher(probe).running
+    assert any(t.name == "nvml-xid-events" for t in threading.enumerate())
+
+    started = time.monotonic()
+    probe.close()
+
+    assert time.monotonic() - started < 1.0
+    assert not watcher(probe).running
+    assert not any(t.name == "nvml-xid-events" for t in threading.enumerate())
+    with pytest.raises(pynvml.NVMLError_Uninitialized):  # every nvmlInit was shut down
+        pynvml.nvmlDeviceGetCount()
+
+
+def test_failures_back_off_exponentially_then_register_again(
+    fake_nvml: FakeNvml, probe: NvmlProbe
+) -> None:
+    healthy, lost = make_gpu(0), make_gpu(0, lost=True)
+    epoch = fake_nvml.write([healthy])
+    registered(probe, healthy)
+    events = watcher(probe)
+
+    fake_nvml.write([lost], epoch_us=epoch)  # the wait fails; no GPU answers to register again
+    eventually(lambda: list(events.backoffs_s), lambda b: len(b) >= 4)
+    assert list(events.backoffs_s)[:4] == [0.02, 0.04, 0.08, 0.08]  # doubling, capped
+    assert events.errors()["nvmlEventSetWait_v2", "GpuIsLost"] == 1
+    assert any(e.function == "nvmlEventSetWait_v2" for e in probe.read().nvml_errors)
+
+    fake_nvml.write([healthy], epoch_us=epoch)  # back: registered on a fresh event set
+    eventually(lambda: events.calls["nvmlDeviceRegisterEvents"], lambda n: n >= 2)
+    fake_nvml.write([healthy], epoch_us=epoch, xids=[XidEvent(0, 94)])
+    eventually(lambda: events.counts(healthy.uuid), lambda c: c == ((94, 1),))
+
+    taken = len(events.backoffs_s)
+    fake_nvml.write([lost], epoch_us=epoch, xids=[XidEvent(0, 94)])
+    eventually(lambda: list(events.backoffs_s), lambda b: len(b) > taken)
+    assert events.backoffs_s[taken] == 0.02  # a successful wait reset the backoff
+
+
+def test_a_gpu_lost_at_registration_is_registered_when_it_answers_again(
+    fake_nvml: FakeNvml, probe: NvmlProbe
+) -> None:
+    gpus = [make_gpu(0), make_gpu(1)]
+    epoch = fake_nvml.write(gpus)
+    registered(probe, *gpus)
+    events = watcher(probe)
+
+    fake_nvml.write([make_gpu(0, lost=True), gpus[1]], epoch_us=epoch)  # the wait fails
+    eventually(lambda: events.calls["nvmlDeviceRegisterEvents"], lambda n: n >= 3)  # GPU 1 only
+    fake_nvml.write(gpus, epoch_us=epoch)  # GPU 0 answers: tried again on the same set
+    eventually(lambda: events.calls["nvmlDeviceRegisterEvents"], lambda n: n >= 4)
+    creates = events.calls["nvmlEventSetCreate"]
+
+    fake_nvml.write(gpus, epoch_us=epoch, xids=[XidEvent(0, 79), XidEvent(1, 48)])
+    eventually(lambda: events.counts(gpus[0].uuid), lambda c: c == ((79, 1),))
+    eventually(lambda: events.counts(gpus[1].uuid), lambda c: c == ((48, 1),))
+    assert events.calls["nvmlEventSetCreate"] == creates == 2
