@@ -266,7 +266,7 @@ class _Pass:
         for job in window:
             if self.capacity.used_milli >= total and job.gpus and not explain:
                 break
-            if not may_reserve and not explain and job.fit_key in unfit:
+            if not may_reserve and job.fit_key in unfit:
                 self.passed_over += 1
                 continue
             allocation = self._try_start(job)
@@ -282,9 +282,10 @@ class _Pass:
             ):
                 self._owe(job)
                 reserved += 1
-            # could any later job still be given one (the most deserving: waited forever)?
-            may_reserve = reserved < settings.max_reservations and self.order.reserve(
-                nth + 1, reserved, INF, settings
+            # Could any later job still be given one (the most deserving: waited forever)?
+            may_reserve = explain or (
+                reserved < settings.max_reservations
+                and self.order.reserve(nth + 1, reserved, INF, settings)
             )
 
     def _starved_then_fill(self, window: Sequence[Job]) -> None:
