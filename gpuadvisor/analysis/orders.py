@@ -275,6 +275,8 @@ class _Pass:
                 continue
             nth = len(self.blocked) + self.passed_over
             self.blocked.append(job)
+            if not may_reserve:
+                continue
             reserved = len(self.reservations) + len(self.owed)
             wait = view.now_s - job.submit_time_s
             if reserved < settings.max_reservations and self.order.reserve(
@@ -342,6 +344,13 @@ class _Pass:
         else:
             self.passed_over += len(jobs)
 
+    def _guarded(self, job: Job) -> int:
+        """How many reservations start before ``job`` would end if it started now: a prefix of
+        them by start time, whose GPUs it may not take."""
+        estimate = self.view.estimate(job)
+        end = INF if estimate is None else self.view.now_s + estimate
+        return bisect.bisect_left(self.reservation_starts, end)
+
     def _owe(self, job: Job) -> None:
         """Give ``job`` a reservation: now when explaining, else once a job behind it could
         start (until then nothing can take what it needs, and the work may be saved)."""
@@ -354,6 +363,9 @@ class _Pass:
         shape = _shape_key(job)
         if shape in self.unfit:
             return None
+        guarded = self._guarded(job) if self.reservations and not self.owed else 0
+        if guarded and (shape, guarded) in self.masked_unfit:
+            return None
         cap = self.capacity
         if not cap.fits(job):
             self.unfit.add(shape)
@@ -362,13 +374,8 @@ class _Pass:
             owed, self.owed = self.owed, []
             for waiting in owed:
                 self._reserve(waiting)
-        guarded = 0
-        if self.reservations:
-            estimate = self.view.estimate(job)
-            end = INF if estimate is None else self.view.now_s + estimate
-            # reservations starting before the job would end: a prefix of them by start time
-            guarded = bisect.bisect_left(self.reservation_starts, end)
-            if (shape, guarded) in self.masked_unfit:
+            guarded = self._guarded(job) if self.reservations else 0
+            if guarded and (shape, guarded) in self.masked_unfit:
                 return None
         if not guarded:
             return self.placement(cap, job, self.ctx)
