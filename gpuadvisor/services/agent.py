@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gzip
 import html
 import json
 import logging
@@ -22,8 +23,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-from prometheus_client import CollectorRegistry
-from prometheus_client.aiohttp import make_aiohttp_handler
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from gpuadvisor import __version__
 from gpuadvisor.analysis.utilization import (
@@ -122,7 +122,12 @@ class Sampler:
             return
         if self.state.nvml_up is False:
             log.warning("GPU library is back")
-        self.state = advance(self.state, reading, self._clock(), self._utilization)
+        # Folding a reading into the state is pure Python work proportional to the GPUs and
+        # samples: do it on the worker thread too, so scrapes on the event loop never wait on it.
+        state, now = self.state, self._clock()
+        self.state = await asyncio.get_running_loop().run_in_executor(
+            self._executor, advance, state, reading, now, self._utilization
+        )
         self._record(True, self._timer() - started)
         self.samples += 1
         self.ready = True
@@ -183,6 +188,22 @@ LANDING = """<!doctype html>
 """
 
 
+async def metrics(request: web.Request) -> web.Response:
+    """The exposition in Prometheus' text format 0.0.4, as node_exporter serves it by default.
+
+    OpenMetrics is not offered: prometheus_client renders it about 1.7 times slower, and every
+    Prometheus accepts the text format. ``name[]`` filters to the named families; the body is
+    gzip-compressed (level 1: cheap, most of the gain) when the client accepts it."""
+    registry = request.app[REGISTRY]
+    names = request.query.getall("name[]", [])
+    body = generate_latest(registry.restricted_registry(names) if names else registry)
+    headers = {"Content-Type": CONTENT_TYPE_LATEST}
+    if "gzip" in request.headers.get("Accept-Encoding", ""):
+        body = gzip.compress(body, compresslevel=1)
+        headers["Content-Encoding"] = "gzip"
+    return web.Response(body=body, headers=headers)
+
+
 async def landing(request: web.Request) -> web.Response:
     sampler = request.app[SAMPLER]
     reading = sampler.state.reading
@@ -222,7 +243,7 @@ def create_app(
     app[REGISTRY] = agent_registry(lambda: sampler.state, settings.version)
     app.cleanup_ctx.append(_run_sampler)
     app.router.add_get("/", landing)
-    app.router.add_get("/metrics", make_aiohttp_handler(app[REGISTRY]))
+    app.router.add_get("/metrics", metrics)
     app.router.add_get("/-/healthy", healthy)
     app.router.add_get("/-/ready", ready)
     app.router.add_get("/debug/snapshot", snapshot)
