@@ -80,7 +80,7 @@ def advise(
     endings = sorted(
         (
             Ending(
-                math.inf if (e := estimate(r.job)) is None else r.start_time_s + e,
+                math.inf if (end := r.expected_end_s(estimate(r.job))) is None else end,
                 r.job,
                 r.allocation,
             )

@@ -32,11 +32,6 @@ class IdleSplit:
     capacity_milli: int = 0
     no_demand_milli: int = 0
 
-    @property
-    def waiting_milli(self) -> int:
-        """Idle while jobs wait: ordering + fragmentation + capacity."""
-        return self.ordering_milli + self.fragmentation_milli + self.capacity_milli
-
 
 def split_idle(capacity: Capacity, waiting: Sequence[tuple[Job, int]]) -> IdleSplit:
     """Split the free capacity; ``waiting`` is (representative job, how many) per shape."""
