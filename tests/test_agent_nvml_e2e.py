@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,17 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fake_nvml import GIB, FakeProcess, make_gpu
 from tests.fake_nvml.fixtures import FakeNvml, fake_nvml, fake_nvml_library
+from tests.ports import free_port
 
 __all__ = ["fake_nvml", "fake_nvml_library"]  # fixtures, until conftest imports them
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def scrape(url: str) -> str | None:

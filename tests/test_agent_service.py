@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -20,6 +19,7 @@ from gpuadvisor.model.gpu import GpuReading, NodeReading
 from gpuadvisor.services.agent import SAMPLER, AgentSettings, Sampler, create_app
 from gpuadvisor.sources.gpu import ProbeUnavailableError
 from gpuadvisor.sources.simgpu import SAMPLE_INTERVAL_US, SimulatedProbe, default_spec
+from tests.ports import free_port
 
 T0 = 1_700_000_000.0
 ONCE = AgentSettings(interval_s=3600.0, probe_timeout_s=2.0)
@@ -233,13 +233,6 @@ def test_listen_addresses_parse_like_the_exporter_toolkits(
 def test_a_bad_listen_address_is_refused_with_an_example(text: str) -> None:
     with pytest.raises(ConfigError, match=r"e\.g\. :19842"):
         parse_listen_address(text)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def test_the_agent_command_serves_a_simulated_node_on_loopback() -> None:

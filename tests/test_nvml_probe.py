@@ -22,7 +22,9 @@ from tests.fake_nvml import (
     GPM_SM_ACTIVE,
     GPM_SM_OCCUPANCY,
     GPM_TENSOR_ACTIVE,
+    GRID_EPOCH_US,
     MIB,
+    SAMPLE_PERIOD_US,
     TOPOLOGY_NODE,
     FakeGpu,
     FakeMigProfile,
@@ -34,8 +36,8 @@ from tests.fake_nvml.fixtures import FakeNvml, fake_nvml, fake_nvml_library
 
 __all__ = ["fake_nvml", "fake_nvml_library"]  # fixtures, until conftest imports them
 
-PERIOD_US = 166_667
-EPOCH_US = 10_200_000_000 * PERIOD_US  # on the sample grid
+PERIOD_US = SAMPLE_PERIOD_US
+EPOCH_US = GRID_EPOCH_US
 SECOND_US = 1_000_000
 
 

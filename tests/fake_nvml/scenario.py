@@ -93,6 +93,13 @@ def make_gpu(index: int, **overrides: Any) -> FakeGpu:
     return dataclasses.replace(base, **overrides)
 
 
+SAMPLE_PERIOD_US = 166_667
+"""NVML's utilization sample spacing (about 6 samples a second); the fake keeps it."""
+
+GRID_EPOCH_US = 10_200_000_000 * SAMPLE_PERIOD_US
+"""A fixed epoch on the sample grid (November 2023), for deterministic sample timestamps."""
+
+
 def now_us() -> int:
     return time.time_ns() // 1000
 
