@@ -2,6 +2,8 @@
 
 from gpuadvisor.model.cluster import MILLI_PER_GPU, Cluster, Node
 from gpuadvisor.model.job import Job
+from gpuadvisor.model.live import GpuUse, LiveState, SourceHealth
+from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
 from gpuadvisor.model.snapshot import Allocation, ClusterSnapshot, RunningJob
 
@@ -11,10 +13,15 @@ __all__ = [
     "Cluster",
     "ClusterSnapshot",
     "Gain",
+    "GpuUse",
     "Job",
     "Kind",
+    "LiveState",
     "Node",
+    "QueueEntry",
+    "QueueSnapshot",
     "Recommendation",
     "RunningJob",
     "Severity",
+    "SourceHealth",
 ]

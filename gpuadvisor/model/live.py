@@ -1,0 +1,54 @@
+"""What the live advisor knows at one instant: the cluster snapshot rebuilt from Prometheus, how
+busy each allocated GPU really is, and which inputs were fresh enough to trust."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuadvisor.model.snapshot import ClusterSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUse:
+    """One allocated GPU's recent use.
+
+    ``utilization_ratio`` is the mean utilization over the advisor's look-back window (``None``:
+    no agent reports it); ``idle_ratio`` the share of that window it sat allocated but below the
+    agent's idle threshold (rate of ``gpuadvisor_gpu_allocated_idle_seconds_total``;
+    ``None``: unknown).
+    """
+
+    node: str
+    gpu_index: int
+    gpu_uuid: str
+    job_id: str
+    utilization_ratio: float | None = None
+    idle_ratio: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceHealth:
+    """One input of the advisor (``agents``, ``queue``, ``kube-state-metrics``, ``prometheus``…).
+
+    ``up`` False means nothing from it is trusted this cycle; ``reason`` says why in words
+    (``"no data"``, ``"scrape 312s old (limit 120s)"``, ``"HTTP 503 from Prometheus"``).
+    """
+
+    source: str
+    up: bool
+    reason: str = ""
+    age_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveState:
+    """Everything one advisor cycle starts from."""
+
+    snapshot: ClusterSnapshot
+    gpu_use: tuple[GpuUse, ...] = ()
+    sources: tuple[SourceHealth, ...] = ()
+
+    @property
+    def trusted(self) -> bool:
+        """True when every input is up: only then may the cycle give advice."""
+        return all(s.up for s in self.sources)
