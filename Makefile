@@ -18,11 +18,20 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gpuadvisor demo --output demo-output
 
-# Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7).
+# Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7):
+# Prometheus + promtool, Alertmanager, node_exporter, and a single-node Slurm 22.05 with munge.
+SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager prometheus-node-exporter \
+	slurmctld slurmd squeue munged
+SYSTEM_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter \
+	slurmctld slurmd slurm-client munge
+
 system-deps:
-	@command -v promtool >/dev/null 2>&1 || { \
-		echo "installing Debian's prometheus package (promtool)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
+	@missing=""; for b in $(SYSTEM_BINARIES); do \
+		command -v $$b >/dev/null 2>&1 || [ -x /usr/sbin/$$b ] || missing="$$missing $$b"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages for:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends $(SYSTEM_PACKAGES); fi
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

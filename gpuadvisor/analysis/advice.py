@@ -174,7 +174,7 @@ def _start_now(
         job_id=job.job_id,
         node=where,
         action=f"Start job {job.job_id} ({gpus:g} GPU) now on {where}: {why}.",
-        command=f"scontrol top {job.job_id}",
+        commands=(("scontrol", "top", job.job_id),),
         gain=Gain(
             gpus_busy_now=gpus,
             gpu_hours_per_day=gpus * window_s / 3600.0,
@@ -210,7 +210,7 @@ def _queue_blocked(
             f"{_within(reserve_at - now)}; meanwhile {idle:g} GPUs are idle. "
             f"{jobs} now without delaying it."
         ),
-        command=" && ".join(f"scontrol top {s.job.job_id}" for s in backfills[:5]),
+        commands=tuple(("scontrol", "top", s.job.job_id) for s in backfills[:5]),
         gain=Gain(
             gpus_busy_now=fillable,
             gpu_hours_per_day=gpu_hours,
@@ -252,7 +252,7 @@ def _hold_node(
             f"{_within(wait)}; until then run only jobs that end sooner on its "
             f"{idle_reserved} idle reserved GPU(s)."
         ),
-        command=f"scontrol update JobId={job.job_id} ReqNodeList={where}",
+        commands=(("scontrol", "update", f"JobId={job.job_id}", f"ReqNodeList={where}"),),
         gain=Gain(),
         evidence=(
             ("reserved_gpus", str(reservation.allocation.gpu_count)),
@@ -278,7 +278,7 @@ def _place_on(
             f"Place job {job.job_id} on {where} rather than {instead}: it keeps larger free "
             "blocks whole for the jobs that wait."
         ),
-        command=f"scontrol update JobId={job.job_id} ReqNodeList={where}",
+        commands=(("scontrol", "update", f"JobId={job.job_id}", f"ReqNodeList={where}"),),
         gain=Gain(),
         evidence=(("first_fit_would_use", instead), ("placement", "fragmentation-aware")),
         severity=Severity.INFO,

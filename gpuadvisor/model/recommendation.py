@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -38,7 +39,9 @@ class Recommendation:
     job_id: str
     node: str
     action: str
-    command: str
+    commands: tuple[tuple[str, ...], ...]
+    """The scheduler's own commands that carry the advice out, as argument lists (never a
+    shell string): ``(("scontrol", "top", "5"),)``. Empty when no command applies."""
     gain: Gain
     evidence: tuple[tuple[str, str], ...]
     severity: Severity = Severity.INFO
@@ -48,6 +51,11 @@ class Recommendation:
     def id(self) -> str:
         digest = hashlib.sha256(f"{self.kind}\0{self.job_id}\0{self.node}".encode())
         return digest.hexdigest()[:16]
+
+    @property
+    def command(self) -> str:
+        """The commands as an operator would type them, joined by ``&&``."""
+        return " && ".join(shlex.join(argv) for argv in self.commands)
 
     @property
     def subject(self) -> str:

@@ -1,0 +1,107 @@
+"""One server process started by a test: its own log file, a readiness probe, stopped by PID."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+
+def require_binary(name: str) -> str:
+    """The binary's path; a missing Debian package fails the test with the fix in the message."""
+    path = shutil.which(name)
+    if path is None:
+        raise RuntimeError(f"{name} not found on PATH: run `make system-deps` (Debian packages)")
+    return path
+
+
+class ManagedProcess:
+    """A child process whose output goes to ``log_path``; a context manager that stops it."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        log_path: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(  # noqa: S603 - argument list, no shell
+            self.argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=None if env is None else {**os.environ, **env},
+            cwd=cwd,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def wait_until(self, ready: Callable[[], bool], *, timeout_s: float = 30.0, what: str) -> None:
+        """Poll ``ready`` until it holds; fail with the log's tail if the process dies or times out."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.argv[0]} exited with {self.proc.returncode} before {what}:\n"
+                    f"{self.log_tail()}"
+                )
+            if ready():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.argv[0]}: not {what} after {timeout_s}s:\n{self.log_tail()}")
+
+    def wait_http(self, url: str, *, timeout_s: float = 30.0) -> None:
+        """Wait until ``url`` answers 200."""
+        self.wait_until(lambda: http_ok(url), timeout_s=timeout_s, what=f"serving {url}")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM by PID, then SIGKILL if it lingers."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout_s)
+        self._log.close()
+
+    def __enter__(self) -> ManagedProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def http_ok(url: str, *, timeout_s: float = 1.0) -> bool:
+    """True when a GET of ``url`` answers 200 (loopback only)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310
+            return int(response.status) == 200
+    except (urllib.error.URLError, OSError):
+        return False
