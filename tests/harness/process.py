@@ -37,7 +37,7 @@ class ManagedProcess:
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("ab")
-        self.proc = subprocess.Popen(  # noqa: S603 - argument list, no shell
+        self.proc = subprocess.Popen(
             self.argv,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -58,7 +58,7 @@ class ManagedProcess:
             return ""
 
     def wait_until(self, ready: Callable[[], bool], *, timeout_s: float = 30.0, what: str) -> None:
-        """Poll ``ready`` until it holds; fail with the log's tail if the process dies or times out."""
+        """Poll ``ready`` until it holds; fail with the log tail if the process dies or times out."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -101,7 +101,7 @@ class ManagedProcess:
 def http_ok(url: str, *, timeout_s: float = 1.0) -> bool:
     """True when a GET of ``url`` answers 200 (loopback only)."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
             return int(response.status) == 200
     except (urllib.error.URLError, OSError):
         return False
