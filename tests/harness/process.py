@@ -58,7 +58,7 @@ class ManagedProcess:
             return ""
 
     def wait_until(self, ready: Callable[[], bool], *, timeout_s: float = 30.0, what: str) -> None:
-        """Poll ``ready`` until it holds; fail with the log tail if the process dies or times out."""
+        """Poll ``ready`` until true; fail with the log tail if the process dies or times out."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
