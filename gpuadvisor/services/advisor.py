@@ -1,0 +1,182 @@
+"""The central advisor's runtime: a cycle every interval, and the aiohttp app that serves it.
+
+One cycle: read the live state from Prometheus → analyse it (pure, on a worker thread so that
+scrapes and API calls stay responsive) → hysteresis → hand the change to the sinks' outboxes →
+publish a new immutable ``AdvisorStatus``. A cycle whose inputs are stale or down gives no advice
+and withdraws what was active; a cycle that fails is logged, counted, and treated the same way.
+The advisor keeps no other state, so two replicas fed the same data send the same alerts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from gpuadvisor import __version__
+from gpuadvisor.analysis.cycle import CycleSettings, Findings, analyse
+from gpuadvisor.analysis.hysteresis import Change, Debounced, HysteresisSettings, step
+from gpuadvisor.model import LiveState, SourceHealth
+from gpuadvisor.sinks.advisor_exposition import AdvisorMetrics, AdvisorStatus
+
+log = logging.getLogger(__name__)
+
+ReadState = Callable[[float], Awaitable[LiveState]]
+"""Reads the live state as of ``now_s`` (Unix seconds); reports failures as sources down."""
+
+
+class Dispatcher(Protocol):
+    """Hands one cycle's change to every sink (non-blocking: the sinks' outboxes deliver)."""
+
+    def dispatch(self, change: Change, now_s: float, interval_s: float) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AdvisorSettings:
+    """How often to run a cycle and how advice is judged and debounced."""
+
+    interval_s: float = 30.0
+    cycle: CycleSettings = field(default_factory=CycleSettings)
+    hysteresis: HysteresisSettings = field(default_factory=HysteresisSettings)
+    version: str = __version__
+
+
+class Advisor:
+    """Runs cycles and keeps the latest status; ``clock`` is wall time, ``timer`` measures."""
+
+    def __init__(
+        self,
+        read_state: ReadState,
+        dispatcher: Dispatcher,
+        settings: AdvisorSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._read_state = read_state
+        self._dispatcher = dispatcher
+        self.settings = settings
+        self._clock = clock
+        self._timer = timer
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="advisor-cycle")
+        self._debounced = Debounced()
+        self.status = AdvisorStatus()
+        self.metrics = AdvisorMetrics(lambda: self.status, settings.version)
+        self.cycles_run = 0
+        self._last_problem = ""
+
+    async def cycle(self) -> AdvisorStatus:
+        """Run one cycle now and return the status it published."""
+        started = self._timer()
+        now = self._clock()
+        sources: tuple[SourceHealth, ...] = ()
+        findings: Findings | None = None
+        try:
+            live = await self._read_state(now)
+            sources = live.sources
+            loop = asyncio.get_running_loop()
+            findings = await loop.run_in_executor(
+                self._executor, analyse, live, self.settings.cycle
+            )
+            outcome = "ok" if findings.trusted else "untrusted"
+        except Exception as exc:  # a failed cycle must not stop the advisor
+            log.exception("advisor cycle failed: %s", exc)
+            outcome = "error"
+            sources = (*sources, SourceHealth("advisor", False, f"cycle failed: {exc}"))
+        proposed = findings.recommendations if findings and findings.trusted else None
+        self._debounced, change = step(self._debounced, proposed, now, self.settings.hysteresis)
+        self._report_problems(outcome, sources)
+        self._dispatcher.dispatch(change, now, self.settings.interval_s)
+        self.status = AdvisorStatus(
+            findings=findings,
+            active=tuple(t.recommendation for t in change.active),
+            sources=sources,
+            last_cycle_s=now,
+            first_seen={t.recommendation.id: t.first_seen_s for t in change.active},
+        )
+        self.cycles_run += 1
+        self.metrics.observe_cycle(outcome, self._timer() - started)
+        return self.status
+
+    def _report_problems(self, outcome: str, sources: tuple[SourceHealth, ...]) -> None:
+        """Log why advice stopped, once per change of reason, and when it recovers."""
+        down = "; ".join(f"{s.source}: {s.reason or 'down'}" for s in sources if not s.up)
+        problem = down if outcome == "untrusted" else ""
+        if problem != self._last_problem:
+            if problem:
+                log.warning("no advice this cycle, inputs not trusted: %s", problem)
+            else:
+                log.warning("inputs trusted again; advice resumes")
+            self._last_problem = problem
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Cycle every ``interval_s`` (measured start to start) until ``stop`` is set."""
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            began = loop.time()
+            await self.cycle()
+            delay = max(0.0, self.settings.interval_s - (loop.time() - began))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+RecommendationsJson = Callable[[AdvisorStatus], dict[str, Any]]
+
+
+def create_app(
+    advisor: Advisor,
+    recommendations_json: RecommendationsJson,
+    *,
+    run_cycles: bool = True,
+    middlewares: tuple[Any, ...] = (),
+) -> web.Application:
+    """The advisor's HTTP app: ``/metrics``, ``/api/v1/recommendations``, health and readiness.
+
+    With ``run_cycles`` the app runs the cycle loop for its lifetime.
+    """
+    app = web.Application(middlewares=list(middlewares))
+
+    async def metrics(_: web.Request) -> web.Response:
+        body = generate_latest(advisor.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def recommendations(_: web.Request) -> web.Response:
+        return web.json_response(recommendations_json(advisor.status))
+
+    async def healthy(_: web.Request) -> web.Response:
+        return web.Response(text="gpuadvisor advisor is healthy\n")
+
+    async def ready(_: web.Request) -> web.Response:
+        if advisor.cycles_run == 0:
+            return web.Response(status=503, text="no cycle has run yet\n")
+        return web.Response(text="gpuadvisor advisor is ready\n")
+
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/api/v1/recommendations", recommendations)
+    app.router.add_get("/-/healthy", healthy)
+    app.router.add_get("/-/ready", ready)
+
+    if run_cycles:
+
+        async def lifecycle(_: web.Application) -> AsyncIterator[None]:
+            stop = asyncio.Event()
+            task = asyncio.create_task(advisor.run(stop))
+            yield
+            stop.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, advisor.settings.interval_s + 5)
+            advisor.close()
+
+        app.cleanup_ctx.append(lifecycle)
+    return app

@@ -1,0 +1,164 @@
+"""The advisor's runtime: cycles with hysteresis, no advice from untrusted inputs, failures
+counted, and its HTTP endpoints (metrics accepted by promtool, readiness after a cycle)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuadvisor.analysis.hysteresis import Change, HysteresisSettings
+from gpuadvisor.model import Kind, LiveState, SourceHealth
+from gpuadvisor.services.advisor import Advisor, AdvisorSettings, create_app
+from gpuadvisor.sinks.advisor_exposition import AdvisorStatus
+from tests.test_advice import head_of_line_snapshot
+
+Client = TestClient[web.Request, web.Application]
+UP = (SourceHealth("prometheus", True), SourceHealth("agents", True), SourceHealth("queue", True))
+QUEUE_STALE = (
+    SourceHealth("prometheus", True),
+    SourceHealth("agents", True),
+    SourceHealth("queue", False, "scrape 300s old (limit 120s)", 300.0),
+)
+
+
+@dataclass
+class Recorder:
+    """Keeps what each cycle handed to the sinks."""
+
+    changes: list[Change] = field(default_factory=list)
+
+    def dispatch(self, change: Change, now_s: float, interval_s: float) -> None:
+        self.changes.append(change)
+
+
+def reader(*states: LiveState | Exception) -> Callable[[float], Any]:
+    """Returns the given states one per cycle, the last one forever."""
+    queue = list(states)
+
+    async def read(now_s: float) -> LiveState:
+        item = queue.pop(0) if len(queue) > 1 else queue[0]
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    return read
+
+
+def make(*states: LiveState | Exception, hold: int = 2) -> tuple[Advisor, Recorder]:
+    recorder = Recorder()
+    settings = AdvisorSettings(interval_s=30.0, hysteresis=HysteresisSettings(hold, 1))
+    clock = iter(float(1_796_050_000 + 30 * i) for i in range(1000))
+    return Advisor(reader(*states), recorder, settings, clock=lambda: next(clock)), recorder
+
+
+def trusted() -> LiveState:
+    return LiveState(head_of_line_snapshot(), (), UP)
+
+
+def stale() -> LiveState:
+    return LiveState(head_of_line_snapshot(), (), QUEUE_STALE)
+
+
+def samples(advisor: Advisor) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = generate_latest(advisor.metrics.registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+async def test_advice_is_sent_after_holding_and_withdrawn_when_inputs_go_stale() -> None:
+    advisor, recorder = make(trusted(), trusted(), stale())
+    first = await advisor.cycle()
+    assert first.active == () and first.findings is not None and first.findings.trusted
+    second = await advisor.cycle()
+    assert [r.job_id for r in second.active if r.kind is Kind.START_NOW] == ["5"]
+    new = {t.recommendation.kind for t in recorder.changes[1].new}
+    assert Kind.START_NOW in new
+    third = await advisor.cycle()
+    assert third.active == ()
+    assert {t.recommendation.job_id for t in recorder.changes[2].resolved} >= {"5"}
+    m = samples(advisor)
+    assert m[("gpuadvisor_advisor_source_up", (("source", "queue"),))] == 0.0
+    assert m[("gpuadvisor_advisor_cycles_total", (("outcome", "untrusted"),))] == 1.0
+    assert m[("gpuadvisor_advisor_cycles_total", (("outcome", "ok"),))] == 2.0
+    # no cluster numbers from stale data
+    assert not any(name.startswith("gpuadvisor_cluster_") for name, _ in m)
+
+
+async def test_trusted_cycle_exposes_the_cluster_and_the_active_advice() -> None:
+    advisor, _ = make(trusted(), hold=1)
+    await advisor.cycle()
+    m = samples(advisor)
+    assert m[("gpuadvisor_cluster_gpus", ())] == 8.0
+    assert m[("gpuadvisor_cluster_allocated_gpus", ())] == 6.0
+    assert m[("gpuadvisor_cluster_idle_gpus", (("reason", "ordering"),))] == 2.0
+    assert m[("gpuadvisor_cluster_idle_gpus", (("reason", "no_demand"),))] == 0.0
+    assert m[("gpuadvisor_advisor_recommendations", (("kind", "start-now"),))] == 1.0
+    assert m[("gpuadvisor_advisor_recommendations", (("kind", "reclaim-idle"),))] == 0.0
+    assert m[("gpuadvisor_advisor_expected_gain_ratio", ())] == 0.25
+    assert m[("gpuadvisor_advisor_cycle_duration_seconds_count", ())] == 1.0
+
+
+async def test_a_failing_cycle_is_counted_and_the_advisor_recovers() -> None:
+    advisor, recorder = make(trusted(), RuntimeError("boom"), trusted(), hold=1)
+    await advisor.cycle()
+    failed = await advisor.cycle()
+    assert failed.active == ()
+    assert any(s.source == "advisor" and not s.up for s in failed.sources)
+    assert recorder.changes[1].resolved  # withdrawn, not silently kept
+    recovered = await advisor.cycle()
+    assert recovered.active
+    m = samples(advisor)
+    assert m[("gpuadvisor_advisor_cycles_total", (("outcome", "error"),))] == 1.0
+
+
+def status_json(status: AdvisorStatus) -> dict[str, Any]:
+    return {"recommendations": [r.id for r in status.active]}
+
+
+async def test_http_endpoints_ready_after_a_cycle_and_metrics_pass_promtool() -> None:
+    advisor, _ = make(trusted(), hold=1)
+    app = create_app(advisor, status_json, run_cycles=False)
+    client: Client = TestClient(TestServer(app, host="127.0.0.1"))
+    await client.start_server()
+    try:
+        assert (await client.get("/-/healthy")).status == 200
+        assert (await client.get("/-/ready")).status == 503
+        await advisor.cycle()
+        assert (await client.get("/-/ready")).status == 200
+        body = await (await client.get("/api/v1/recommendations")).json()
+        assert body["recommendations"] == [r.id for r in advisor.status.active]
+        text = await (await client.get("/metrics")).text()
+    finally:
+        await client.close()
+    assert shutil.which("promtool"), "promtool is missing: `make test` installs it (prometheus)"
+    check = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+async def test_the_app_runs_cycles_for_its_lifetime() -> None:
+    advisor, recorder = make(trusted(), hold=1)
+    advisor.settings = AdvisorSettings(interval_s=0.05, hysteresis=HysteresisSettings(1, 1))
+    client: Client = TestClient(TestServer(create_app(advisor, status_json), host="127.0.0.1"))
+    await client.start_server()
+    try:
+        for _ in range(100):
+            if advisor.cycles_run >= 2:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await client.close()
+    assert advisor.cycles_run >= 2 and len(recorder.changes) == advisor.cycles_run
