@@ -9,12 +9,20 @@ flag) and the field. See docs/configuration.md.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from gpuadvisor.config.values import (
+    Check,
+    Value,
+    count,
+    listen_address,
+    optional_path,
+    ratio,
+    seconds,
+    text,
+)
 from gpuadvisor.config.yamlfile import YamlMap, config_error, did_you_mean, load_yaml_map
 from gpuadvisor.errors import ConfigError
 
@@ -48,87 +56,6 @@ class AgentConfig:
     sim_group_size: int = 4
 
 
-Value = str | float | int | None
-Check = Callable[[object], Value]
-"""Turns a raw value (YAML scalar, environment text or parsed flag) into a setting's value, or
-raises ``ValueError`` with a message that says what is expected."""
-
-
-def _text(value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"expected a non-empty string, got {value!r}")
-    return value
-
-
-def _number(value: object) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
-    if isinstance(value, int | float):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            raise ValueError(f"expected a number, got {value!r}") from None
-    else:
-        raise ValueError(f"expected a number, got {value!r}")
-    if not math.isfinite(number):
-        raise ValueError(f"expected a finite number, got {value!r}")
-    return number
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _seconds(value: object) -> float:
-    """Seconds as a number, or a duration with a unit: ``500ms``, ``2s``, ``1m``, ``1h``."""
-    match = _DURATION.match(value) if isinstance(value, str) else None
-    if match:
-        seconds = float(match[1]) * _UNIT_S[match[2]]
-    else:
-        try:
-            seconds = _number(value)
-        except ValueError:
-            expected = "expected seconds (1.5) or a duration (500ms, 2s)"
-            raise ValueError(f"{expected}, got {value!r}") from None
-    if seconds <= 0:
-        raise ValueError(f"must be > 0 seconds, got {value!r}")
-    return seconds
-
-
-def _ratio(value: object) -> float:
-    number = _number(value)
-    if not 0 <= number <= 1:
-        raise ValueError(f"must be a ratio between 0 and 1, got {value!r}")
-    return number
-
-
-def _count(minimum: int) -> Check:
-    def check(value: object) -> int:
-        number = _number(value)
-        if not number.is_integer() or number < minimum:
-            raise ValueError(f"expected a whole number >= {minimum}, got {value!r}")
-        return int(number)
-
-    return check
-
-
-def _listen_address(value: object) -> str:
-    text = _text(value)
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"expected HOST:PORT or :PORT, e.g. ':19842', got {text!r}")
-    del host
-    return text
-
-
-def _optional_path(value: object) -> str | None:
-    if value is None or value == "":
-        return None
-    return _text(value)
-
-
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One setting: where it lives in the YAML file, its flag, and how it is checked."""
@@ -148,31 +75,29 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("listen_address", "web.listen_address", "--web.listen-address", _listen_address),
+    Setting("listen_address", "web.listen_address", "--web.listen-address", listen_address),
     Setting(
-        "web_config_file", "web.config_file", "--web.config.file", _optional_path, path_like=True
+        "web_config_file", "web.config_file", "--web.config.file", optional_path, path_like=True
     ),
-    Setting("web_max_requests", "web.max_requests", "--web.max-requests", _count(0)),
-    Setting("backend", "backend", "--backend", _text),
-    Setting("collect_interval_s", "collect.interval", "--collect.interval", _seconds),
-    Setting("collect_timeout_s", "collect.timeout", "--collect.timeout", _seconds),
+    Setting("web_max_requests", "web.max_requests", "--web.max-requests", count(0)),
+    Setting("backend", "backend", "--backend", text),
+    Setting("collect_interval_s", "collect.interval", "--collect.interval", seconds),
+    Setting("collect_timeout_s", "collect.timeout", "--collect.timeout", seconds),
     Setting(
         "collect_idle_threshold_ratio",
         "collect.idle_threshold",
         "--collect.idle-threshold",
-        _ratio,
+        ratio,
     ),
+    Setting("collect_slow_interval_s", "collect.slow_interval", "--collect.slow-interval", seconds),
+    Setting("nvml_topology_level", "nvml.topology_level", "--nvml.topology-level", text),
     Setting(
-        "collect_slow_interval_s", "collect.slow_interval", "--collect.slow-interval", _seconds
+        "jobs_mapping_dir", "jobs.mapping_dir", "--jobs.mapping-dir", optional_path, path_like=True
     ),
-    Setting("nvml_topology_level", "nvml.topology_level", "--nvml.topology-level", _text),
-    Setting(
-        "jobs_mapping_dir", "jobs.mapping_dir", "--jobs.mapping-dir", _optional_path, path_like=True
-    ),
-    Setting("jobs_proc_root", "jobs.proc_root", "--jobs.proc-root", _text, path_like=True),
-    Setting("sim_node", "sim.node", "--sim.node", _text),
-    Setting("sim_gpus", "sim.gpus", "--sim.gpus", _count(1)),
-    Setting("sim_group_size", "sim.group_size", "--sim.group-size", _count(1)),
+    Setting("jobs_proc_root", "jobs.proc_root", "--jobs.proc-root", text, path_like=True),
+    Setting("sim_node", "sim.node", "--sim.node", text),
+    Setting("sim_gpus", "sim.gpus", "--sim.gpus", count(1)),
+    Setting("sim_group_size", "sim.group_size", "--sim.group-size", count(1)),
 )
 SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
 SETTINGS_BY_FLAG = {s.flag: s for s in SETTINGS}
@@ -223,7 +148,7 @@ def _from_file(path: str, choices: Choices) -> dict[str, Value]:
 
 def _from_env(env: Mapping[str, str], choices: Choices) -> dict[str, Value]:
     found: dict[str, Value] = {}
-    for name, text in sorted(env.items()):
+    for name, raw in sorted(env.items()):
         if not name.startswith(ENV_PREFIX):
             continue
         setting = SETTINGS_BY_ENV.get(name)
@@ -232,7 +157,7 @@ def _from_env(env: Mapping[str, str], choices: Choices) -> dict[str, Value]:
                 f"unknown environment variable {name}{did_you_mean(name, SETTINGS_BY_ENV)}"
             )
         try:
-            found[setting.field] = _check(setting, text, choices)
+            found[setting.field] = _check(setting, raw, choices)
         except ValueError as exc:
             raise config_error(
                 str(exc), path=f"environment variable {name}", line=None, field=setting.key
