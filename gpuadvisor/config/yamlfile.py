@@ -114,6 +114,43 @@ class YamlMap:
             raise self.error(key, "expected a mapping of keys to values")
         return YamlMap(entry[1], self.path, self.field(key))
 
+    def sections(self, key: str) -> list[YamlMap]:
+        """The list of mappings under ``key`` (``[]`` when absent or null); a single mapping
+        counts as a list of one. Each item's fields read ``key[0].field``."""
+        entry = self._entries.get(key)
+        if entry is None or (isinstance(entry[1], yaml.ScalarNode) and self.value(key) is None):
+            return []
+        node = entry[1]
+        if isinstance(node, yaml.MappingNode):
+            return [YamlMap(node, self.path, self.field(key))]
+        if not isinstance(node, yaml.SequenceNode):
+            raise self.error(key, "expected a list of mappings")
+        out = []
+        for i, item in enumerate(node.value):
+            where = f"{self.field(key)}[{i}]"
+            if not isinstance(item, yaml.MappingNode):
+                raise config_error(
+                    "expected a mapping of keys to values",
+                    path=self.path,
+                    line=_line(item),
+                    field=where,
+                )
+            out.append(YamlMap(item, self.path, where))
+        return out
+
+    def string_map(self, key: str) -> dict[str, str]:
+        """A mapping of strings to strings under ``key`` (headers, labels, queries)."""
+        sub = self.section(key)
+        if sub is None:
+            return {}
+        out: dict[str, str] = {}
+        for name in sub:
+            value = sub.value(name)
+            if isinstance(value, bool) or value is None or isinstance(value, list | dict):
+                raise sub.error(name, f"expected a string, got {value!r} (quote it)")
+            out[name] = str(value)
+        return out
+
 
 def load_yaml_map(path: str) -> YamlMap:
     """Read and compose ``path``; its top must be a mapping (an empty file is an empty one)."""
