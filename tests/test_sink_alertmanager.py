@@ -27,16 +27,8 @@ from gpuadvisor.sinks.alertmanager import (
     alert_labels,
     alerts_json,
 )
-from gpuadvisor.sinks.delivery import (
-    Active,
-    Cycle,
-    HttpSettings,
-    Outbox,
-    OutboxSettings,
-    Outcome,
-    SinkError,
-    TlsSettings,
-)
+from gpuadvisor.sinks.delivery import Active, Cycle, Outbox, OutboxSettings, Outcome, SinkError
+from gpuadvisor.sinks.http import HttpSettings, TlsSettings
 from gpuadvisor.sinks.payload import iso_utc
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.ports import free_port

@@ -20,14 +20,8 @@ import aiohttp
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Kind, Recommendation
-from gpuadvisor.sinks.delivery import (
-    Active,
-    Coalescing,
-    Cycle,
-    HttpPoster,
-    HttpSettings,
-    redacted_target,
-)
+from gpuadvisor.sinks.delivery import Active, Coalescing, Cycle
+from gpuadvisor.sinks.http import HttpPoster, HttpSettings, redacted_target
 from gpuadvisor.sinks.payload import evidence_json, iso_utc
 
 ALERTNAMES: dict[Kind, str] = {

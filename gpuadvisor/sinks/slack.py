@@ -22,14 +22,8 @@ import aiohttp
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Recommendation, Severity
-from gpuadvisor.sinks.delivery import (
-    Active,
-    Coalescing,
-    Cycle,
-    HttpPoster,
-    HttpSettings,
-    redacted_target,
-)
+from gpuadvisor.sinks.delivery import Active, Coalescing, Cycle
+from gpuadvisor.sinks.http import HttpPoster, HttpSettings, redacted_target
 
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000

@@ -20,7 +20,8 @@ import aiohttp
 
 from gpuadvisor import __version__
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.sinks.delivery import Coalescing, Cycle, HttpPoster, HttpSettings, redacted_target
+from gpuadvisor.sinks.delivery import Coalescing, Cycle
+from gpuadvisor.sinks.http import HttpPoster, HttpSettings, redacted_target
 from gpuadvisor.sinks.payload import SCHEMA_VERSION, iso_utc, recommendation_json
 
 TIMESTAMP_HEADER = "X-Gpuadvisor-Timestamp"
