@@ -17,8 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.analysis.hysteresis import Change, HysteresisSettings
 from gpuadvisor.model import Kind, LiveState, SourceHealth
-from gpuadvisor.services.advisor import Advisor, AdvisorSettings, create_app
+from gpuadvisor.services.advisor import Advisor, AdvisorSettings, OutboxDispatcher, create_app
 from gpuadvisor.sinks.advisor_exposition import AdvisorStatus
+from gpuadvisor.sinks.delivery import Coalescing, Cycle, Outbox
 from tests.test_advice import head_of_line_snapshot
 
 Client = TestClient[web.Request, web.Application]
@@ -162,3 +163,53 @@ async def test_the_app_runs_cycles_for_its_lifetime() -> None:
     finally:
         await client.close()
     assert advisor.cycles_run >= 2 and len(recorder.changes) == advisor.cycles_run
+
+
+@dataclass
+class RecordingSink:
+    """A sink that keeps every cycle it is handed (the real sinks have their own tests)."""
+
+    cycles: list[Cycle] = field(default_factory=list)
+    closed: bool = False
+    name: str = "recording"
+    coalescing: Coalescing = Coalescing.EVENTS
+
+    async def deliver(self, cycle: Cycle) -> None:
+        self.cycles.append(cycle)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_the_api_serves_the_active_advice_and_outboxes_deliver_it() -> None:
+    sink = RecordingSink()
+    outcomes: list[tuple[str, str]] = []
+    outbox = Outbox(sink, on_outcome=lambda name, outcome: outcomes.append((name, outcome)))
+    dispatcher = OutboxDispatcher((outbox,), advisor_url="http://127.0.0.1:9403")
+    settings = AdvisorSettings(interval_s=0.05, hysteresis=HysteresisSettings(1, 1))
+    advisor = Advisor(reader(trusted()), dispatcher, settings)
+    client: Client = TestClient(
+        TestServer(create_app(advisor, outboxes=(outbox,)), host="127.0.0.1")
+    )
+    await client.start_server()
+    try:
+        for _ in range(200):
+            if sink.cycles:
+                break
+            await asyncio.sleep(0.02)
+        body = await (await client.get("/api/v1/recommendations")).json()
+        one = body["recommendations"][0]["id"]
+        only = await (await client.get("/api/v1/recommendations", params={"id": one})).json()
+    finally:
+        await client.close()
+    assert body["trusted"] is True
+    assert {s["source"] for s in body["sources"]} == {"prometheus", "agents", "queue"}
+    start = next(r for r in body["recommendations"] if r["kind"] == "start-now")
+    assert start["job_id"] == "5" and start["commands"] == [["scontrol", "top", "5"]]
+    assert "first_seen" in start and start["valid_until"].endswith("Z")
+    assert [r["id"] for r in only["recommendations"]] == [one]
+    first = sink.cycles[0]
+    assert first.advisor_url == "http://127.0.0.1:9403"
+    assert any(a.recommendation.job_id == "5" for a in first.new)
+    assert ("recording", "delivered") in outcomes
+    assert sink.closed

@@ -107,6 +107,9 @@ class ScriptedSink:
             raise outcome
         self.delivered.append(cycle)
 
+    async def aclose(self) -> None:
+        self.closed = True
+
 
 Outcomes = list[tuple[str, Outcome]]
 

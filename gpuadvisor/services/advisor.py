@@ -23,9 +23,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gpuadvisor import __version__
 from gpuadvisor.analysis.cycle import CycleSettings, Findings, analyse
-from gpuadvisor.analysis.hysteresis import Change, Debounced, HysteresisSettings, step
+from gpuadvisor.analysis.hysteresis import Change, Debounced, HysteresisSettings, Tracked, step
 from gpuadvisor.model import LiveState, SourceHealth
 from gpuadvisor.sinks.advisor_exposition import AdvisorMetrics, AdvisorStatus
+from gpuadvisor.sinks.delivery import Active, Cycle, Outbox, Outcome
+from gpuadvisor.sinks.payload import iso_utc, recommendation_json
 
 log = logging.getLogger(__name__)
 
@@ -131,19 +133,62 @@ class Advisor:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
+def _entries(tracked: tuple[Tracked, ...]) -> tuple[Active, ...]:
+    return tuple(Active(t.recommendation, t.first_seen_s) for t in tracked)
+
+
+class OutboxDispatcher:
+    """Hands each cycle to every sink's outbox; the outboxes deliver in their own tasks."""
+
+    def __init__(self, outboxes: tuple[Outbox, ...], advisor_url: str = "") -> None:
+        self.outboxes = outboxes
+        self.advisor_url = advisor_url
+
+    def dispatch(self, change: Change, now_s: float, interval_s: float) -> None:
+        cycle = Cycle(
+            now_s=now_s,
+            interval_s=interval_s,
+            active=_entries(change.active),
+            new=_entries(change.new),
+            resolved=_entries(change.resolved),
+            advisor_url=self.advisor_url,
+        )
+        for outbox in self.outboxes:
+            outbox.submit(cycle)
+
+
+def status_json(status: AdvisorStatus) -> dict[str, Any]:
+    """``GET /api/v1/recommendations``: the active advice, most valuable first, with the health
+    of every input and when the last cycle ran (docs/advisor.md)."""
+    return {
+        "generated_at": None if status.last_cycle_s is None else iso_utc(status.last_cycle_s),
+        "trusted": bool(status.findings and status.findings.trusted),
+        "sources": [
+            {"source": s.source, "up": s.up, "reason": s.reason, "age_seconds": s.age_s}
+            for s in status.sources
+        ],
+        "recommendations": [
+            recommendation_json(rec, first_seen_s=status.first_seen.get(rec.id))
+            for rec in status.active
+        ],
+    }
+
+
 RecommendationsJson = Callable[[AdvisorStatus], dict[str, Any]]
 
 
 def create_app(
     advisor: Advisor,
-    recommendations_json: RecommendationsJson,
+    recommendations_json: RecommendationsJson = status_json,
     *,
     run_cycles: bool = True,
+    outboxes: tuple[Outbox, ...] = (),
     middlewares: tuple[Any, ...] = (),
 ) -> web.Application:
     """The advisor's HTTP app: ``/metrics``, ``/api/v1/recommendations``, health and readiness.
 
-    With ``run_cycles`` the app runs the cycle loop for its lifetime.
+    With ``run_cycles`` the app runs the cycle loop for its lifetime, and each outbox's delivery
+    task beside it; on shutdown whatever an outbox still holds is counted as dropped.
     """
     app = web.Application(middlewares=list(middlewares))
 
@@ -151,8 +196,12 @@ def create_app(
         body = generate_latest(advisor.metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def recommendations(_: web.Request) -> web.Response:
-        return web.json_response(recommendations_json(advisor.status))
+    async def recommendations(request: web.Request) -> web.Response:
+        body = recommendations_json(advisor.status)
+        wanted = request.query.get("id")
+        if wanted is not None and isinstance(body.get("recommendations"), list):
+            body["recommendations"] = [r for r in body["recommendations"] if r.get("id") == wanted]
+        return web.json_response(body)
 
     async def healthy(_: web.Request) -> web.Response:
         return web.Response(text="gpuadvisor advisor is healthy\n")
@@ -170,12 +219,24 @@ def create_app(
     if run_cycles:
 
         async def lifecycle(_: web.Application) -> AsyncIterator[None]:
+            for outbox in outboxes:
+                advisor.metrics.declare_sink(outbox.name, tuple(o.value for o in Outcome))
+            deliveries = [asyncio.create_task(outbox.run()) for outbox in outboxes]
             stop = asyncio.Event()
             task = asyncio.create_task(advisor.run(stop))
             yield
             stop.set()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(task, advisor.settings.interval_s + 5)
+            for outbox in outboxes:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(outbox.drain(), 2.0)
+            for delivery in deliveries:
+                delivery.cancel()
+            await asyncio.gather(*deliveries, return_exceptions=True)
+            for outbox in outboxes:
+                outbox.close()
+                await outbox.sink.aclose()
             advisor.close()
 
         app.cleanup_ctx.append(lifecycle)

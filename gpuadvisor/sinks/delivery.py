@@ -105,6 +105,10 @@ class Sink(Protocol):
 
     async def deliver(self, cycle: Cycle) -> None: ...
 
+    async def aclose(self) -> None:
+        """Release the sink's connections (the advisor is shutting down)."""
+        ...
+
 
 class Outcome(StrEnum):
     """The ``outcome`` label of ``gpuadvisor_sink_deliveries_total`` (see the module docs)."""
