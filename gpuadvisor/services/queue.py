@@ -1,0 +1,199 @@
+"""The queue exporter's runtime: a poller that reads the queue source on its own schedule, and the
+aiohttp app that serves the latest result.
+
+Read → immutable status → render. The poller reads the source (``squeue --json`` or a queue
+file) every interval, whatever Prometheus does; a scrape only renders the latest ``QueueStatus``.
+A failed read sets ``gpuadvisor_queue_up 0`` and drops every job series: the last good snapshot
+is kept in memory (``Poller.last_good``) but never served as if it were current. The error is
+logged once when it appears or changes, and recovery once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import html
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from gpuadvisor import __version__
+from gpuadvisor.errors import GpuAdvisorError
+from gpuadvisor.model.queue import QueueSnapshot
+from gpuadvisor.sinks.queue_exposition import QueueStatus, queue_registry
+
+log = logging.getLogger(__name__)
+
+
+class QueueSource(Protocol):
+    """Reads the scheduler's queue; ``name`` says which source it is in logs and errors."""
+
+    name: str
+
+    async def read(self) -> QueueSnapshot:
+        """The queue now; raises a ``GpuAdvisorError`` that says what went wrong."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """How often to read the source, and how long one read may take in all."""
+
+    interval_s: float = 15.0
+    read_timeout_s: float = 60.0
+    version: str = __version__
+
+
+class Poller:
+    """Reads the source on a fixed cadence and keeps the latest ``QueueStatus``.
+
+    ``clock`` stamps the last success (wall-clock seconds); ``timer`` measures a read."""
+
+    def __init__(
+        self,
+        source: QueueSource,
+        settings: QueueSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.source = source
+        self.settings = settings
+        self._clock = clock
+        self._timer = timer
+        self.status = QueueStatus()
+        self.last_good: QueueSnapshot | None = None
+        """The latest snapshot read successfully; kept for diagnosis, never exposed as jobs."""
+        self.ready = False
+        """True once the first read has been attempted, whatever its outcome."""
+
+    async def read_once(self) -> QueueStatus:
+        """Read the source once and fold the outcome into ``status``."""
+        started = self._timer()
+        error = ""
+        snapshot: QueueSnapshot | None = None
+        try:
+            async with asyncio.timeout(self.settings.read_timeout_s):
+                snapshot = await self.source.read()
+        except TimeoutError:
+            error = f"reading took longer than {self.settings.read_timeout_s:g} s"
+        except GpuAdvisorError as exc:
+            error = str(exc)
+        except Exception as exc:
+            log.exception("queue source %s failed unexpectedly", self.source.name)
+            error = f"unexpected {type(exc).__name__}: {exc}"
+        duration = self._timer() - started
+        previous = self.status
+        if snapshot is None:
+            if error != previous.error:
+                log.error("queue source %s failed: %s", self.source.name, error)
+            self.status = QueueStatus(None, False, previous.last_success_s, duration, error)
+        else:
+            if previous.up is False:
+                log.warning("queue source %s is back", self.source.name)
+            self.last_good = snapshot
+            self.status = QueueStatus(snapshot, True, self._clock(), duration)
+        self.ready = True
+        return self.status
+
+    async def run(self) -> None:
+        """Read every ``interval_s`` on a fixed cadence; a late cycle is skipped, not bunched."""
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while True:
+            await self.read_once()
+            next_at += self.settings.interval_s
+            next_at = max(next_at, loop.time())
+            await asyncio.sleep(next_at - loop.time())
+
+
+POLLER = web.AppKey("poller", Poller)
+REGISTRY = web.AppKey("queue_registry", CollectorRegistry)
+
+
+async def _run_poller(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(app[POLLER].run(), name="queue-poller")
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+LANDING = """<!doctype html>
+<html><head><title>gpuadvisor queue exporter</title></head>
+<body><h1>gpuadvisor queue exporter</h1>
+<p>version {version}, source {source}: {state}</p>
+<ul>
+<li><a href="/metrics">/metrics</a>: Prometheus exposition</li>
+<li><a href="/-/healthy">/-/healthy</a>, <a href="/-/ready">/-/ready</a></li>
+</ul></body></html>
+"""
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """The exposition in Prometheus' text format 0.0.4; ``name[]`` filters to the named
+    families; gzip-compressed (level 1) when the client accepts it."""
+    registry = request.app[REGISTRY]
+    names = request.query.getall("name[]", [])
+    body = generate_latest(registry.restricted_registry(names) if names else registry)
+    headers = {"Content-Type": CONTENT_TYPE_LATEST}
+    if "gzip" in request.headers.get("Accept-Encoding", ""):
+        body = gzip.compress(body, compresslevel=1)
+        headers["Content-Encoding"] = "gzip"
+    return web.Response(body=body, headers=headers)
+
+
+async def landing(request: web.Request) -> web.Response:
+    poller = request.app[POLLER]
+    status = poller.status
+    if status.up is None:
+        state = "not read yet"
+    elif status.up:
+        state = f"up, {len(status.snapshot.entries) if status.snapshot else 0} jobs"
+    else:
+        state = f"down: {status.error}"
+    text = LANDING.format(
+        version=html.escape(poller.settings.version),
+        source=html.escape(poller.source.name),
+        state=html.escape(state),
+    )
+    return web.Response(text=text, content_type="text/html")
+
+
+async def healthy(request: web.Request) -> web.Response:
+    return web.Response(text="OK\n")
+
+
+async def ready(request: web.Request) -> web.Response:
+    if request.app[POLLER].ready:
+        return web.Response(text="ready\n")
+    return web.Response(status=503, text="not ready: the queue source has not been read yet\n")
+
+
+def create_app(
+    settings: QueueSettings,
+    source: QueueSource,
+    *,
+    clock: Callable[[], float] = time.time,
+    middlewares: Iterable[Middleware] = (),
+) -> web.Application:
+    """The queue exporter's web app; its poller starts and stops with the app.
+
+    ``middlewares``: e.g. basic auth and the scrape limit from ``services.webconfig``."""
+    app = web.Application(middlewares=middlewares)
+    poller = Poller(source, settings, clock=clock)
+    app[POLLER] = poller
+    app[REGISTRY] = queue_registry(lambda: poller.status, settings.version)
+    app.cleanup_ctx.append(_run_poller)
+    app.router.add_get("/", landing)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/-/healthy", healthy)
+    app.router.add_get("/-/ready", ready)
+    return app

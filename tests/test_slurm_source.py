@@ -1,0 +1,367 @@
+"""``squeue --json`` → QueueSnapshot for Slurm 22.05 to 24.11, and running the command itself.
+
+The fixtures in tests/data/slurm describe one queue in five releases' shapes; the recorded real
+22.05 output in ../shared is parsed too. Running squeue goes through a small script standing in
+for the binary (tests/fake_squeue.py), so that our real subprocess path is what is tested.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuadvisor.errors import InputError
+from gpuadvisor.model.queue import QueueEntry
+from gpuadvisor.sources.slurm import (
+    FORMATS,
+    gres_detail_indices,
+    parse_squeue,
+    squeue_format,
+    tres_gpus,
+)
+from gpuadvisor.sources.slurm_hostlist import HostlistError, expand_hostlist
+from gpuadvisor.sources.squeue import (
+    QueueSourceError,
+    SlurmQueueSource,
+    SqueueSettings,
+    run_squeue,
+)
+from tests.fake_squeue import process_alive, write_fake_squeue
+
+DATA = Path(__file__).parent / "data" / "slurm"
+FIXTURES = {
+    "22.05": "v0.0.38",
+    "23.02": "v0.0.39",
+    "23.11": "v0.0.40",
+    "24.05": "v0.0.41",
+    "24.11": "v0.0.42",
+}
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "slurm-22.05"
+T0 = 1796040000.0
+
+EXPECTED = (
+    QueueEntry(
+        "101", "alice", "gpu", "RUNNING", 4, 2, T0, T0 + 60, 7200.0, 1000.0,
+        ("gpu-01", "gpu-02"), (("gpu-01", (0, 1, 2, 3)), ("gpu-02", (4, 5, 6, 7))),
+    ),
+    QueueEntry(
+        "102", "bob", "gpu", "RUNNING", 2, 1, T0 + 10, T0 + 70, None, 900.0,
+        ("gpu-07",), (("gpu-07", (0, 3)),),
+    ),
+    QueueEntry("103", "carol", "gpu", "PENDING", 8, 1, T0 + 100, None, 14400.0, 800.0,
+               reason="Resources"),
+    QueueEntry("104", "dave", "gpu", "PENDING", 2, 1, T0 + 110, None, 1800.0, 700.0,
+               reason="Priority"),
+    QueueEntry("105", "erin", "cpu", "PENDING", 0, 1, T0 + 120, None, 600.0, 600.0,
+               reason="Priority"),
+    QueueEntry("106", "frank", "big", "PENDING", 8, 2, T0 + 130, None, 86400.0, 500.0,
+               reason="Dependency"),
+)  # fmt: skip
+
+
+def load(release: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((DATA / f"squeue-{release}.json").read_text())
+    return doc
+
+
+def parse(doc: dict[str, Any], source: str = "test.json") -> tuple[QueueEntry, ...]:
+    return parse_squeue(json.dumps(doc), time_s=T0, source=source).snapshot.entries
+
+
+@pytest.mark.parametrize("release", FIXTURES)
+def test_every_release_parses_to_the_same_queue(release: str) -> None:
+    path = DATA / f"squeue-{release}.json"
+    result = parse_squeue(path.read_bytes(), time_s=T0 + 500, source=str(path))
+    assert result.format.version == FIXTURES[release]
+    assert result.format.slurm == release
+    assert result.snapshot.time_s == T0 + 500
+    assert result.snapshot.entries == EXPECTED
+    assert result.finished_jobs == 1  # job 99, COMPLETED
+    assert result.warnings == ()
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not SHARED.exists(), reason="../shared absent")
+def test_the_recorded_head_of_line_scenario() -> None:
+    result = parse_squeue((SHARED / "squeue.json").read_bytes(), time_s=0.0)
+    assert result.format.version == "v0.0.38"
+    entries = result.snapshot.entries
+    assert [(e.job_id, e.state, e.gpus) for e in entries] == [
+        ("1", "RUNNING", 4),
+        ("2", "RUNNING", 2),
+        ("3", "PENDING", 8),
+        ("4", "PENDING", 1),
+        ("5", "PENDING", 2),
+    ]
+    assert [e.gpu_indices for e in entries[:2]] == [
+        (("vm", (0, 1, 2, 3)),),
+        (("vm", (4, 5)),),
+    ]
+    assert [e.time_limit_s for e in entries] == [7200, 3600, 14400, 1800, 1200]
+    assert [e.reason for e in entries[2:]] == ["Resources", "Priority", "Priority"]
+    # A pending job's start_time is Slurm's forecast, not a start: it is not reported.
+    assert all(e.start_time_s is None for e in entries[2:])
+    assert entries[0].start_time_s == 1796042416 and entries[0].node_names == ("vm",)
+    assert [e.priority for e in entries] == sorted((e.priority for e in entries), reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("vm", ("vm",)),
+        ("", ()),
+        ("gpu-[01-03,07]", ("gpu-01", "gpu-02", "gpu-03", "gpu-07")),
+        ("a[1-2],b3", ("a1", "a2", "b3")),
+        ("n[08-10]", ("n08", "n09", "n10")),
+        ("rack[1-2]-n[1-2]", ("rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2")),
+        ("gpu[1]x", ("gpu1x",)),
+    ],
+)
+def test_hostlists_expand_in_slurms_order(text: str, names: tuple[str, ...]) -> None:
+    assert expand_hostlist(text) == names
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("gpu-[01-03", "without ']'"),
+        ("gpu-01]", "without '['"),
+        ("gpu-[3-1]", "backwards"),
+        ("gpu-[a-b]", "bad range"),
+        ("a,,b", "empty host"),
+        ("n[0-99999999]", "more than"),
+    ],
+)
+def test_bad_hostlists_say_what_is_wrong(text: str, problem: str) -> None:
+    with pytest.raises(HostlistError, match=re.escape(problem)):
+        expand_hostlist(text)
+
+
+@pytest.mark.parametrize(
+    ("spec", "gpus"),
+    [
+        ("gres:gpu:4", 4),
+        ("gres/gpu:4", 4),
+        ("gres/gpu:h100:4", 4),
+        ("gres:gpu:a100:2,gres:shard:8", 2),
+        ("cpu=1,mem=16000M,node=1,billing=1,gres/gpu=8", 8),
+        ("cpu=2,mem=1G,node=1,billing=2,gres/gpu=8,gres/gpu:a100=8", 8),
+        ("gres/gpu:a100=2,gres/gpu:v100=2", 4),
+        ("gres/gpu", 1),
+        ("gres/gpumem:4096", None),
+        ("cpu=1,mem=16000M,node=1,billing=1", None),
+        ("", None),
+    ],
+)
+def test_tres_strings_give_gpu_counts(spec: str, gpus: int | None) -> None:
+    assert tres_gpus(spec) == gpus
+
+
+@pytest.mark.parametrize(
+    ("detail", "indices"),
+    [
+        ("gpu:4(IDX:0-3)", (0, 1, 2, 3)),
+        ("gpu:h100:2(IDX:0,3)", (0, 3)),
+        ("gpu:a100:3(IDX:0,2-3)", (0, 2, 3)),
+        ("gpu:1(IDX:5),shard:0(0/8)", (5,)),
+        ("gpu:0(IDX:N/A)", ()),
+        ("", ()),
+    ],
+)
+def test_gres_detail_gives_gpu_indices(detail: str, indices: tuple[int, ...]) -> None:
+    assert gres_detail_indices(detail) == indices
+
+
+def test_gpus_from_tres_req_str_and_tasks_per_node() -> None:
+    doc = load("23.11")
+    job = doc["jobs"][4]  # 104: --gpus-per-task=1 with 2 tasks
+    job["tasks_per_node"] = {"set": True, "infinite": False, "number": 4}
+    only_req = copy.deepcopy(doc["jobs"][5])  # 105, CPU-only
+    only_req["tres_req_str"] = "cpu=2,mem=1G,node=2,billing=2,gres/gpu=6"
+    only_req["node_count"] = {"set": True, "infinite": False, "number": 2}
+    doc["jobs"] = [job, only_req]
+    entries = parse(doc)
+    assert entries[0].gpus_per_node == 4  # 1 per task x 4 tasks per node
+    assert (entries[1].gpus_per_node, entries[1].nodes) == (3, 2)
+
+
+def test_slurm_sentinels_in_plain_numbers_mean_unset_or_unlimited() -> None:
+    doc = load("22.05")
+    job = doc["jobs"][4]  # 104: --gpus-per-task=1 with 2 tasks
+    job["tasks_per_node"] = 0xFFFE  # NO_VAL16: not set, so the tasks count
+    job["time_limit"] = 0xFFFFFFFE  # NO_VAL: the partition's default applies, unknown here
+    job["priority"] = 65534  # a real priority that happens to look like NO_VAL16
+    doc["jobs"] = [job]
+    (entry,) = parse(doc)
+    assert (entry.gpus_per_node, entry.time_limit_s, entry.priority) == (2, None, 65534)
+
+
+def test_a_job_state_list_shows_completing_first() -> None:
+    doc = load("24.05")
+    doc["jobs"][1]["job_state"] = ["RUNNING", "COMPLETING"]
+    assert parse(doc)[0].state == "COMPLETING"
+
+
+@pytest.mark.parametrize(
+    ("plugin", "named"),
+    [
+        ({"type": "openapi/v0.0.37", "name": "Slurm OpenAPI v0.0.37"}, "'openapi/v0.0.37'"),
+        ({"type": "", "data_parser": "data_parser/v0.0.99"}, "'data_parser/v0.0.99'"),
+        ({"accounting_storage": ""}, "names no data_parser or type"),
+    ],
+)
+def test_an_unknown_format_is_named(plugin: dict[str, str], named: str) -> None:
+    doc = load("23.11")
+    doc["meta"]["plugin"] = plugin
+    with pytest.raises(InputError, match=named) as caught:
+        parse(doc)
+    assert "supported: v0.0.38 (Slurm 22.05)" in str(caught.value)
+    assert str(caught.value).startswith("test.json: ")
+
+
+def test_every_format_is_recognised_by_its_plugin_name() -> None:
+    for version in FORMATS:
+        assert squeue_format({"meta": {"plugin": {"data_parser": f"data_parser/{version}"}}})
+
+
+def test_malformed_json_names_the_source_and_line() -> None:
+    with pytest.raises(InputError) as caught:
+        parse_squeue(b'{"meta": {\n  "plugin": }', time_s=0.0)
+    assert caught.value.path == "squeue --json"
+    assert caught.value.line == 2
+    assert "not valid JSON" in str(caught.value)
+
+
+def test_output_that_is_not_squeue_json_is_refused() -> None:
+    with pytest.raises(InputError, match="not the output of squeue --json"):
+        parse_squeue(b'{"jobs": []}', time_s=0.0)
+    with pytest.raises(InputError, match="expected a JSON object"):
+        parse_squeue(b"[1, 2]", time_s=0.0)
+
+
+def test_errors_reported_by_squeue_fail_the_read() -> None:
+    doc = load("23.11")
+    doc["errors"] = [{"description": "Unable to contact slurm controller", "error_number": 1}]
+    with pytest.raises(InputError, match="squeue reported errors: Unable to contact slurm"):
+        parse(doc)
+
+
+def test_warnings_reported_by_squeue_are_kept() -> None:
+    doc = load("23.11")
+    doc["warnings"] = [{"description": "partial data", "source": "x"}]
+    assert parse_squeue(json.dumps(doc), time_s=0).warnings == ("partial data",)
+
+
+@pytest.mark.parametrize(
+    ("release", "index", "field", "value", "message"),
+    [
+        ("22.05", 2, "job_state", ["RUNNING"], "expected a state name (v0.0.38)"),
+        ("23.11", 2, "job_state", "RUNNING", "expected a list of states (v0.0.40)"),
+        ("22.05", 2, "time_limit", {"set": True, "infinite": False, "number": 60}, "a number"),
+        ("23.11", 3, "time_limit", "2:00:00", "expected a number or {set, infinite, number}"),
+        ("24.05", 1, "priority", {"set": True, "number": 5}, "expected a number or"),
+        ("22.05", 1, "nodes", "gpu-[01-02", "'[' without ']'"),
+        ("22.05", 1, "gres_detail", ["gpu:4(IDX:0-3)"], "1 entries for 2 nodes"),
+        ("22.05", 1, "gres_detail", "gpu:4(IDX:0-3)", "expected a list of strings"),
+        ("23.02", 1, "tres_per_node", "gres:gpu:h100:x4", "cannot read a GPU count"),
+        ("23.02", 4, "partition", 7, "expected a string, got 7"),
+        ("24.11", 4, "submit_time", {"set": False, "infinite": False, "number": 0}, "a time"),
+    ],
+)
+def test_an_ill_typed_field_names_source_job_and_field(
+    release: str, index: int, field: str, value: object, message: str
+) -> None:
+    doc = load(release)
+    doc["jobs"][index][field] = value
+    job_id = doc["jobs"][index]["job_id"]
+    with pytest.raises(InputError) as caught:
+        parse(doc, source="squeue --json")
+    text = str(caught.value)
+    assert text.startswith(f"squeue --json: jobs[{index}] (job_id {job_id}): field {field!r}: ")
+    assert message in text
+
+
+@pytest.mark.parametrize("field", ["submit_time", "partition"])
+def test_a_missing_field_is_named(field: str) -> None:
+    doc = load("22.05")
+    del doc["jobs"][3][field]
+    with pytest.raises(InputError, match=rf"jobs\[3\] \(job_id 103\): field '{field}': .*missing"):
+        parse(doc)
+
+
+def test_a_job_id_that_is_not_an_integer_is_named() -> None:
+    doc = load("22.05")
+    doc["jobs"][0]["job_id"] = "99"
+    with pytest.raises(InputError, match=r"jobs\[0\]: field 'job_id': expected an integer"):
+        parse(doc)
+
+
+# Running the command -----------------------------------------------------------------------
+
+
+async def test_squeue_runs_as_an_argument_list_with_the_callers_environment(
+    tmp_path: Path,
+) -> None:
+    fake = write_fake_squeue(
+        tmp_path / "squeue", stdout_file=DATA / "squeue-24.05.json", record_dir=tmp_path
+    )
+    settings = SqueueSettings(
+        binary=str(fake),
+        extra_args=("--partition=gpu", "--states=all; rm -rf /"),
+        env={"SLURM_CONF": "/etc/slurm/other.conf"},
+    )
+    source = SlurmQueueSource(settings, clock=lambda: T0)
+    snapshot = await source.read()
+    assert snapshot.entries == EXPECTED and snapshot.time_s == T0
+    recorded = (tmp_path / "args").read_text().splitlines()
+    assert recorded == ["--json", "--partition=gpu", "--states=all; rm -rf /"]
+    assert (tmp_path / "slurm_conf").read_text() == "/etc/slurm/other.conf"
+
+
+async def test_a_failing_squeue_is_reported_with_its_status_and_stderr(tmp_path: Path) -> None:
+    fake = write_fake_squeue(
+        tmp_path / "squeue",
+        stderr="squeue: error: Unable to contact slurm controller (connect failure)\n",
+        exit_code=1,
+    )
+    with pytest.raises(QueueSourceError) as caught:
+        await run_squeue(SqueueSettings(binary=str(fake)))
+    assert str(caught.value) == (
+        f"{fake} --json exited with status 1: "
+        "squeue: error: Unable to contact slurm controller (connect failure)"
+    )
+
+
+async def test_a_missing_binary_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(QueueSourceError, match=r"cannot run .*/nope --json: No such file"):
+        await run_squeue(SqueueSettings(binary=str(tmp_path / "nope")))
+
+
+async def test_a_hung_squeue_is_killed_with_its_children(tmp_path: Path) -> None:
+    fake = write_fake_squeue(tmp_path / "squeue", sleep_s=30, record_dir=tmp_path)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(QueueSourceError, match=r"did not finish within 0\.5 s; killed"):
+        await run_squeue(SqueueSettings(binary=str(fake), timeout_s=0.5))
+    assert loop.time() - started < 5
+    for name in ("pid", "sleeper"):
+        assert not process_alive(int((tmp_path / name).read_text()))
+
+
+async def test_output_beyond_the_limit_kills_squeue(tmp_path: Path) -> None:
+    fake = write_fake_squeue(tmp_path / "squeue", endless=True, record_dir=tmp_path)
+    with pytest.raises(QueueSourceError, match="printed more than 1048576 bytes; killed"):
+        await run_squeue(SqueueSettings(binary=str(fake), max_output_bytes=1 << 20))
+    assert not process_alive(int((tmp_path / "pid").read_text()))
+
+
+async def test_garbage_output_is_a_parse_error_naming_squeue(tmp_path: Path) -> None:
+    fake = write_fake_squeue(tmp_path / "squeue", stdout_text="Segmentation fault\n")
+    with pytest.raises(InputError, match=r"^squeue --json, line 1: not valid JSON"):
+        await SlurmQueueSource(SqueueSettings(binary=str(fake))).read()
