@@ -15,7 +15,9 @@ COMMANDS: dict[str, str] = {
     "simulate": "gpuadvisor.cli.simulate",
     "demo": "gpuadvisor.cli.demo",
     "agent": "gpuadvisor.cli.agent",
+    "queue": "gpuadvisor.cli.queue",
     "check-config": "gpuadvisor.cli.check_config",
+    "apply": "gpuadvisor.cli.apply",
 }
 """Each command and the module that defines it (``add_parser(subparsers)``). Only the module of
 the command being run is imported, so ``gpuadvisor agent`` runs on a GPU node with the agent's

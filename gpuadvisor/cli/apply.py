@@ -1,0 +1,213 @@
+"""``gpuadvisor apply``: show, and with ``--yes`` run, the scheduler commands of current advice.
+
+A dry run by default. Reads the advisor's ``GET /api/v1/recommendations`` (``--advisor``) or the
+same JSON from a file (``--from``). Exit 0 when every selected command ran (or on a dry run),
+1 when a command failed, timed out or was refused, 2 on bad input. See docs/apply.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from gpuadvisor.errors import InputError
+from gpuadvisor.model.recommendation import Kind
+from gpuadvisor.services.apply import (
+    Advice,
+    ApplyLog,
+    Plan,
+    Policy,
+    Verdict,
+    fetch_recommendations,
+    plan,
+    read_recommendations_file,
+    run_command,
+)
+
+DEFAULT_LOG = "gpuadvisor-apply.log"
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "apply",
+        help="show (or with --yes run) the scheduler commands of the current advice",
+        description="Show the scheduler commands (scontrol top …) of the advisor's current "
+        "recommendations; with --yes, run them. Only scontrol top runs (and scontrol update "
+        "JobId=… with --allow-update), never through a shell, never past a recommendation's "
+        "valid_until. Every command planned, run, skipped or refused is logged as one JSON line.",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--advisor", metavar="URL", help="advisor base URL (reads its API)")
+    source.add_argument(
+        "--from", dest="from_file", metavar="FILE", help="recommendations JSON file"
+    )
+    p.add_argument("--yes", action="store_true", help="run the commands (default: dry run)")
+    p.add_argument(
+        "--kinds",
+        default=str(Kind.START_NOW),
+        metavar="LIST",
+        help=f"comma-separated kinds to act on (default {Kind.START_NOW}; "
+        f"known: {', '.join(str(kind) for kind in Kind)})",
+    )
+    p.add_argument(
+        "--allow-update",
+        action="store_true",
+        help="also run scontrol update JobId=… (ReqNodeList, ExcNodeList, Nice, Priority)",
+    )
+    p.add_argument(
+        "--log", default=DEFAULT_LOG, metavar="PATH", help=f"JSON-lines log (default {DEFAULT_LOG})"
+    )
+    p.add_argument(
+        "--scontrol", default="scontrol", metavar="PATH", help="scontrol binary (default: PATH)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=30.0, metavar="SECONDS", help="limit per command"
+    )
+    p.add_argument(
+        "--http-timeout", type=float, default=10.0, metavar="SECONDS", help="limit for --advisor"
+    )
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = Policy(kinds=parse_kinds(args.kinds), allow_update=args.allow_update)
+    if args.timeout <= 0 or args.http_timeout <= 0:
+        raise InputError("--timeout and --http-timeout must be positive numbers of seconds")
+    if args.advisor is not None:
+        advices = fetch_recommendations(args.advisor, timeout_s=args.http_timeout)
+        origin = args.advisor
+    else:
+        advices = read_recommendations_file(args.from_file)
+        origin = args.from_file
+    scontrol = resolve_binary(args.scontrol) if args.yes else args.scontrol
+    now_s = time.time()
+    decided = plan(advices, policy, now_s)
+    with open(args.log, "a", encoding="utf-8") as stream:
+        log = ApplyLog(stream)
+        mode = "running" if args.yes else "dry run: nothing runs without --yes"
+        print(f"gpuadvisor apply ({mode}): {counted(len(advices), 'recommendation')} from {origin}")
+        counts = carry_out(
+            decided,
+            log,
+            sys.stdout,
+            yes=args.yes,
+            scontrol=scontrol,
+            timeout_s=args.timeout,
+            now_s=now_s,
+        )
+    print(summary(decided, counts, args))
+    refused = any(step.verdict is Verdict.REFUSED for step in decided.steps)
+    return 1 if args.yes and (counts.failed or refused) else 0
+
+
+def parse_kinds(text: str) -> frozenset[str]:
+    """``--kinds`` as a set; an unknown kind is an error that lists the known ones."""
+    known = sorted(str(kind) for kind in Kind)
+    kinds = frozenset(word.strip() for word in text.split(",") if word.strip())
+    unknown = sorted(kinds - set(known))
+    if not kinds or unknown:
+        raise InputError(
+            f"--kinds: unknown kind {', '.join(unknown) or '(empty)'}; known: {', '.join(known)}"
+        )
+    return kinds
+
+
+def resolve_binary(name: str) -> str:
+    """The scontrol to run, found before anything runs so a typo fails cleanly."""
+    found = shutil.which(name)
+    if found is None:
+        raise InputError(
+            f"--scontrol: {name!r} not found or not executable (install "
+            "slurm-client, or give --scontrol PATH)"
+        )
+    return found
+
+
+def carry_out(
+    decided: Plan,
+    log: ApplyLog,
+    out: TextIO,
+    *,
+    yes: bool,
+    scontrol: str,
+    timeout_s: float,
+    now_s: float,
+) -> Counts:
+    """Print and log every step; with ``yes`` run the allowed commands, stopping a
+    recommendation at its first failed command (its commands belong together)."""
+    counts = Counts()
+    for step in decided.steps:
+        advice = step.advice
+        print(f"\n{heading(advice)}\n  {advice.action}", file=out)
+        if step.verdict is Verdict.EXPIRED or step.verdict is Verdict.NO_COMMAND:
+            print(f"  skipped: {step.reason}", file=out)
+            for argv in advice.commands or ((),):
+                log.write(now_s, advice, f"skipped-{step.verdict}", argv=argv, reason=step.reason)
+            continue
+        if step.verdict is Verdict.REFUSED:
+            print(f"  refused: {step.reason}", file=out)
+            for argv in advice.commands:
+                print(f"  not run: {shlex.join(argv)}", file=out)
+                log.write(now_s, advice, "refused", argv=argv, reason=step.reason)
+            continue
+        for argv in advice.commands:
+            if not yes:
+                print(f"  would run: {shlex.join(argv)}", file=out)
+                log.write(now_s, advice, "planned", argv=argv)
+                continue
+            result = run_command(argv, scontrol=scontrol, timeout_s=timeout_s, env=os.environ)
+            log.write(
+                time.time(), advice, "ok" if result.ok else "failed", argv=argv, result=result
+            )
+            if result.ok:
+                counts.ran += 1
+                print(f"  ran: {shlex.join(argv)} (exit 0, {result.duration_s:.2f}s)", file=out)
+                continue
+            counts.failed += 1
+            why = result.error or f"exit {result.exit_code}"
+            last = (result.stderr or result.stdout).strip().splitlines()[-1:]
+            print(f"  FAILED: {shlex.join(argv)} ({why}) {' '.join(last)}".rstrip(), file=out)
+            break
+    return counts
+
+
+@dataclass
+class Counts:
+    """Commands run to success and commands that failed or timed out."""
+
+    ran: int = 0
+    failed: int = 0
+
+
+def heading(advice: Advice) -> str:
+    subject = advice.subject or (f"job {advice.job_id}" if advice.job_id else "")
+    return " ".join(part for part in (f"[{advice.kind}]", subject, f"(id {advice.id})") if part)
+
+
+def summary(decided: Plan, counts: Counts, args: argparse.Namespace) -> str:
+    """One line: what ran or would run, what was skipped and why, where the log is."""
+    verdicts = [step.verdict for step in decided.steps]
+    parts = (
+        [f"{counted(counts.ran, 'command')} ran", f"{counts.failed} failed"]
+        if args.yes
+        else [f"{counted(verdicts.count(Verdict.RUN), 'recommendation')} to run"]
+    )
+    parts += [
+        f"{verdicts.count(Verdict.EXPIRED)} expired",
+        f"{verdicts.count(Verdict.REFUSED)} refused",
+        f"{verdicts.count(Verdict.NO_COMMAND)} without a command",
+    ]
+    text = "\n" + ", ".join(parts)
+    if decided.not_selected:
+        text += f"; {decided.not_selected} of other kinds not selected (--kinds {args.kinds})"
+    return f"{text}. Log: {args.log}"
+
+
+def counted(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"

@@ -1,0 +1,441 @@
+"""``gpuadvisor apply``: strict reading, a dry run by default, the allow-list, expiry, the log and
+the exit codes; then the advice carried out on a real Slurm 22.05, from a file and from the
+advisor's API, and what happens when ``scontrol`` fails or hangs.
+
+The recommendations are built as the advisor builds them (``Recommendation`` rendered by
+``sinks.payload.recommendation_json``), so a change of that format shows up here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from gpuadvisor.cli import main
+from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
+from gpuadvisor.sinks.payload import recommendation_json
+from tests.harness.slurm import SlurmCluster, submit_head_of_line
+from tests.ports import free_port
+
+Commands = tuple[tuple[str, ...], ...]
+
+
+def advice(
+    job_id: str = "5",
+    *,
+    kind: Kind = Kind.START_NOW,
+    commands: Commands | None = None,
+    valid_for_s: float = 600.0,
+) -> dict[str, Any]:
+    """One recommendation as the advisor serves it; ``valid_for_s < 0`` makes it expired."""
+    rec = Recommendation(
+        kind=kind,
+        job_id=job_id,
+        node="gpu01",
+        action=f"Start job {job_id} now on gpu01: it ends before the head job can start",
+        commands=(("scontrol", "top", job_id),) if commands is None else commands,
+        gain=Gain(gpus_busy_now=2.0, gpu_hours_per_day=4.0),
+        evidence=(("head_job", "3"), ("free_gpus", "2")),
+        severity=Severity.WARNING,
+        valid_until_s=time.time() + valid_for_s,
+    )
+    return recommendation_json(rec)
+
+
+def document(*items: dict[str, Any]) -> str:
+    return json.dumps({"recommendations": list(items), "generated": "2026-11-30T15:00:00Z"})
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "recommendations.json"
+    path.write_text(text)
+    return path
+
+
+def records(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+Run = tuple[int, str, str]
+Apply = Callable[..., Run]
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+@pytest.fixture
+def apply(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Apply:
+    """Run ``gpuadvisor apply ARGS --log tmp/apply.log`` in-process: (exit code, stdout, stderr)."""
+
+    def run(*args: str) -> Run:
+        code = main(["apply", *args, "--log", str(tmp_path / "apply.log")])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+# -- dry run, expiry, kinds ------------------------------------------------------------------
+
+
+def test_dry_run_prints_and_logs_the_exact_commands_and_runs_nothing(
+    tmp_path: Path, apply: Apply
+) -> None:
+    path = write(tmp_path, document(advice("5"), advice("4")))
+    # A dry run never looks for scontrol: a missing binary cannot matter.
+    code, out, err = apply("--from", str(path), "--scontrol", "/nonexistent/scontrol")
+
+    assert (code, err) == (0, "")
+    assert "dry run: nothing runs without --yes" in out
+    assert "Start job 5 now on gpu01: it ends before the head job can start" in out
+    assert "would run: scontrol top 5" in out
+    assert "would run: scontrol top 4" in out
+    assert "2 recommendations to run" in out
+    logged = records(tmp_path / "apply.log")
+    assert [(r["outcome"], r["argv"], r["job_id"]) for r in logged] == [
+        ("planned", ["scontrol", "top", "5"], "5"),
+        ("planned", ["scontrol", "top", "4"], "4"),
+    ]
+    assert logged[0]["recommendation_id"] == advice("5")["id"]
+    assert logged[0]["time"].endswith("Z")
+
+
+def test_expired_advice_is_skipped_reported_and_logged(tmp_path: Path, apply: Apply) -> None:
+    path = write(tmp_path, document(advice("4", valid_for_s=-5.0)))
+    code, out, _ = apply("--from", str(path), "--yes")
+
+    assert code == 0
+    assert "skipped: expired at " in out
+    assert "0 commands ran, 0 failed, 1 expired" in out
+    [record] = records(tmp_path / "apply.log")
+    assert record["outcome"] == "skipped-expired"
+    assert record["argv"] == ["scontrol", "top", "4"]
+    assert "exit_code" not in record
+
+
+def test_only_the_selected_kinds_are_considered(tmp_path: Path, apply: Apply) -> None:
+    place = advice("6", kind=Kind.PLACE_ON, commands=(("scontrol", "top", "6"),))
+    path = write(tmp_path, document(advice("5"), place))
+
+    code, out, _ = apply("--from", str(path))
+    assert code == 0
+    assert "scontrol top 6" not in out
+    assert "1 of other kinds not selected (--kinds start-now)" in out
+
+    code, out, _ = apply("--from", str(path), "--kinds", "place-on")
+    assert code == 0
+    assert "would run: scontrol top 6" in out
+    assert "scontrol top 5" not in out
+
+
+def test_advice_without_a_command_is_shown_not_run(tmp_path: Path, apply: Apply) -> None:
+    path = write(tmp_path, document(advice("5", commands=())))
+    code, out, _ = apply("--from", str(path), "--yes")
+    assert code == 0
+    assert "skipped: no scheduler command for this advice" in out
+    assert records(tmp_path / "apply.log")[0]["outcome"] == "skipped-no-command"
+
+
+# -- the allow-list ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("commands", "flags", "reason"),
+    [
+        ((("bash", "-c", "scontrol top 5"),), (), "only scontrol commands run, not 'bash'"),
+        ((("/usr/bin/scontrol", "top", "5"),), (), "only scontrol commands run"),
+        ((("scontrol", "cancel", "5"),), (), "scontrol 'cancel' is not allowed (allowed: top)"),
+        ((("scontrol", "top", "5;reboot"),), (), "scontrol top takes one job list"),
+        ((("scontrol", "top", "5", "6"),), (), "scontrol top takes one job list"),
+        (
+            (("scontrol", "update", "JobId=5", "ReqNodeList=gpu01"),),
+            (),
+            "scontrol update runs only with --allow-update",
+        ),
+        (
+            (("scontrol", "update", "NodeName=gpu01", "State=DRAIN"),),
+            ("--allow-update",),
+            "scontrol update must name JobId=<job>",
+        ),
+        (
+            (("scontrol", "update", "JobId=5", "TimeLimit=1"),),
+            ("--allow-update",),
+            "scontrol update may set only ExcNodeList, Nice, Priority, ReqNodeList, not "
+            "'TimeLimit=1'",
+        ),
+        ((("scontrol", "top", "5"), ("rm", "-rf", "/")), (), "only scontrol commands run"),
+    ],
+)
+def test_commands_outside_the_allow_list_are_refused_and_none_of_theirs_runs(
+    tmp_path: Path, apply: Apply, commands: Commands, flags: Sequence[str], reason: str
+) -> None:
+    path = write(tmp_path, document(advice("5", commands=commands)))
+    # With --yes and a real scontrol on PATH: a command that ran would be logged ok or failed.
+    code, out, _ = apply("--from", str(path), "--yes", *flags)
+
+    assert code == 1
+    assert f"refused: {reason}" in out
+    logged = records(tmp_path / "apply.log")
+    assert {r["outcome"] for r in logged} == {"refused"}
+    assert [r["argv"] for r in logged] == [list(argv) for argv in commands]
+    assert all(r["reason"].startswith(reason) for r in logged)
+
+
+def test_update_runs_only_when_allowed(tmp_path: Path, apply: Apply) -> None:
+    update = (("scontrol", "update", "JobId=5", "ReqNodeList=gpu01"),)
+    path = write(tmp_path, document(advice("5", kind=Kind.PLACE_ON, commands=update)))
+    code, out, _ = apply("--from", str(path), "--kinds", "place-on", "--allow-update")
+    assert code == 0
+    assert "would run: scontrol update JobId=5 ReqNodeList=gpu01" in out
+
+
+# -- bad input: exit 2, the field named --------------------------------------------------------
+
+
+def with_field(**fields: Any) -> str:
+    item = advice("5")
+    item.update(fields)
+    return document(item)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"recommendations": [', "recommendations.json, line 1: not valid JSON"),
+        ("[]", 'expected a JSON object with a "recommendations" list'),
+        ('{"recommendations": {}}', "recommendations: expected a list, got an object"),
+        ('{"recommendations": [7]}', "recommendations[0]: expected an object, got 7"),
+        (
+            with_field(commands="scontrol top 5"),
+            "recommendations[0].commands: expected a list of argument lists",
+        ),
+        (
+            with_field(commands=["scontrol top 5"]),
+            "recommendations[0].commands[0]: expected a non-empty list of non-empty strings "
+            "(an argument list, not a shell string)",
+        ),
+        (with_field(commands=[["scontrol", "top", 5]]), "recommendations[0].commands[0]"),
+        (with_field(commands=[[]]), "recommendations[0].commands[0]"),
+        (with_field(valid_until="tomorrow"), "recommendations[0].valid_until: 'tomorrow'"),
+        (with_field(valid_until="2026-11-30T15:00:00"), "has no time zone"),
+        (with_field(valid_until=1764514800), "recommendations[0].valid_until: expected a"),
+        (with_field(kind=""), "recommendations[0].kind: expected a non-empty string"),
+        (with_field(action=None), "recommendations[0].action: expected a non-empty string"),
+        (document(advice("5"), {**advice("4"), "id": advice("5")["id"]}), "repeats"),
+    ],
+)
+def test_bad_documents_exit_2_naming_the_field(
+    tmp_path: Path, apply: Apply, text: str, message: str
+) -> None:
+    path = write(tmp_path, text)
+    code, out, err = apply("--from", str(path), "--yes")
+    assert code == 2
+    assert message in err
+    assert str(path) in err
+    assert "would run" not in out
+
+
+def test_a_missing_field_is_named_with_its_index(tmp_path: Path, apply: Apply) -> None:
+    second = advice("4")
+    del second["id"]
+    code, _, err = apply("--from", str(write(tmp_path, document(advice("5"), second))))
+    assert code == 2
+    assert "recommendations[1].id: missing" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--kinds", "start-now,reboot-all"), "--kinds: unknown kind reboot-all"),
+        (("--yes", "--scontrol", "/nonexistent/scontrol"), "--scontrol: '/nonexistent/scontrol'"),
+        (("--timeout", "0"), "--timeout and --http-timeout must be positive"),
+    ],
+)
+def test_bad_options_exit_2_before_anything_runs(
+    tmp_path: Path, apply: Apply, args: Sequence[str], message: str
+) -> None:
+    path = write(tmp_path, document(advice("5")))
+    code, _, err = apply("--from", str(path), *args)
+    assert code == 2
+    assert message in err
+    assert not (tmp_path / "apply.log").exists()
+
+
+def test_an_unreadable_file_exits_2(tmp_path: Path, apply: Apply) -> None:
+    code, _, err = apply("--from", str(tmp_path / "absent.json"))
+    assert code == 2
+    assert "absent.json" in err
+
+
+# -- --advisor: the advisor's API --------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def serve(handler: Handler) -> AsyncIterator[str]:
+    """A small aiohttp app on 127.0.0.1 that answers GET /api/v1/recommendations."""
+    app = web.Application()
+    app.router.add_get("/api/v1/recommendations", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_reads_the_advisor_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = document(advice("5"))
+
+    async def recommendations(_: web.Request) -> web.Response:
+        return web.Response(text=text, content_type="application/json")
+
+    async with serve(recommendations) as url:
+        log = str(tmp_path / "apply.log")
+        code = await asyncio.to_thread(main, ["apply", "--advisor", url + "/", "--log", log])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"from {url}/" in out
+    assert "would run: scontrol top 5" in out
+
+
+async def test_an_advisor_error_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    async def broken(_: web.Request) -> web.Response:
+        return web.Response(status=503, text="no cycle has run yet")
+
+    async with serve(broken) as url:
+        log = str(tmp_path / "apply.log")
+        code = await asyncio.to_thread(main, ["apply", "--advisor", url, "--log", log])
+    assert code == 2
+    assert f"{url}/api/v1/recommendations: the advisor answered HTTP 503" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (f"http://127.0.0.1:{free_port()}", "cannot reach the advisor"),
+        ("file:///etc/passwd", "--advisor must be an http(s) URL"),
+    ],
+)
+def test_an_unusable_advisor_url_exits_2(apply: Apply, url: str, message: str) -> None:
+    code, _, err = apply("--advisor", url)
+    assert code == 2
+    assert message in err
+
+
+# -- end to end on a real Slurm 22.05 ----------------------------------------------------------
+
+
+@pytest.fixture
+def cluster() -> Iterator[SlurmCluster]:
+    with SlurmCluster() as running:
+        submit_head_of_line(running)
+        yield running
+
+
+def gpuadvisor(env: Mapping[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m gpuadvisor ARGS`` as an operator runs it: SLURM_CONF from the environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpuadvisor", *args],
+        env={**os.environ, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def assert_only_job_5_started(cluster: SlurmCluster) -> None:
+    cluster.wait_state("5", "RUNNING", timeout_s=10.0)
+    assert cluster.job_state("3") == "PENDING"
+    assert cluster.job_state("4") == "PENDING"
+
+
+@pytest.mark.e2e
+def test_apply_yes_from_a_file_starts_job_5_and_job_3_still_waits(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    path = write(tmp_path, document(advice("5"), advice("4", valid_for_s=-1.0)))
+    done = gpuadvisor(cluster.env, tmp_path, "apply", "--from", str(path), "--yes")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ran: scontrol top 5 (exit 0" in done.stdout
+    assert_only_job_5_started(cluster)
+    # The default log is gpuadvisor-apply.log in the current directory.
+    ran, expired = records(tmp_path / "gpuadvisor-apply.log")
+    assert ran["outcome"] == "ok"
+    assert (ran["argv"], ran["exit_code"], ran["job_id"]) == (["scontrol", "top", "5"], 0, "5")
+    assert ran["recommendation_id"] == advice("5")["id"]
+    assert {"time", "stdout", "stderr", "duration_s"} <= ran.keys()
+    assert expired["outcome"] == "skipped-expired"
+
+
+@pytest.mark.e2e
+async def test_apply_yes_from_the_advisor_api_starts_job_5(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    text = document(advice("5"))
+
+    async def recommendations(_: web.Request) -> web.Response:
+        return web.json_response(json.loads(text))
+
+    async with serve(recommendations) as url:
+        done = await asyncio.to_thread(
+            gpuadvisor, cluster.env, tmp_path, "apply", "--advisor", url, "--yes", "--log", "a.log"
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert_only_job_5_started(cluster)
+    assert [r["outcome"] for r in records(tmp_path / "a.log")] == ["ok"]
+
+
+@pytest.mark.e2e
+def test_a_failed_or_hung_scontrol_exits_1_and_the_rest_still_runs(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    path = write(tmp_path, document(advice("999"), advice("5")))
+    done = gpuadvisor(
+        cluster.env, tmp_path, "apply", "--from", str(path), "--yes", "--log", "a.log"
+    )
+
+    assert done.returncode == 1
+    assert "FAILED: scontrol top 999 (exit 1)" in done.stdout
+    assert_only_job_5_started(cluster)
+    failed, ran = records(tmp_path / "a.log")
+    assert (failed["outcome"], failed["exit_code"]) == ("failed", 1)
+    assert "Invalid job id" in failed["stderr"]
+    assert (ran["outcome"], ran["exit_code"]) == ("ok", 0)
+
+    # A controller that accepts the connection and never answers: the timeout ends the command.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        conf = tmp_path / "hung.conf"
+        port = silent.getsockname()[1]
+        conf.write_text(
+            "".join(
+                f"SlurmctldPort={port}\n" if line.startswith("SlurmctldPort=") else line
+                for line in cluster.conf_path.read_text().splitlines(keepends=True)
+            )
+        )
+        hung = gpuadvisor(
+            {"SLURM_CONF": str(conf)},
+            tmp_path,
+            *("apply", "--from", str(path), "--yes", "--timeout", "1", "--log", "hung.log"),
+        )
+    assert hung.returncode == 1
+    assert "timed out after 1s and was killed" in hung.stdout
+    logged = records(tmp_path / "hung.log")
+    assert [(r["outcome"], r["exit_code"]) for r in logged] == [("failed", None)] * 2
+    assert all(r["duration_s"] < 5.0 for r in logged)
