@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from gpuadvisor.cli.agent_config import add_config_flags, apply_agent_config
-from gpuadvisor.errors import ConfigError
+from gpuadvisor.cli.listen import AGENT_PORT, parse_listen_address
 from gpuadvisor.services.agent import AgentSettings, create_app
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sources.gpu import GpuProbe
@@ -20,7 +20,7 @@ from gpuadvisor.sources.jobmap import JobMap
 from gpuadvisor.sources.nvml import TOPOLOGY_LEVELS, NvmlProbe, NvmlSettings
 from gpuadvisor.sources.simgpu import SimulatedProbe, default_spec
 
-DEFAULT_PORT = 19842
+DEFAULT_PORT = AGENT_PORT
 """Outside the 9100-9999 range allocated to Prometheus exporters, and clear of the Kubernetes,
 DCGM and netdata ports; documented in docs/agent.md."""
 
@@ -48,18 +48,6 @@ BACKENDS: dict[str, Callable[[argparse.Namespace], GpuProbe]] = {
     "sim": _sim_probe,
 }
 """Probe factories by ``--backend`` name."""
-
-
-def parse_listen_address(text: str) -> tuple[str | None, int]:
-    """``host:port``, ``:port`` (all interfaces) or ``[v6]:port`` → ``(host or None, port)``."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(
-            f"--web.listen-address {text!r}: expected HOST:PORT or :PORT, "
-            f"e.g. {DEFAULT_LISTEN_ADDRESS}"
-        )
-    host = host.strip("[]")
-    return (host or None), int(port)
 
 
 def _positive(text: str) -> float:

@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import generate_latest
 
+from gpuadvisor.cli.listen import QUEUE_PORT, parse_listen_address
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.queue import Poller, QueueSettings, QueueSource, create_app
 from gpuadvisor.services.webconfig import DEFAULT_MAX_REQUESTS, web_security
@@ -19,7 +20,7 @@ from gpuadvisor.sinks.queue_exposition import queue_registry
 from gpuadvisor.sources.queue_file import QueueFileSource
 from gpuadvisor.sources.squeue import DEFAULT_MAX_OUTPUT_BYTES, SlurmQueueSource, SqueueSettings
 
-DEFAULT_PORT = 9402
+DEFAULT_PORT = QUEUE_PORT
 DEFAULT_LISTEN_ADDRESS = f":{DEFAULT_PORT}"
 
 log = logging.getLogger(__name__)
@@ -52,12 +53,7 @@ SOURCES: dict[str, Callable[[argparse.Namespace], QueueSource]] = {
 
 def parse_listen(text: str) -> tuple[str | None, int]:
     """``host:port``, ``:port`` (all interfaces) or ``[v6]:port`` → ``(host or None, port)``."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(
-            f"--listen {text!r}: expected HOST:PORT or :PORT, e.g. {DEFAULT_LISTEN_ADDRESS}"
-        )
-    return (host.strip("[]") or None), int(port)
+    return parse_listen_address(text, flag="--listen", example=DEFAULT_LISTEN_ADDRESS)
 
 
 def _positive(text: str) -> float:
