@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "agent": "gpuadvisor.cli.agent",
     "queue": "gpuadvisor.cli.queue",
     "check-config": "gpuadvisor.cli.check_config",
+    "advisor": "gpuadvisor.cli.advisor",
     "apply": "gpuadvisor.cli.apply",
 }
 """Each command and the module that defines it (``add_parser(subparsers)``). Only the module of

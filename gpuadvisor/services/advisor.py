@@ -64,7 +64,7 @@ class Advisor:
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._read_state = read_state
-        self._dispatcher = dispatcher
+        self.dispatcher = dispatcher
         self.settings = settings
         self._clock = clock
         self._timer = timer
@@ -96,7 +96,7 @@ class Advisor:
         proposed = findings.recommendations if findings and findings.trusted else None
         self._debounced, change = step(self._debounced, proposed, now, self.settings.hysteresis)
         self._report_problems(outcome, sources)
-        self._dispatcher.dispatch(change, now, self.settings.interval_s)
+        self.dispatcher.dispatch(change, now, self.settings.interval_s)
         self.status = AdvisorStatus(
             findings=findings,
             active=tuple(t.recommendation for t in change.active),

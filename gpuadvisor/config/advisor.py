@@ -1,0 +1,415 @@
+"""The advisor's configuration: one YAML file (``--config advisor.yaml``), a few flags over it.
+
+Every section is checked when the file is read; an error names the file, the line and the
+dotted field (``sinks.slack[0].webhook_url_file``). Secrets (passwords, tokens, webhook URLs,
+signing secrets) are given inline, as ``<key>_file`` (read now, trailing newline stripped) or as
+``<key>_env`` (the name of an environment variable): exactly one of the three. See
+docs/advisor.md for the whole file with every default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from gpuadvisor.analysis.advice import AdviceSettings
+from gpuadvisor.analysis.cycle import CycleSettings
+from gpuadvisor.analysis.hysteresis import HysteresisSettings
+from gpuadvisor.analysis.orders import ORDERS, OrderSettings
+from gpuadvisor.analysis.placement import PLACEMENTS
+from gpuadvisor.analysis.reclaim import ReclaimSettings
+from gpuadvisor.config.values import count, listen_address, ratio, seconds, text
+from gpuadvisor.config.yamlfile import YamlMap, did_you_mean, load_yaml_map
+from gpuadvisor.errors import ConfigError
+from gpuadvisor.sinks.alertmanager import AlertmanagerTarget
+from gpuadvisor.sinks.delivery import OutboxSettings
+from gpuadvisor.sinks.http import HttpSettings, TlsSettings
+from gpuadvisor.sinks.slack import SlackSettings
+from gpuadvisor.sinks.webhook import WebhookSettings
+from gpuadvisor.sources.live_state import LiveSettings
+from gpuadvisor.sources.profiles import PROFILES, Profile, profile
+from gpuadvisor.sources.prometheus import PrometheusSettings
+
+DEFAULT_LISTEN = ":19844"
+"""The advisor's port; the agent uses 19842 and the queue exporter 19843."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdvisorConfig:
+    """Everything ``gpuadvisor advisor`` needs, checked."""
+
+    prometheus: PrometheusSettings
+    profile: Profile
+    live: LiveSettings = field(default_factory=LiveSettings)
+    interval_s: float = 30.0
+    listen_address: str = DEFAULT_LISTEN
+    web_config_file: str | None = None
+    external_url: str = ""
+    cycle: CycleSettings = field(default_factory=CycleSettings)
+    hysteresis: HysteresisSettings = field(default_factory=HysteresisSettings)
+    outbox: OutboxSettings = field(default_factory=OutboxSettings)
+    alertmanagers: tuple[AlertmanagerTarget, ...] = ()
+    slack: tuple[SlackSettings, ...] = ()
+    webhooks: tuple[WebhookSettings, ...] = ()
+
+
+T = TypeVar("T")
+
+
+def _get(m: YamlMap, key: str, check: Callable[[object], T], default: T) -> T:
+    """The checked value of ``key`` (``default`` when absent); errors name file, line, field."""
+    if key not in m or m.value(key) is None:
+        return default
+    try:
+        return check(m.value(key))
+    except ValueError as exc:
+        raise m.error(key, str(exc)) from None
+
+
+def _count(minimum: int) -> Callable[[object], int]:
+    check = count(minimum)
+    return lambda value: int(check(value) or 0)
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _path(m: YamlMap, key: str, base: str) -> str | None:
+    """A file path; relative paths are relative to the config file's folder."""
+    raw: str | None = _get(m, key, text, None)
+    if raw is None:
+        return None
+    return raw if os.path.isabs(raw) else os.path.join(base, raw)
+
+
+def _secret(
+    m: YamlMap, key: str, base: str, env: Mapping[str, str], *, required: bool = False
+) -> str | None:
+    """``key`` inline, from ``key_file`` or from the variable named by ``key_env``: one of them."""
+    given = [k for k in (key, f"{key}_file", f"{key}_env") if k in m and m.value(k) is not None]
+    if len(given) > 1:
+        raise m.error(given[1], f"set only one of {key}, {key}_file and {key}_env")
+    if not given:
+        if required:
+            raise m.error(key, f"required: set {key}, {key}_file or {key}_env")
+        return None
+    which = given[0]
+    if which == key:
+        value = m.string(key)
+    elif which.endswith("_file"):
+        path = _path(m, which, base)
+        assert path is not None
+        try:
+            with open(path, encoding="utf-8") as stream:
+                value = stream.read().rstrip("\n")
+        except OSError as exc:
+            raise m.error(which, f"cannot read {path}: {exc.strerror or exc}") from None
+    else:
+        name = m.string(which) or ""
+        if name not in env:
+            raise m.error(which, f"environment variable {name} is not set")
+        value = env[name]
+    if not value:
+        raise m.error(which, "is empty")
+    return value
+
+
+def _sections(m: YamlMap, key: str, allowed: set[str]) -> list[YamlMap]:
+    items = m.sections(key)
+    for item in items:
+        item.reject_unknown(allowed)
+    return items
+
+
+def _built(m: YamlMap, make: Callable[[], T]) -> T:
+    """Construct a settings object; its own checks (``ConfigError``) get this section's place."""
+    try:
+        return make()
+    except ConfigError as exc:
+        field_name = exc.column or ""
+        where = m.field(field_name) if field_name else (m.prefix or "/")
+        raise ConfigError(f"{where}: {exc.reason}", path=m.path, line=m.line) from None
+
+
+_TLS_KEYS = {"ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"}
+_HTTP_KEYS = {"headers", "basic_auth", "bearer_token", "bearer_token_file", "bearer_token_env"}
+_HTTP_KEYS |= {"tls", "timeout"}
+
+
+def _http(m: YamlMap, base: str, env: Mapping[str, str]) -> HttpSettings:
+    tls = None
+    tls_map = m.section("tls")
+    if tls_map is not None:
+        tls_map.reject_unknown(_TLS_KEYS)
+        tls = TlsSettings(
+            ca_file=_path(tls_map, "ca_file", base),
+            cert_file=_path(tls_map, "cert_file", base),
+            key_file=_path(tls_map, "key_file", base),
+            server_name=tls_map.string("server_name"),
+            insecure_skip_verify=(_get(tls_map, "insecure_skip_verify", _bool, False)),
+        )
+    basic = None
+    basic_map = m.section("basic_auth")
+    if basic_map is not None:
+        basic_map.reject_unknown({"username", "password", "password_file", "password_env"})
+        user = basic_map.string("username")
+        if not user:
+            raise basic_map.error("username", "required with basic_auth")
+        password = _secret(basic_map, "password", base, env, required=True)
+        assert password is not None
+        basic = (user, password)
+    return _built(
+        m,
+        lambda: HttpSettings(
+            headers=tuple(m.string_map("headers").items()),
+            basic_auth=basic,
+            bearer_token=_secret(m, "bearer_token", base, env),
+            tls=tls,
+            timeout_s=(_get(m, "timeout", seconds, 10.0)),
+        ),
+    )
+
+
+def _prometheus(m: YamlMap | None, base: str, env: Mapping[str, str]) -> PrometheusSettings:
+    if m is None:
+        raise ConfigError("prometheus: required section (at least prometheus.url)", path=base)
+    m.reject_unknown(
+        {"url", "headers", "tenant_id", "basic_auth", "bearer_token", "bearer_token_file"}
+        | {"bearer_token_env", "tls", "timeout"}
+    )
+    url = m.string("url")
+    if not url:
+        raise m.error("url", "required: where Prometheus (or Thanos, Mimir...) answers")
+    username = password = None
+    basic_map = m.section("basic_auth")
+    if basic_map is not None:
+        basic_map.reject_unknown({"username", "password", "password_file", "password_env"})
+        username = basic_map.string("username")
+        if not username:
+            raise basic_map.error("username", "required with basic_auth")
+        password = _secret(basic_map, "password", base, env, required=True)
+    tls_map = m.section("tls")
+    if tls_map is not None:
+        tls_map.reject_unknown(_TLS_KEYS - {"server_name"})
+    return _built(
+        m,
+        lambda: PrometheusSettings(
+            url=url,
+            headers=tuple(m.string_map("headers").items()),
+            username=username,
+            password=password,
+            bearer_token=_secret(m, "bearer_token", base, env),
+            tenant_id=m.string("tenant_id"),
+            tls_ca_file=_path(tls_map, "ca_file", base) if tls_map else None,
+            tls_cert_file=_path(tls_map, "cert_file", base) if tls_map else None,
+            tls_key_file=_path(tls_map, "key_file", base) if tls_map else None,
+            tls_insecure_skip_verify=bool(
+                _get(tls_map, "insecure_skip_verify", _bool, False) if tls_map else False
+            ),
+            timeout_s=(_get(m, "timeout", seconds, 10.0)),
+        ),
+    )
+
+
+def _choice(m: YamlMap, key: str, choices: Mapping[str, object], default: str) -> str:
+    value = m.string(key) if key in m else None
+    if value is None:
+        return default
+    if value not in choices:
+        known = ", ".join(sorted(choices))
+        raise m.error(key, f"unknown {value!r}{did_you_mean(value, choices)}; one of {known}")
+    return value
+
+
+def _cycle(root: YamlMap, window_s: float) -> CycleSettings:
+    policy = root.section("policy")
+    advice = AdviceSettings()
+    if policy is not None:
+        policy.reject_unknown(
+            {"order", "placement", "starvation", "max_starved_reservations", "validity"}
+        )
+        order_settings = dataclasses.replace(
+            advice.order_settings,
+            starvation_s=(_get(policy, "starvation", seconds, OrderSettings().starvation_s)),
+            max_starved_reservations=int(_get(policy, "max_starved_reservations", _count(0), 2)),
+        )
+        advice = AdviceSettings(
+            order=_choice(policy, "order", ORDERS, advice.order),
+            placement=_choice(policy, "placement", PLACEMENTS, advice.placement),
+            order_settings=order_settings,
+            validity_s=(_get(policy, "validity", seconds, advice.validity_s)),
+        )
+    reclaim = ReclaimSettings(window_s=window_s)
+    reclaim_map = root.section("reclaim")
+    if reclaim_map is not None:
+        reclaim_map.reject_unknown({"idle_ratio", "min_gpus"})
+        reclaim = ReclaimSettings(
+            idle_ratio=(_get(reclaim_map, "idle_ratio", ratio, reclaim.idle_ratio)),
+            min_gpus=(_get(reclaim_map, "min_gpus", _count(1), reclaim.min_gpus)),
+            window_s=window_s,
+        )
+    return CycleSettings(advice=advice, reclaim=reclaim)
+
+
+_SINK_COMMON = _HTTP_KEYS | {"name", "labels"}
+
+
+def _alertmanager(m: YamlMap, base: str, env: Mapping[str, str]) -> AlertmanagerTarget:
+    url = m.string("url")
+    if not url:
+        raise m.error("url", "required: the Alertmanager's base URL")
+    http = _http(m, base, env)
+
+    def make() -> AlertmanagerTarget:
+        return AlertmanagerTarget(
+            url=url,
+            path_prefix=m.string("path_prefix") or "",
+            http=http,
+            static_labels=tuple(sorted(m.string_map("labels").items())),
+            name=m.string("name") or "",
+        )
+
+    return _built(m, make)
+
+
+def _slack(m: YamlMap, base: str, env: Mapping[str, str]) -> SlackSettings:
+    url = _secret(m, "webhook_url", base, env, required=True) or ""
+    http = _http(m, base, env)
+
+    def make() -> SlackSettings:
+        return SlackSettings(
+            webhook_url=url,
+            top_n=_get(m, "top", _count(1), 10),
+            title=m.string("title") or "",
+            http=http,
+            name=m.string("name") or "",
+        )
+
+    return _built(m, make)
+
+
+def _webhook(m: YamlMap, base: str, env: Mapping[str, str]) -> WebhookSettings:
+    url = _secret(m, "url", base, env, required=True) or ""
+    secret = _secret(m, "secret", base, env, required=True) or ""
+    http = _http(m, base, env)
+
+    def make() -> WebhookSettings:
+        return WebhookSettings(
+            url=url,
+            secret=secret,
+            labels=tuple(sorted(m.string_map("labels").items())),
+            http=http,
+            name=m.string("name") or "",
+        )
+
+    return _built(m, make)
+
+
+def _sinks(
+    root: YamlMap, base: str, env: Mapping[str, str]
+) -> tuple[tuple[AlertmanagerTarget, ...], tuple[SlackSettings, ...], tuple[WebhookSettings, ...]]:
+    sinks = root.section("sinks")
+    if sinks is None:
+        return (), (), ()
+    sinks.reject_unknown({"alertmanager", "slack", "webhook"})
+    alertmanagers = tuple(
+        _alertmanager(m, base, env)
+        for m in _sections(sinks, "alertmanager", _SINK_COMMON | {"url", "path_prefix"})
+    )
+    slack_keys = {"webhook_url", "webhook_url_file", "webhook_url_env", "top", "title"}
+    slack = tuple(
+        _slack(m, base, env)
+        for m in _sections(sinks, "slack", (_SINK_COMMON - {"labels"}) | slack_keys)
+    )
+    webhook_keys = {"url", "url_file", "url_env", "secret", "secret_file", "secret_env"}
+    webhooks = tuple(
+        _webhook(m, base, env) for m in _sections(sinks, "webhook", _SINK_COMMON | webhook_keys)
+    )
+    return alertmanagers, slack, webhooks
+
+
+TOP_KEYS = {
+    "interval",
+    "web",
+    "prometheus",
+    "profile",
+    "queries",
+    "selector",
+    "max_age",
+    "window",
+    "policy",
+    "hysteresis",
+    "reclaim",
+    "outbox",
+    "sinks",
+}
+
+
+def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> AdvisorConfig:
+    """Read and check the advisor's YAML file; ``env`` (default ``os.environ``) serves the
+    ``*_env`` secrets."""
+    environ = os.environ if env is None else env
+    root = load_yaml_map(path)
+    base = os.path.dirname(os.path.abspath(path))
+    root.reject_unknown(TOP_KEYS)
+    interval = _get(root, "interval", seconds, 30.0)
+    web = root.section("web")
+    listen, web_config, external = DEFAULT_LISTEN, None, ""
+    if web is not None:
+        web.reject_unknown({"listen_address", "config_file", "external_url"})
+        listen = str(_get(web, "listen_address", listen_address, DEFAULT_LISTEN))
+        web_config = _path(web, "config_file", base)
+        external = web.string("external_url") or ""
+    prometheus = _prometheus(root.section("prometheus"), base, environ)
+    name = _choice(root, "profile", PROFILES, "gpuadvisor")
+    overrides = root.string_map("queries")
+    chosen = _built(root, lambda: profile(name, overrides))
+    live = LiveSettings(
+        max_age_s=(_get(root, "max_age", seconds, LiveSettings().max_age_s)),
+        window_s=(_get(root, "window", seconds, LiveSettings().window_s)),
+        selector=root.string("selector") or "",
+    )
+    hysteresis = HysteresisSettings()
+    hyst = root.section("hysteresis")
+    if hyst is not None:
+        hyst.reject_unknown({"hold_cycles", "clear_cycles"})
+        hysteresis = HysteresisSettings(
+            hold_cycles=(_get(hyst, "hold_cycles", _count(1), 2)),
+            clear_cycles=(_get(hyst, "clear_cycles", _count(1), 2)),
+        )
+    outbox = OutboxSettings()
+    box = root.section("outbox")
+    if box is not None:
+        box.reject_unknown({"max_items", "max_attempts", "max_age", "base_delay", "max_delay"})
+        outbox = _built(
+            box,
+            lambda: OutboxSettings(
+                max_items=(_get(box, "max_items", _count(1), outbox.max_items)),
+                max_attempts=(_get(box, "max_attempts", _count(1), outbox.max_attempts)),
+                max_age_s=(_get(box, "max_age", seconds, outbox.max_age_s)),
+                base_delay_s=(_get(box, "base_delay", seconds, outbox.base_delay_s)),
+                max_delay_s=(_get(box, "max_delay", seconds, outbox.max_delay_s)),
+            ),
+        )
+    alertmanagers, slack, webhooks = _sinks(root, base, environ)
+    return AdvisorConfig(
+        prometheus=prometheus,
+        profile=chosen,
+        live=live,
+        interval_s=interval,
+        listen_address=listen,
+        web_config_file=web_config,
+        external_url=external,
+        cycle=_cycle(root, live.window_s),
+        hysteresis=hysteresis,
+        outbox=outbox,
+        alertmanagers=alertmanagers,
+        slack=slack,
+        webhooks=webhooks,
+    )

@@ -1,0 +1,121 @@
+"""The advisor's YAML file: every section read, secrets from files and variables, and errors
+that name the file, the line and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuadvisor.config.advisor import load_advisor_config
+from gpuadvisor.errors import ConfigError
+
+EXAMPLE = Path(__file__).parent.parent / "deploy" / "advisor.yaml"
+ENV = {
+    "GPUADVISOR_SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T000/B000/XXXX",
+    "GPUADVISOR_WEBHOOK_SECRET": "s3cret",
+}
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "advisor.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_the_shipped_example_reads_with_every_section() -> None:
+    config = load_advisor_config(str(EXAMPLE), env=ENV)
+    assert config.interval_s == 30.0 and config.listen_address == ":19844"
+    assert config.prometheus.url == "http://prometheus:9090"
+    assert config.profile.name == "gpuadvisor"
+    assert config.live.max_age_s == 120.0 and config.live.window_s == 300.0
+    assert config.cycle.advice.order == "advisor"
+    assert config.cycle.advice.order_settings.starvation_s == 6 * 3600
+    assert config.cycle.reclaim.window_s == 300.0
+    assert config.hysteresis.hold_cycles == 2
+    assert config.outbox.max_age_s == 900.0
+    (am,) = config.alertmanagers
+    assert am.static_labels == (("cluster", "a"),)
+    (slack,) = config.slack
+    assert slack.webhook_url == ENV["GPUADVISOR_SLACK_WEBHOOK_URL"]
+    (hook,) = config.webhooks
+    assert hook.secret == "s3cret"
+
+
+def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
+    (tmp_path / "pw").write_text("hunter2\n")
+    (tmp_path / "hook").write_text("https://hooks.example/x\n")
+    path = write(
+        tmp_path,
+        "prometheus:\n"
+        "  url: http://127.0.0.1:9090/prom\n"
+        "  tenant_id: team-a\n"
+        "  basic_auth: {username: advisor, password_file: pw}\n"
+        "sinks:\n"
+        "  webhook:\n"
+        "    url_file: hook\n"
+        "    secret: abc\n",
+    )
+    config = load_advisor_config(path, env={})
+    assert config.prometheus.password == "hunter2" and config.prometheus.tenant_id == "team-a"
+    assert config.webhooks[0].url == "https://hooks.example/x"
+    assert config.alertmanagers == () and config.slack == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("prometheus: {url: http://p:9090}\nintervall: 30s\n", 2, "intervall: unknown key"),
+        ("prometheus: {url: http://p:9090}\ninterval: soon\n", 2, "interval: expected seconds"),
+        ("prometheus:\n  timeout: 5s\n", 2, "prometheus.url: required"),
+        ("prometheus: {url: http://p:9090}\nprofile: kubernets\n", 2, "did you mean 'kubernetes'"),
+        (
+            "prometheus: {url: http://p:9090}\npolicy:\n  order: lifo\n",
+            3,
+            "policy.order: unknown 'lifo'",
+        ),
+        (
+            "prometheus: {url: http://p:9090}\nhysteresis:\n  hold_cycles: 0\n",
+            3,
+            "hysteresis.hold_cycles: expected a whole number >= 1",
+        ),
+        (
+            "prometheus: {url: http://p:9090}\nsinks:\n  slack:\n    - top: 5\n",
+            4,
+            "sinks.slack[0].webhook_url: required",
+        ),
+        (
+            "prometheus: {url: http://p:9090}\nsinks:\n  webhook:\n"
+            "    - url: https://h.example/x\n      secret: a\n      secret_env: B\n",
+            6,
+            "set only one of secret, secret_file and secret_env",
+        ),
+        (
+            "prometheus: {url: http://p:9090}\nsinks:\n  webhook:\n"
+            "    - url: https://h.example/x\n      secret_env: NOT_SET\n",
+            5,
+            "environment variable NOT_SET is not set",
+        ),
+        (
+            "prometheus: {url: http://p:9090}\nsinks:\n  alertmanager:\n"
+            "    - url: http://am:9093\n      labels: {alertname: x}\n",
+            4,
+            "set by the advisor",
+        ),
+    ],
+)
+def test_errors_name_the_line_and_the_field(
+    tmp_path: Path, text: str, line: int, message: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_advisor_config(path, env={})
+    assert info.value.line == line, str(info.value)
+    assert info.value.path == path
+    assert message in str(info.value)
+
+
+def test_an_unknown_query_override_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "prometheus: {url: http://p:9090}\nqueries:\n  no_such_query: up\n")
+    with pytest.raises(ConfigError, match="no_such_query"):
+        load_advisor_config(path, env={})
