@@ -1,0 +1,351 @@
+"""Named PromQL query sets ("profiles") the advisor reads the cluster through.
+
+A profile maps query names to PromQL templates. Two placeholders (``string.Template``; ``$``
+never occurs in PromQL) are filled in at render time: ``$selector`` becomes the optional
+cluster matcher list (``cluster="a"``), injected into every selector so one Prometheus can serve
+many clusters, and ``$window`` the look-back window of ``rate()`` and ``avg_over_time()``.
+Users replace any query by name from config; the builder in ``live_state`` only relies on the
+output labels each query documents, so a replacement must keep them.
+
+- ``gpuadvisor``: the node agent's and the queue exporter's metrics (DESIGN §4).
+- ``kubernetes``: kube-state-metrics for capacity and pods, dcgm-exporter for utilization.
+
+Queries named ``*_age_seconds`` give each source's sample age (``time() - timestamp(...)``), so
+the builder can tell a stale source from a fresh one even on backends that keep old samples.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from string import Template
+
+from gpuadvisor.errors import ConfigError
+
+PLACEHOLDERS = ("selector", "window")
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One named query: its template, what it answers, and the labels the builder reads."""
+
+    name: str
+    template: str
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A named query set; ``kind`` picks the builder that reads its answers."""
+
+    name: str
+    kind: str
+    queries: tuple[Query, ...]
+
+    def query(self, name: str) -> Query:
+        for q in self.queries:
+            if q.name == name:
+                return q
+        raise KeyError(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.queries)
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> Profile:
+        """This profile with some templates replaced; unknown names and placeholders are
+        ``ConfigError``s that list the valid ones."""
+        for name, template in overrides.items():
+            if name not in self.names:
+                raise ConfigError(
+                    f"queries.{name}: profile {self.name!r} has no query {name!r}; "
+                    f"its queries are: {', '.join(self.names)}"
+                )
+            check_template(name, template)
+        return Profile(
+            self.name,
+            self.kind,
+            tuple(
+                Query(q.name, overrides[q.name], q.help, q.labels) if q.name in overrides else q
+                for q in self.queries
+            ),
+        )
+
+    def render(self, *, selector: str = "", window_s: float = 300.0) -> dict[str, str]:
+        """Every query as PromQL, with ``selector`` (checked) and ``window_s`` filled in."""
+        matchers = check_selector(selector)
+        window = promql_duration(window_s)
+        out: dict[str, str] = {}
+        for q in self.queries:
+            template = Template(q.template)
+            if matchers and "selector" not in template.get_identifiers():
+                raise ConfigError(
+                    f"queries.{q.name}: has no $selector, so the selector {selector!r} would "
+                    "not apply to it; add {$selector} to each metric selector"
+                )
+            out[q.name] = template.substitute(selector=matchers, window=window)
+        return out
+
+
+def check_template(name: str, template: str) -> None:
+    """Refuse a template with a stray ``$`` or a placeholder other than $selector, $window."""
+    if not template.strip():
+        raise ConfigError(f"queries.{name}: must not be empty")
+    parsed = Template(template)
+    if not parsed.is_valid():
+        raise ConfigError(
+            f"queries.{name}: a '$' that is not $selector or $window (write $$ for a literal $)"
+        )
+    unknown = [i for i in parsed.get_identifiers() if i not in PLACEHOLDERS]
+    if unknown:
+        raise ConfigError(
+            f"queries.{name}: unknown placeholder ${unknown[0]}; known: $selector, $window"
+        )
+
+
+_LABEL_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_MATCHER = rf'\s*{_LABEL_NAME}\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
+_MATCHERS = re.compile(rf"(?:{_MATCHER}(?:,{_MATCHER})*)?")
+
+
+def check_selector(selector: str) -> str:
+    """``selector`` (``cluster="a", region=~"eu.*"``) ready to follow other matchers: empty,
+    or the matchers with a trailing comma (PromQL allows ``{a="b",}``)."""
+    text = selector.strip().rstrip(",")
+    if not text:
+        return ""
+    if not _MATCHERS.fullmatch(text):
+        raise ConfigError(
+            f'selector: {selector!r} is not a list of label matchers such as cluster="a" '
+            "(name, one of = != =~ !~, then a double-quoted value; comma-separated)"
+        )
+    return text + ","
+
+
+def label_matcher(name: str, value: str) -> str:
+    """``name="value"`` with the value escaped for PromQL."""
+    if not re.fullmatch(_LABEL_NAME, name):
+        raise ConfigError(f"selector: {name!r} is not a valid label name")
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'{name}="{escaped}"'
+
+
+def promql_duration(seconds: float) -> str:
+    """A PromQL duration (``300s``; ``1500ms`` when not whole seconds)."""
+    if not seconds > 0:
+        raise ConfigError(f"window: must be > 0 seconds, got {seconds}")
+    millis = round(seconds * 1000)
+    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
+
+
+# -- gpuadvisor: node agent + queue exporter ------------------------------------------------------
+
+_ON_NODE = "* on(instance, job) group_left(node) gpuadvisor_node_info{$selector}"
+"""Joins an agent series to its node name: the agent's per-node series share its target labels."""
+
+GPUADVISOR = Profile(
+    "gpuadvisor",
+    "gpuadvisor",
+    (
+        Query(
+            "node_gpus",
+            f"gpuadvisor_node_gpus{{$selector}} {_ON_NODE}",
+            "GPUs per node, from each node agent.",
+            ("node",),
+        ),
+        Query(
+            "gpu_info",
+            f"gpuadvisor_gpu_info{{$selector}} {_ON_NODE}",
+            "Every GPU with its index, model and topology group.",
+            ("node", "gpu_uuid", "gpu_index", "name", "topology_group"),
+        ),
+        Query(
+            "gpu_jobs",
+            "gpuadvisor_gpu_job_info{$selector}",
+            "The job holding each GPU, as the agent's job mapping sees it.",
+            ("gpu_uuid", "job_id"),
+        ),
+        Query(
+            "gpu_busy_ratio",
+            "rate(gpuadvisor_gpu_busy_seconds_total{$selector}[$window])",
+            "Mean utilization 0-1 of each GPU over the window.",
+            ("gpu_uuid",),
+        ),
+        Query(
+            "gpu_allocated_idle_ratio",
+            "rate(gpuadvisor_gpu_allocated_idle_seconds_total{$selector}[$window])",
+            "Share 0-1 of the window each GPU sat allocated but idle.",
+            ("gpu_uuid",),
+        ),
+        Query(
+            "nvml_up",
+            "gpuadvisor_nvml_up{$selector}",
+            "0 where an agent cannot read NVML (its node is left out).",
+            ("instance",),
+        ),
+        Query(
+            "agent_age_seconds",
+            f"(time() - timestamp(gpuadvisor_node_gpus{{$selector}})) {_ON_NODE}",
+            "Age of each agent's latest scrape (source `agents`).",
+            ("node",),
+        ),
+        Query(
+            "queue_up",
+            "gpuadvisor_queue_up{$selector}",
+            "0 while the queue exporter cannot read the scheduler.",
+        ),
+        Query(
+            "queue_age_seconds",
+            "time() - timestamp(gpuadvisor_queue_up{$selector})",
+            "Age of the queue exporter's latest scrape (source `queue`).",
+        ),
+        Query(
+            "job_info",
+            "gpuadvisor_queue_job_info{$selector}",
+            "Every job in the queue with its user, partition and state.",
+            ("job_id", "user", "partition", "state"),
+        ),
+        Query(
+            "job_gpus",
+            "gpuadvisor_queue_job_gpus{$selector} / gpuadvisor_queue_job_nodes{$selector}",
+            "GPUs per node each job asks for (the exporter's total over its nodes).",
+            ("job_id",),
+        ),
+        Query(
+            "job_nodes",
+            "gpuadvisor_queue_job_nodes{$selector}",
+            "Nodes each job asks for.",
+            ("job_id",),
+        ),
+        Query(
+            "job_submit_time",
+            "gpuadvisor_queue_job_submit_timestamp_seconds{$selector}",
+            "Submit time of each job (epoch seconds).",
+            ("job_id",),
+        ),
+        Query(
+            "job_start_time",
+            "gpuadvisor_queue_job_start_timestamp_seconds{$selector}",
+            "Start time of each running job (epoch seconds).",
+            ("job_id",),
+        ),
+        Query(
+            "job_time_limit",
+            "gpuadvisor_queue_job_time_limit_seconds{$selector}",
+            "Time limit of each job; absent when unlimited.",
+            ("job_id",),
+        ),
+        Query(
+            "job_priority",
+            "gpuadvisor_queue_job_priority{$selector}",
+            "Scheduler priority of each job (higher starts first).",
+            ("job_id",),
+        ),
+        Query(
+            "job_node",
+            "gpuadvisor_queue_job_node_info{$selector}",
+            "The nodes each running job holds.",
+            ("job_id", "node"),
+        ),
+        Query(
+            "job_gpu",
+            "gpuadvisor_queue_job_gpu_info{$selector}",
+            "The GPU indices a running job holds, where the scheduler tells.",
+            ("job_id", "node", "gpu_index"),
+        ),
+    ),
+)
+
+# -- kubernetes: kube-state-metrics + dcgm-exporter -----------------------------------------------
+
+_GPU = 'resource="nvidia_com_gpu",unit="integer",$selector'
+"""kube-state-metrics writes the extended resource ``nvidia.com/gpu`` as ``nvidia_com_gpu``."""
+_GPU_REQUESTS = f"kube_pod_container_resource_requests{{{_GPU}}}"
+_GPU_PODS = f"and on(namespace, pod) {_GPU_REQUESTS}"
+"""Keeps only pods that request GPUs (``and`` never fails on duplicate series)."""
+
+KUBERNETES = Profile(
+    "kubernetes",
+    "kubernetes",
+    (
+        Query(
+            "node_gpus",
+            f"kube_node_status_allocatable{{{_GPU}}}",
+            "Allocatable GPUs per node (nvidia.com/gpu).",
+            ("node",),
+        ),
+        Query(
+            "pod_gpus",
+            f"sum by (namespace, pod) (max by (namespace, pod, container) ({_GPU_REQUESTS}))",
+            "GPUs each pod requests, summed over its containers.",
+            ("namespace", "pod"),
+        ),
+        Query(
+            "pod_phase",
+            f'(kube_pod_status_phase{{phase=~"Pending|Running",$selector}} == 1) {_GPU_PODS}',
+            "Phase of each GPU pod that waits or runs.",
+            ("namespace", "pod", "phase"),
+        ),
+        Query(
+            "pod_info",
+            f"kube_pod_info{{$selector}} {_GPU_PODS}",
+            "Node of each GPU pod (empty while unscheduled).",
+            ("namespace", "pod", "node"),
+        ),
+        Query(
+            "pod_created",
+            f"kube_pod_created{{$selector}} {_GPU_PODS}",
+            "Creation time of each GPU pod (epoch seconds): its submit time.",
+            ("namespace", "pod"),
+        ),
+        Query(
+            "pod_start_time",
+            f"kube_pod_start_time{{$selector}} {_GPU_PODS}",
+            "Start time of each GPU pod (epoch seconds).",
+            ("namespace", "pod"),
+        ),
+        Query(
+            "ksm_age_seconds",
+            f"time() - timestamp(kube_node_status_allocatable{{{_GPU}}})",
+            "Age of kube-state-metrics' latest scrape (source `kube-state-metrics`).",
+        ),
+        Query(
+            "gpu_utilization_ratio",
+            "avg_over_time(DCGM_FI_DEV_GPU_UTIL{$selector}[$window]) / 100",
+            "Mean utilization 0-1 of each GPU, with the pod dcgm-exporter attributes it to.",
+            ("gpu", "UUID", "namespace", "pod"),
+        ),
+        Query(
+            "gpu_utilization_age_seconds",
+            "time() - timestamp(DCGM_FI_DEV_GPU_UTIL{$selector})",
+            "Age of each GPU's latest utilization sample (source `gpu-utilization`).",
+            ("UUID",),
+        ),
+    ),
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (GPUADVISOR, KUBERNETES)}
+
+
+def profile(name: str, overrides: Mapping[str, str] | None = None) -> Profile:
+    """The named profile with ``overrides`` applied; an unknown name lists the known ones."""
+    found = PROFILES.get(name)
+    if found is None:
+        raise ConfigError(f"profile: unknown profile {name!r}; known: {', '.join(PROFILES)}")
+    return found.with_overrides(overrides or {})
+
+
+def profiles_markdown() -> str:
+    """The query tables of docs/prometheus.md, generated from ``PROFILES``."""
+    lines: list[str] = []
+    for p in PROFILES.values():
+        lines += [f"### Profile `{p.name}`", "", "| name | PromQL | output labels | what |"]
+        lines.append("|---|---|---|---|")
+        for q in p.queries:
+            labels = ", ".join(f"`{label}`" for label in q.labels) or "–"
+            expr = q.template.replace("|", "\\|")
+            lines.append(f"| `{q.name}` | `{expr}` | {labels} | {q.help} |")
+        lines.append("")
+    return "\n".join(lines)

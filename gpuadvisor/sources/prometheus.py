@@ -1,0 +1,354 @@
+"""A client for Prometheus' HTTP query API and the backends that speak it (Thanos, Mimir,
+VictoriaMetrics).
+
+Instant queries go out as ``POST <url>/api/v1/query`` with a form body (``query``, ``time``), so
+long PromQL never hits a URL length limit. The URL may carry a path prefix
+(``http://mimir:8080/prometheus``). Settings cover what those backends need in front of them:
+extra headers, basic or bearer auth (password and token files are re-read on every query, so a
+rotated secret is picked up), TLS with a private CA or a client certificate, the
+``X-Scope-OrgID`` tenant header, a timeout and a bound on the response size. Every failure
+becomes one ``PrometheusError`` whose message says what went wrong and where; warnings the API
+returns are kept on the result and logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import math
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from gpuadvisor.errors import ConfigError, GpuAdvisorError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""64 MiB: far above a 10,000-GPU cluster's answers, far below what would hurt the advisor."""
+
+TENANT_HEADER = "X-Scope-OrgID"
+
+
+class PrometheusError(GpuAdvisorError):
+    """A query that did not give a usable answer (HTTP error, timeout, refused, bad JSON...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PrometheusSettings:
+    """Where Prometheus is and how to talk to it. Secrets are left out of ``repr``."""
+
+    url: str
+    headers: tuple[tuple[str, str], ...] = ()
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    password_file: str | None = None
+    bearer_token: str | None = field(default=None, repr=False)
+    bearer_token_file: str | None = None
+    tenant_id: str | None = None
+    """Sent as ``X-Scope-OrgID`` (Mimir, Cortex, Loki-style multi-tenancy)."""
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_insecure_skip_verify: bool = False
+    timeout_s: float = 10.0
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+
+    def __post_init__(self) -> None:
+        def bad(name: str, message: str) -> ConfigError:
+            return ConfigError(f"prometheus.{name}: {message}")
+
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise bad("url", f"expected http://host:port[/prefix] or https://..., got {self.url!r}")
+        if parts.query or parts.fragment:
+            raise bad("url", f"must not carry a query string or fragment, got {self.url!r}")
+        if self.bearer_token is not None and self.bearer_token_file is not None:
+            raise bad("bearer_token_file", "set either bearer_token or bearer_token_file")
+        bearer = self.bearer_token is not None or self.bearer_token_file is not None
+        if bearer and self.username is not None:
+            raise bad("username", "set either basic auth (username) or a bearer token, not both")
+        if self.password is not None and self.password_file is not None:
+            raise bad("password_file", "set either password or password_file")
+        if (self.password is not None or self.password_file is not None) and self.username is None:
+            raise bad("password", "a password needs a username")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise bad("tls_cert_file", "a client certificate needs both cert and key files")
+        names = {name.lower() for name, _ in self.headers}
+        if "authorization" in names and (bearer or self.username is not None):
+            raise bad("headers", "Authorization is set by basic or bearer auth; remove it here")
+        if TENANT_HEADER.lower() in names and self.tenant_id is not None:
+            raise bad("headers", f"{TENANT_HEADER} is set by tenant_id; remove it here")
+        if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
+            raise bad("timeout", f"must be a positive number of seconds, got {self.timeout_s}")
+        if self.max_response_bytes < 1:
+            raise bad("max_response_bytes", f"must be >= 1, got {self.max_response_bytes}")
+
+    @property
+    def query_url(self) -> str:
+        """The instant-query endpoint under the URL's path prefix."""
+        return self.url.rstrip("/") + "/api/v1/query"
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One sample of an instant vector (or the single value of a scalar: no labels).
+
+    ``labels`` is sorted by name and includes ``__name__`` when the API returned it.
+    """
+
+    labels: tuple[tuple[str, str], ...]
+    value: float
+    timestamp_s: float
+
+    def label(self, name: str, default: str = "") -> str:
+        """The label's value (``default`` when the series has no such label)."""
+        for key, value in self.labels:
+            if key == name:
+                return value
+        return default
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """A parsed answer: ``result_type`` is ``vector`` or ``scalar``."""
+
+    expr: str
+    result_type: str
+    samples: tuple[Sample, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+class MetricsQuery(Protocol):
+    """What the advisor needs from a metrics backend: one instant query at a given time."""
+
+    async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult: ...
+
+
+def _ssl_context(settings: PrometheusSettings) -> ssl.SSLContext | None:
+    if not settings.url.lower().startswith("https"):
+        return None
+    try:
+        context = ssl.create_default_context(cafile=settings.tls_ca_file)
+        if settings.tls_cert_file is not None and settings.tls_key_file is not None:
+            context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"prometheus TLS files: cannot load: {exc}") from None
+    if settings.tls_insecure_skip_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _secret(path: str, what: str) -> str:
+    """A secret read fresh from ``path`` (rotated files take effect at the next query)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            secret = handle.read().strip()
+    except OSError as exc:
+        raise PrometheusError(f"cannot read {what} {path}: {exc.strerror}") from None
+    if not secret:
+        raise PrometheusError(f"{what} {path} is empty")
+    return secret
+
+
+def _value(raw: object, where: str) -> tuple[float, float]:
+    """``[<unix time>, "<value>"]`` → (value, time); the value string may be NaN or ±Inf."""
+    if not (isinstance(raw, list) and len(raw) == 2 and isinstance(raw[1], str)):
+        raise PrometheusError(f'{where}: expected [time, "value"], got {raw!r:.200}')
+    stamp, text = raw
+    if not isinstance(stamp, int | float) or isinstance(stamp, bool):
+        raise PrometheusError(f"{where}: expected a numeric timestamp, got {stamp!r:.100}")
+    try:
+        return float(text), float(stamp)
+    except ValueError:
+        raise PrometheusError(f"{where}: value {text!r:.100} is not a number") from None
+
+
+def _sample(raw: object, where: str) -> Sample:
+    if not isinstance(raw, dict):
+        raise PrometheusError(f"{where}: expected a series object, got {raw!r:.200}")
+    metric = raw.get("metric", {})
+    if not isinstance(metric, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
+    ):
+        raise PrometheusError(f"{where}: labels must map strings to strings, got {metric!r:.200}")
+    if "value" not in raw:
+        raise PrometheusError(f"{where}: series without a value (histogram samples unsupported)")
+    value, stamp = _value(raw["value"], where)
+    return Sample(tuple(sorted(metric.items())), value, stamp)
+
+
+def parse_response(expr: str, body: object, source: str) -> QueryResult:
+    """The ``data`` of a successful ``/api/v1/query`` answer as a ``QueryResult``."""
+    if not isinstance(body, dict):
+        raise PrometheusError(f"{source}: expected a JSON object, got {type(body).__name__}")
+    if body.get("status") != "success":
+        raise PrometheusError(f"{source}: {_api_error(body)} (query: {expr})")
+    warnings = body.get("warnings") or []
+    if not isinstance(warnings, list):
+        warnings = [str(warnings)]
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise PrometheusError(f"{source}: answer has no data object (query: {expr})")
+    result_type, result = data.get("resultType"), data.get("result")
+    where = f"{source}: query {expr!r}"
+    if result_type == "vector":
+        if not isinstance(result, list):
+            raise PrometheusError(f"{where}: vector result is not a list")
+        samples = tuple(_sample(item, where) for item in result)
+    elif result_type == "scalar":
+        value, stamp = _value(result, where)
+        samples = (Sample((), value, stamp),)
+    else:
+        raise PrometheusError(
+            f"{where}: result type {result_type!r}; the advisor needs an instant vector or scalar"
+        )
+    for warning in warnings:
+        log.warning("Prometheus warns about %r: %s", expr, warning)
+    return QueryResult(expr, str(result_type), samples, tuple(str(w) for w in warnings))
+
+
+def _api_error(body: Mapping[str, object]) -> str:
+    error_type = body.get("errorType")
+    error = body.get("error")
+    if error_type is None and error is None:
+        return "status is not success and no error given"
+    return f"{error_type or 'error'}: {error or '(no message)'}"
+
+
+class PrometheusClient:
+    """Instant queries over aiohttp. A session passed in is used and left open; otherwise the
+    client owns one and ``close()`` (or ``async with``) closes it."""
+
+    def __init__(
+        self, settings: PrometheusSettings, session: aiohttp.ClientSession | None = None
+    ) -> None:
+        self.settings = settings
+        self._ssl = _ssl_context(settings)
+        self._session = session
+        self._owns_session = session is None
+
+    def _session_now(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    async def close(self) -> None:
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> PrometheusClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _headers(self) -> dict[str, str]:
+        settings = self.settings
+        headers = {"Accept": "application/json", **dict(settings.headers)}
+        if settings.tenant_id is not None:
+            headers[TENANT_HEADER] = settings.tenant_id
+        if settings.username is not None:
+            password = settings.password or ""
+            if settings.password_file is not None:
+                password = _secret(settings.password_file, "password file")
+            pair = f"{settings.username}:{password}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        token = settings.bearer_token
+        if settings.bearer_token_file is not None:
+            token = _secret(settings.bearer_token_file, "bearer token file")
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult:
+        """Evaluate ``expr`` at ``time_s`` (epoch seconds; the server's now when None)."""
+        url = self.settings.query_url
+        form = {"query": expr}
+        if time_s is not None:
+            form["time"] = repr(float(time_s))
+        timeout = aiohttp.ClientTimeout(total=self.settings.timeout_s)
+        try:
+            async with self._session_now().post(
+                url,
+                data=form,
+                headers=self._headers(),
+                ssl=self._ssl if self._ssl is not None else True,
+                timeout=timeout,
+                allow_redirects=False,
+            ) as response:
+                raw = await self._read(response, url)
+                status = response.status
+                location = response.headers.get("Location")
+        except TimeoutError:
+            raise PrometheusError(
+                f"{url}: no answer within {self.settings.timeout_s:g}s (query: {expr})"
+            ) from None
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise PrometheusError(f"{url}: TLS certificate not trusted: {exc}") from None
+        except aiohttp.ClientSSLError as exc:
+            raise PrometheusError(f"{url}: TLS handshake failed: {exc}") from None
+        except aiohttp.ClientConnectorError as exc:
+            reason = (
+                "connection refused"
+                if isinstance(exc.os_error, ConnectionRefusedError)
+                else str(exc.os_error or exc)
+            )
+            raise PrometheusError(f"{url}: cannot connect: {reason}") from None
+        except aiohttp.ClientError as exc:
+            raise PrometheusError(f"{url}: {type(exc).__name__}: {exc}") from None
+        if location is not None and 300 <= status < 400:
+            raise PrometheusError(
+                f"{url}: HTTP {status} redirect to {location}; set the final URL as prometheus.url"
+            )
+        return self._parse(expr, url, status, raw)
+
+    async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytes:
+        limit = self.settings.max_response_bytes
+        if response.content_length is not None and response.content_length > limit:
+            raise PrometheusError(
+                f"{url}: answer of {response.content_length} bytes is over the "
+                f"{limit}-byte limit (max_response_bytes); narrow the query or raise the limit"
+            )
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.content.iter_chunked(64 * 1024):
+            size += len(chunk)
+            if size > limit:
+                raise PrometheusError(
+                    f"{url}: answer is over the {limit}-byte limit (max_response_bytes); "
+                    "narrow the query or raise the limit"
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _parse(self, expr: str, url: str, status: int, raw: bytes) -> QueryResult:
+        try:
+            body: object = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            snippet = raw[:200].decode("utf-8", "replace").strip()
+            if status != 200:
+                raise PrometheusError(f"{url}: HTTP {status}: {snippet}") from None
+            raise PrometheusError(f"{url}: answer is not JSON: {snippet!r}") from None
+        if status != 200:
+            detail = _api_error(body) if isinstance(body, dict) else str(body)[:200]
+            hint = " (check the credentials)" if status in (401, 403) else ""
+            raise PrometheusError(f"{url}: HTTP {status}: {detail}{hint} (query: {expr})")
+        return parse_response(expr, body, url)
