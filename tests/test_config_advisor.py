@@ -119,3 +119,9 @@ def test_an_unknown_query_override_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path, "prometheus: {url: http://p:9090}\nqueries:\n  no_such_query: up\n")
     with pytest.raises(ConfigError, match="no_such_query"):
         load_advisor_config(path, env={})
+
+
+def test_a_bad_selector_fails_at_load(tmp_path: Path) -> None:
+    path = write(tmp_path, "prometheus: {url: http://p:9090}\nselector: 'cluster=a'\n")
+    with pytest.raises(ConfigError, match="selector"):
+        load_advisor_config(path, env={})

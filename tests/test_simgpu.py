@@ -118,3 +118,20 @@ def test_energy_grows_with_power_over_time() -> None:
 def test_a_bad_spec_is_refused_with_the_field_named() -> None:
     with pytest.raises(ConfigError, match="group_size"):
         SimSpec(group_size=0)
+
+
+def test_a_mapped_sim_node_follows_the_scheduler_job_map() -> None:
+    held: dict[int, tuple[str, ...]] = {0: ("5",), 1: ("5",)}
+    now = [1_796_050_000.0]
+    probe = SimulatedProbe(
+        SimSpec("gpu01", 4, 4), lambda: now[0], job_map=lambda i: held.get(i, ())
+    )
+    probe.read()
+    now[0] += 1.0
+    reading = probe.read()
+    assert [g.job_ids for g in reading.gpus] == [("5",), ("5",), (), ()]
+    assert [g.utilization_percent for g in reading.gpus] == [90.0, 90.0, 0.0, 0.0]
+    assert all(p == 90.0 for _, p in reading.gpus[0].utilization_samples)
+    held[2] = ("7",)  # the scheduler's prolog wrote a new mapping file
+    now[0] += 1.0
+    assert probe.read().gpus[2].job_ids == ("7",)

@@ -18,7 +18,7 @@ from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sources.gpu import GpuProbe
 from gpuadvisor.sources.jobmap import JobMap
 from gpuadvisor.sources.nvml import TOPOLOGY_LEVELS, NvmlProbe, NvmlSettings
-from gpuadvisor.sources.simgpu import SimulatedProbe, default_spec
+from gpuadvisor.sources.simgpu import SimSpec, SimulatedProbe, default_spec
 
 DEFAULT_PORT = AGENT_PORT
 """Outside the 9100-9999 range allocated to Prometheus exporters, and clear of the Kubernetes,
@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 
 
 def _sim_probe(args: argparse.Namespace) -> GpuProbe:
+    if args.jobs_mapping_dir:  # follow the scheduler: jobs from the mapping files
+        job_map = JobMap(Path(args.jobs_mapping_dir), Path(args.jobs_proc_root))
+        spec = SimSpec(args.sim_node, args.sim_gpus, args.sim_group_size)
+        return SimulatedProbe(spec, time.time, job_map=job_map.jobs)
     spec = default_spec(args.sim_node, args.sim_gpus, args.sim_group_size)
     return SimulatedProbe(spec, time.time)
 
@@ -114,7 +118,8 @@ def add_parser(sub: Any) -> None:
         dest="jobs_mapping_dir",
         default="",
         help="dcgm-exporter-style job mapping directory: one file per GPU index "
-        "(or INDEX.GPU_INSTANCE), each line a job id (default: none, cgroups only)",
+        "(or INDEX.GPU_INSTANCE), each line a job id (default: none, cgroups only); with "
+        "--backend sim the simulated GPUs follow these files (busy while a job holds them)",
     )
     p.add_argument(
         "--jobs.proc-root",

@@ -375,6 +375,7 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
         window_s=(_get(root, "window", seconds, LiveSettings().window_s)),
         selector=root.string("selector") or "",
     )
+    _built(root, lambda: chosen.render(selector=live.selector, window_s=live.window_s))
     hysteresis = HysteresisSettings()
     hyst = root.section("hysteresis")
     if hyst is not None:

@@ -25,6 +25,7 @@ SAMPLE_BUFFER = 120
 IDLE_POWER_WATTS = 70.0
 PEAK_POWER_WATTS = 700.0
 MEMORY_TOTAL_BYTES = 80 * 1024**3
+MAPPED_BUSY_PERCENT = 90.0
 
 Timeline = tuple[tuple[float, float], ...]
 """``(start_s, percent)`` steps: from ``start_s`` on, utilization is ``percent`` (0–100)."""
@@ -97,6 +98,11 @@ class SimulatedProbe:
 
     spec: SimSpec
     clock: Callable[[], float]
+    job_map: Callable[[int], tuple[str, ...]] | None = None
+    """When set, which jobs hold each GPU comes from it (a dcgm-exporter-style mapping
+    directory written by the scheduler's prolog), not from the spec: a GPU holding a job runs at
+    ``MAPPED_BUSY_PERCENT``, a free one idles. Lets a simulated node follow a real scheduler."""
+    _mapped: dict[int, tuple[str, ...]] = field(default_factory=dict, init=False)
     _start_us: int | None = field(default=None, init=False)
     _last_s: float | None = field(default=None, init=False)
     _gpus: list[_GpuClock] = field(default_factory=list, init=False)
@@ -107,6 +113,8 @@ class SimulatedProbe:
         return t_s % self.spec.period_s if self.spec.period_s else t_s
 
     def utilization_percent(self, index: int, t_us: int) -> float:
+        if self.job_map is not None:
+            return MAPPED_BUSY_PERCENT if self._mapped.get(index) else 0.0
         steps = self.spec.utilization[index] if index < len(self.spec.utilization) else ()
         return _at(steps, self._relative_s(t_us), 0.0)
 
@@ -133,6 +141,8 @@ class SimulatedProbe:
             self._gpus = [_GpuClock(now_us) for _ in range(self.spec.gpus)]
         elapsed_s = 0.0 if self._last_s is None else max(0.0, now_s - self._last_s)
         self._last_s = now_s
+        if self.job_map is not None:
+            self._mapped = {i: self.job_map(i) for i in range(self.spec.gpus)}
         return NodeReading(
             self.spec.node,
             driver_version="sim",
@@ -146,7 +156,11 @@ class SimulatedProbe:
         ratio = percent / 100
         power_watts = IDLE_POWER_WATTS + (PEAK_POWER_WATTS - IDLE_POWER_WATTS) * ratio
         self._gpus[index].energy_joules += power_watts * elapsed_s
-        job = self.job_id(index, now_us)
+        if self.job_map is not None:
+            jobs = self._mapped.get(index, ())
+        else:
+            job = self.job_id(index, now_us)
+            jobs = (job,) if job else ()
         return GpuReading(
             f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{self.spec.node}/{index}')}",
             index,
@@ -155,12 +169,12 @@ class SimulatedProbe:
             mig_mode="disabled",
             topology_group=str(index // self.spec.group_size),
             memory_total_bytes=MEMORY_TOTAL_BYTES,
-            memory_used_bytes=round(MEMORY_TOTAL_BYTES * (0.6 if job else 0.0)),
+            memory_used_bytes=round(MEMORY_TOTAL_BYTES * (0.6 if jobs else 0.0)),
             memory_reserved_bytes=512 * 1024**2,
             power_watts=power_watts,
             energy_joules=self._gpus[index].energy_joules,
-            processes=1 if job else 0,
-            job_ids=(job,) if job else (),
+            processes=len(jobs),
+            job_ids=jobs,
             utilization_samples=samples,
             memory_utilization_samples=tuple((t, p / 2) for t, p in samples),
             utilization_percent=percent,
