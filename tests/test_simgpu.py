@@ -131,7 +131,7 @@ def test_a_mapped_sim_node_follows_the_scheduler_job_map() -> None:
     reading = probe.read()
     assert [g.job_ids for g in reading.gpus] == [("5",), ("5",), (), ()]
     assert [g.utilization_percent for g in reading.gpus] == [90.0, 90.0, 0.0, 0.0]
-    assert all(p == 90.0 for _, p in reading.gpus[0].utilization_samples)
+    assert all(p == 90.0 for _, p in reading.gpus[0].utilization_samples or ())
     held[2] = ("7",)  # the scheduler's prolog wrote a new mapping file
     now[0] += 1.0
     assert probe.read().gpus[2].job_ids == ("7",)
