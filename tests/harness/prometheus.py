@@ -67,10 +67,12 @@ class PrometheusServer:
         rule_files: Sequence[Path] = (),
         alertmanagers: Sequence[str] = (),
         evaluation_interval_s: float = 1.0,
+        port: int | None = None,
     ) -> None:
         binary = require_binary("prometheus")
         folder.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port = free_port() if port is None else port
+        """A restarted server may listen on its predecessor's port (same ``folder``)."""
         config: dict[str, Any] = {
             "global": {
                 "scrape_interval": "1s",

@@ -1,0 +1,350 @@
+"""End to end, every piece real and on 127.0.0.1: a single-node Slurm 22.05 with the recorded
+head-of-line block, ``gpuadvisor queue`` reading its ``squeue --json``, a simulated-GPU
+``gpuadvisor agent`` following Slurm's GPU assignments, Prometheus 2.42 scraping both,
+``gpuadvisor advisor`` querying it, Alertmanager 0.25, a fake Slack and a webhook receiver.
+
+The advice (start job 5 now) must reach Alertmanager (its API and its own webhook), Slack as
+Block Kit and the webhook signed; ``gpuadvisor apply --yes`` runs it on the real Slurm; the
+alerts then resolve. Prometheus going down stops the advice (``source_up 0``) until it returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuadvisor.sinks.webhook import verify_signature
+from gpuadvisor.sources.slurm import parse_squeue
+from tests.harness.alertmanager import AlertmanagerServer
+from tests.harness.process import ManagedProcess
+from tests.harness.prometheus import PrometheusServer, ScrapeJob
+from tests.harness.receiver import Received, Receiver
+from tests.harness.slurm import SlurmCluster, submit_head_of_line
+from tests.ports import free_port
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "e2e-webhook-secret"
+
+
+def gpuadvisor(*args: str) -> list[str]:
+    return [sys.executable, "-m", "gpuadvisor", "--log-level", "info", *args]
+
+
+def sync_job_mapping(cluster: SlurmCluster, mapping_dir: Path) -> None:
+    """Play Slurm's prolog/epilog: one file per GPU index holding the job that owns it."""
+    snapshot = parse_squeue(cluster.squeue_json(), time_s=time.time()).snapshot
+    owners = {
+        index: entry.job_id
+        for entry in snapshot.running
+        for _node, indices in entry.gpu_indices
+        for index in indices
+    }
+    for index in range(cluster.gpus):
+        path = mapping_dir / str(index)
+        if index in owners:
+            path.write_text(owners[index] + "\n")
+        else:
+            path.unlink(missing_ok=True)
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        return json.load(reply)
+
+
+def metric_samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def eventually(check: Callable[[], bool], what: str, timeout_s: float = 45.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"not within {timeout_s}s: {what}")
+
+
+@dataclass
+class Stack:
+    tmp: Path
+    cluster: SlurmCluster
+    ids: list[str]
+    mapping_dir: Path
+    prometheus: PrometheusServer
+    scrape_jobs: list[ScrapeJob]
+    alertmanager: AlertmanagerServer
+    am_webhook: Receiver
+    slack: Receiver
+    webhook: Receiver
+    advisor_url: str
+    advisor: ManagedProcess
+
+
+def advisor_config(tmp: Path, prometheus_url: str, am_url: str, slack: str, hook: str) -> Path:
+    path = tmp / "advisor.yaml"
+    path.write_text(
+        f"""
+interval: 1s
+max_age: 15s
+window: 10s
+web:
+  external_url: http://127.0.0.1
+prometheus:
+  url: {prometheus_url}
+  timeout: 3s
+hysteresis: {{hold_cycles: 2, clear_cycles: 2}}
+outbox: {{base_delay: 200ms, max_delay: 1s, max_age: 5m, max_attempts: 1000}}
+sinks:
+  alertmanager:
+    - url: {am_url}
+      labels: {{cluster: e2e}}
+  slack:
+    - webhook_url: {slack}/services/T0/B0/secret
+  webhook:
+    - url: {hook}/hook
+      secret_env: E2E_WEBHOOK_SECRET
+"""
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("e2e")
+    am_webhook, slack, webhook = Receiver(), Receiver(), Receiver()
+    cluster = SlurmCluster().start()
+    procs: list[ManagedProcess] = []
+    prometheus: PrometheusServer | None = None
+    alertmanager = AlertmanagerServer(tmp / "alertmanager", f"{am_webhook.url}/alertmanager")
+    try:
+        ids = submit_head_of_line(cluster)
+        mapping_dir = tmp / "gpu-jobs"
+        mapping_dir.mkdir()
+        sync_job_mapping(cluster, mapping_dir)
+        queue_port, agent_port, advisor_port = free_port(), free_port(), free_port()
+        procs.append(
+            ManagedProcess(
+                gpuadvisor(
+                    "queue",
+                    "--source",
+                    "slurm",
+                    "--interval",
+                    "1",
+                    "--listen",
+                    f"127.0.0.1:{queue_port}",
+                ),
+                tmp / "queue.log",
+                env=cluster.env,
+            )
+        )
+        procs.append(
+            ManagedProcess(
+                gpuadvisor(
+                    "agent",
+                    "--backend",
+                    "sim",
+                    "--sim.node",
+                    cluster.node,
+                    "--sim.gpus",
+                    "8",
+                    "--jobs.mapping-dir",
+                    str(mapping_dir),
+                    "--collect.interval",
+                    "0.5",
+                    "--web.listen-address",
+                    f"127.0.0.1:{agent_port}",
+                ),
+                tmp / "agent.log",
+            )
+        )
+        scrape_jobs = [
+            ScrapeJob("gpuadvisor-queue", [f"127.0.0.1:{queue_port}"]),
+            ScrapeJob("gpuadvisor-agent", [f"127.0.0.1:{agent_port}"]),
+        ]
+        prometheus = PrometheusServer(tmp / "prometheus", scrape_jobs).wait_ready()
+        alertmanager.start().wait_ready()
+        config = advisor_config(tmp, prometheus.url, alertmanager.url, slack.url, webhook.url)
+        advisor = ManagedProcess(
+            gpuadvisor(
+                "advisor",
+                "--config",
+                str(config),
+                "--web.listen-address",
+                f"127.0.0.1:{advisor_port}",
+            ),
+            tmp / "advisor.log",
+            env={"E2E_WEBHOOK_SECRET": SECRET},
+        )
+        procs.append(advisor)
+        advisor_url = f"http://127.0.0.1:{advisor_port}"
+        advisor.wait_http(f"{advisor_url}/-/ready")
+        yield Stack(
+            tmp,
+            cluster,
+            ids,
+            mapping_dir,
+            prometheus,
+            scrape_jobs,
+            alertmanager,
+            am_webhook,
+            slack,
+            webhook,
+            advisor_url,
+            advisor,
+        )
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+        if prometheus is not None:
+            prometheus.stop()
+        alertmanager.stop()
+        cluster.stop()
+        for receiver in (am_webhook, slack, webhook):
+            receiver.stop()
+
+
+def start_now_alerts(stack: Stack, job_id: str) -> list[dict[str, Any]]:
+    return [
+        a
+        for a in stack.alertmanager.alerts(active=True, silenced=False, inhibited=False)
+        if a["labels"].get("alertname") == "GpuAdvisorStartNow"
+        and a["labels"].get("job_id") == job_id
+    ]
+
+
+def webhook_events(stack: Stack, event: str) -> list[dict[str, Any]]:
+    out = []
+    for got in stack.webhook.received("/hook"):
+        body = got.json()
+        if body["event"] == event:
+            out.append(body)
+    return out
+
+
+def signed(got: Received) -> bool:
+    return verify_signature(
+        SECRET,
+        got.headers["x-gpuadvisor-timestamp"],
+        got.body,
+        got.headers["x-gpuadvisor-signature"],
+        now_s=time.time(),
+    )
+
+
+def test_head_of_line_advice_reaches_every_sink_and_resolves_once_applied(stack: Stack) -> None:
+    job5 = stack.ids[4]
+    eventually(lambda: bool(start_now_alerts(stack, job5)), "a start-now alert for job 5")
+    (alert,) = start_now_alerts(stack, job5)
+    assert alert["labels"]["cluster"] == "e2e"
+    assert alert["labels"]["kind"] == "start-now"
+    assert f"scontrol top {job5}" in alert["annotations"]["command"]
+
+    # Alertmanager routed it to its own receiver
+    stack.am_webhook.wait_for(
+        lambda got: any(
+            a["labels"].get("job_id") == job5
+            for r in got
+            for a in r.json()["alerts"]
+            if a["labels"].get("alertname") == "GpuAdvisorStartNow"
+        ),
+        what="Alertmanager's notification for job 5",
+    )
+    # Slack: Block Kit with a text fallback
+    messages = stack.slack.wait_for(bool, path="/services/T0/B0/secret")
+    first = messages[0].json()
+    assert first["text"] and first["blocks"] and len(first["blocks"]) <= 50
+    assert any(job5 in json.dumps(block) for block in first["blocks"])
+    # generic webhook: signed
+    eventually(lambda: bool(webhook_events(stack, "firing")), "a signed firing webhook")
+    firing = [r for r in stack.webhook.received("/hook") if r.json()["event"] == "firing"]
+    assert all(signed(r) for r in firing)
+    assert any(rec["job_id"] == job5 for rec in firing[0].json()["recommendations"])
+
+    # apply the advice on the real Slurm
+    log = stack.tmp / "apply.log"
+    applied = subprocess.run(
+        [*gpuadvisor("apply", "--advisor", stack.advisor_url, "--yes", "--log", str(log))],
+        env={**os.environ, **stack.cluster.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    stack.cluster.wait_state(job5, "RUNNING")
+    assert stack.cluster.job_state(stack.ids[2]) == "PENDING"  # the head still waits
+    assert f'"scontrol", "top", "{job5}"' in log.read_text()
+    sync_job_mapping(stack.cluster, stack.mapping_dir)
+
+    # the alert resolves, and the webhook and Slack hear about it
+    eventually(lambda: not start_now_alerts(stack, job5), "the start-now alert resolved")
+    eventually(
+        lambda: any(
+            rec["job_id"] == job5
+            for body in webhook_events(stack, "resolved")
+            for rec in body["recommendations"]
+        ),
+        "a resolved webhook for job 5",
+    )
+    assert len(stack.slack.received("/services/T0/B0/secret")) >= 2
+
+    sinks = metric_samples(stack.advisor_url)
+    delivered = {
+        dict(labels)["sink"]
+        for (name, labels), value in sinks.items()
+        if name == "gpuadvisor_sink_deliveries_total"
+        and dict(labels)["outcome"] == "delivered"
+        and value > 0
+    }
+    assert len(delivered) == 3, delivered
+    assert not any(
+        value
+        for (name, labels), value in sinks.items()
+        if name == "gpuadvisor_sink_deliveries_total" and dict(labels)["outcome"] == "dropped"
+    )
+
+
+def test_prometheus_down_stops_the_advice_until_it_returns(stack: Stack) -> None:
+    def source_up() -> float | None:
+        return metric_samples(stack.advisor_url).get(
+            ("gpuadvisor_advisor_source_up", (("source", "prometheus"),))
+        )
+
+    eventually(lambda: source_up() == 1.0, "Prometheus up to begin with")
+    port = stack.prometheus.port
+    stack.prometheus.stop()
+    eventually(lambda: source_up() == 0.0, "source_up{source=prometheus} 0")
+    body = get_json(f"{stack.advisor_url}/api/v1/recommendations")
+    assert body["trusted"] is False and body["recommendations"] == []
+    cycles = metric_samples(stack.advisor_url)
+    assert cycles[("gpuadvisor_advisor_cycles_total", (("outcome", "untrusted"),))] >= 1
+    assert not any(name.startswith("gpuadvisor_cluster_") for name, _ in cycles)
+    assert stack.advisor.proc.poll() is None  # still running
+
+    stack.prometheus = PrometheusServer(
+        stack.tmp / "prometheus", stack.scrape_jobs, port=port
+    ).wait_ready()
+    eventually(lambda: source_up() == 1.0, "Prometheus back and trusted again", 60.0)
+    eventually(
+        lambda: ("gpuadvisor_cluster_gpus", ()) in metric_samples(stack.advisor_url),
+        "cluster numbers again",
+    )
