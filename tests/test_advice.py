@@ -4,7 +4,7 @@ the queue; jobs 4 (1 GPU, 30 min) and 5 (2 GPUs, 20 min) wait behind it with 2 G
 
 from __future__ import annotations
 
-from gpuadvisor.analysis.advice import advise
+from gpuadvisor.analysis.advice import AdviceSettings, advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.model import ClusterSnapshot, Kind, RunningJob
 from gpuadvisor.model.duration import format_duration
@@ -74,3 +74,17 @@ def test_durations_read_like_an_operator_writes_them() -> None:
     assert format_duration(6600) == "1h50m"
     assert format_duration(3 * 86400 + 7200) == "3d02h"
     assert format_duration(float("inf")) == "–"
+
+
+def test_without_a_scheduler_command_the_advice_is_in_words_only() -> None:
+    advice = advise(
+        head_of_line_snapshot(), estimate_runtime, settings=AdviceSettings(scheduler="none")
+    )
+    assert advice and all(r.commands == () and r.command == "" for r in advice)
+    assert any(r.kind is Kind.START_NOW and r.job_id == "5" for r in advice)
+
+
+def test_with_no_foreseeable_head_start_the_reason_says_so() -> None:
+    snapshot = head_of_line_snapshot()
+    starts = [r for r in advise(snapshot, lambda job: None) if r.kind is Kind.START_NOW]
+    assert starts and "no start time can be foreseen for job 3" in starts[0].action

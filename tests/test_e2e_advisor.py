@@ -27,11 +27,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuadvisor.sinks.webhook import verify_signature
 from gpuadvisor.sources.slurm import parse_squeue
 from tests.harness.alertmanager import AlertmanagerServer
+from tests.harness.exposition_server import ExpositionServer
 from tests.harness.process import ManagedProcess
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.harness.receiver import Received, Receiver
 from tests.harness.slurm import SlurmCluster, submit_head_of_line
 from tests.ports import free_port
+from tests.test_prometheus_live import dcgm_text, ksm_text
 
 pytestmark = pytest.mark.e2e
 
@@ -348,3 +350,58 @@ def test_prometheus_down_stops_the_advice_until_it_returns(stack: Stack) -> None
         lambda: ("gpuadvisor_cluster_gpus", ()) in metric_samples(stack.advisor_url),
         "cluster numbers again",
     )
+
+
+def test_kubernetes_profile_advises_from_kube_state_metrics_and_dcgm(tmp_path: Path) -> None:
+    """The same path with the ``kubernetes`` profile: Prometheus scrapes kube-state-metrics and
+    dcgm-exporter expositions (their real metric names and labels) served on 127.0.0.1."""
+    ksm, dcgm, am_webhook = ExpositionServer(), ExpositionServer(), Receiver()
+    ksm.set(ksm_text())
+    dcgm.set(dcgm_text())
+    jobs = [
+        ScrapeJob("kube-state-metrics", [ksm.address]),
+        ScrapeJob("dcgm-exporter", [dcgm.address]),
+    ]
+    alertmanager = AlertmanagerServer(tmp_path / "alertmanager", f"{am_webhook.url}/am")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with PrometheusServer(tmp_path / "prometheus", jobs).wait_ready() as prometheus:
+            alertmanager.start().wait_ready()
+            config = tmp_path / "advisor.yaml"
+            config.write_text(
+                f"interval: 1s\nprofile: kubernetes\nmax_age: 15s\nwindow: 10s\n"
+                f"prometheus: {{url: {prometheus.url}}}\n"
+                "hysteresis: {hold_cycles: 2, clear_cycles: 2}\n"
+                f"sinks:\n  alertmanager:\n    - url: {alertmanager.url}\n"
+            )
+            with ManagedProcess(
+                gpuadvisor(
+                    "advisor", "--config", str(config), "--web.listen-address", f"127.0.0.1:{port}"
+                ),
+                tmp_path / "advisor.log",
+            ) as advisor:
+                advisor.wait_http(f"{url}/-/ready")
+
+                def small_pod_alerts() -> list[dict[str, Any]]:
+                    return [
+                        a
+                        for a in alertmanager.alerts(active=True)
+                        if a["labels"].get("alertname") == "GpuAdvisorStartNow"
+                        and a["labels"].get("job_id") == "ml/small-3"
+                    ]
+
+                eventually(lambda: bool(small_pod_alerts()), "start-now for pod ml/small-3")
+                (alert,) = small_pod_alerts()
+                assert alert["labels"]["node"] == "gpu-a"
+                recs = get_json(f"{url}/api/v1/recommendations")["recommendations"]
+                start = next(r for r in recs if r["kind"] == "start-now")
+                assert start["commands"] == []  # no command reorders a pending pod
+                # the pod is scheduled: the advice is withdrawn and the alert resolves
+                ksm.set(ksm_text(started={"small-3": "gpu-a"}))
+                eventually(lambda: not small_pod_alerts(), "the alert for ml/small-3 resolved")
+    finally:
+        alertmanager.stop()
+        for server in (ksm, dcgm):
+            server.stop()
+        am_webhook.stop()

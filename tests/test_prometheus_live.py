@@ -17,7 +17,7 @@ import asyncio
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,8 +127,15 @@ PODS = (
 )
 
 
-def ksm_text() -> str:
-    """kube-state-metrics v2 exposition for one GPU node and the pods above."""
+def ksm_text(started: Mapping[str, str] | None = None) -> str:
+    """kube-state-metrics v2 exposition for one GPU node and the pods above; ``started`` maps
+    pending pods that have since been scheduled to their node."""
+    pods = [
+        (ns, name, "Running", gpus, (started or {})[name], created)
+        if name in (started or {})
+        else (ns, name, phase, gpus, node, created)
+        for ns, name, phase, gpus, node, created in PODS
+    ]
     out = [
         "# HELP kube_node_status_allocatable The allocatable for different resources of a "
         "node that are available for scheduling.",
@@ -143,7 +150,7 @@ def ksm_text() -> str:
         "kube_pod_start_time": [],
         "kube_pod_container_resource_requests": [],
     }
-    for i, (ns, name, phase, gpus, node, created) in enumerate(PODS):
+    for i, (ns, name, phase, gpus, node, created) in enumerate(pods):
         pod = f'namespace="{ns}",pod="{name}",uid="0000-{i}"'
         families["kube_pod_info"].append(
             f'{{{pod},host_ip="10.0.0.7",pod_ip="10.1.0.{i}",node="{node}",'

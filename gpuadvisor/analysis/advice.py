@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.fragmentation import WorkloadMix
@@ -48,6 +48,9 @@ class AdviceSettings:
     placement: str = "advisor"
     order_settings: OrderSettings = field(default_factory=lambda: OrderSettings(explain=True))
     validity_s: float = 120.0
+    scheduler: str = "slurm"
+    """Whose commands the advice carries: ``slurm`` (``scontrol``) or ``none`` (advice in words
+    only, e.g. on Kubernetes, where no command reorders a pending pod)."""
 
 
 def capacity_of(snapshot: ClusterSnapshot) -> Capacity:
@@ -132,6 +135,8 @@ def _word(
         if other is not None and other.nodes != start.allocation.nodes:
             out.append(_place_on(snapshot, start, other, valid_until))
     out.sort(key=lambda r: (-r.gain.gpus_busy_now, r.kind, r.job_id))
+    if settings.scheduler != "slurm":
+        out = [replace(r, commands=()) for r in out]
     return out
 
 
@@ -151,6 +156,11 @@ def _start_now(
     where = _node_names(snapshot, start.allocation)
     if head is None:
         why = "nothing ahead of it needs these GPUs"
+    elif not math.isfinite(reserve_at):
+        why = (
+            f"no start time can be foreseen for job {head.job_id} (what runs has no time "
+            "limit), so no known start is delayed"
+        )
     elif est is not None and now + est <= reserve_at:
         why = (
             f"it should end within {format_duration(est)}, before job {head.job_id} can start "

@@ -113,7 +113,7 @@ def build(
     if hold_cycles is not None:
         hysteresis = HysteresisSettings(hold_cycles, hysteresis.clear_cycles)
     settings = AdvisorSettings(
-        interval_s=config.interval_s, cycle=config.cycle, hysteresis=hysteresis
+        interval_s=config.interval_s, cycle=config.effective_cycle, hysteresis=hysteresis
     )
     dispatcher = OutboxDispatcher((), config.external_url)
     advisor = Advisor(read_state, dispatcher, settings)

@@ -33,6 +33,7 @@ from gpuadvisor.sources.live_state import LiveSettings
 from gpuadvisor.sources.profiles import PROFILES, Profile, profile
 from gpuadvisor.sources.prometheus import PrometheusSettings
 
+SCHEDULERS = {"slurm": "scontrol commands", "none": "advice in words only"}
 DEFAULT_LISTEN = ":19844"
 """The advisor's port; the agent uses 19842 and the queue exporter 19843."""
 
@@ -54,6 +55,15 @@ class AdvisorConfig:
     alertmanagers: tuple[AlertmanagerTarget, ...] = ()
     slack: tuple[SlackSettings, ...] = ()
     webhooks: tuple[WebhookSettings, ...] = ()
+    scheduler: str | None = None
+    """``slurm`` or ``none``; None: from the profile (gpuadvisor → slurm, kubernetes → none)."""
+
+    @property
+    def effective_cycle(self) -> CycleSettings:
+        """``cycle`` with the scheduler whose commands the advice carries."""
+        scheduler = self.scheduler or ("slurm" if self.profile.kind == "gpuadvisor" else "none")
+        advice = dataclasses.replace(self.cycle.advice, scheduler=scheduler)
+        return dataclasses.replace(self.cycle, advice=advice)
 
 
 T = TypeVar("T")
@@ -336,6 +346,7 @@ def _sinks(
 
 TOP_KEYS = {
     "interval",
+    "scheduler",
     "web",
     "prometheus",
     "profile",
@@ -413,4 +424,5 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
         alertmanagers=alertmanagers,
         slack=slack,
         webhooks=webhooks,
+        scheduler=_choice(root, "scheduler", SCHEDULERS, "") or None,
     )
