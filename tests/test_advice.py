@@ -88,3 +88,19 @@ def test_with_no_foreseeable_head_start_the_reason_says_so() -> None:
     snapshot = head_of_line_snapshot()
     starts = [r for r in advise(snapshot, lambda job: None) if r.kind is Kind.START_NOW]
     assert starts and "no start time can be foreseen for job 3" in starts[0].action
+
+
+def test_the_scheduler_order_is_the_fifo_order_not_the_submit_time() -> None:
+    # Job 4 (1 GPU) was submitted after job 3 but the scheduler ranks it first (priority):
+    # FIFO in the scheduler's order starts job 4 itself, so there is nothing to backfill; in
+    # submit order job 3 would head the queue and job 5 would be advised to start now.
+    snapshot = head_of_line_snapshot()
+    job3, job4, job5 = snapshot.pending
+    reordered = ClusterSnapshot(
+        snapshot.time_s, snapshot.cluster, snapshot.running, (job4, job3, job5)
+    )
+    advice = advise(reordered, estimate_runtime)
+    assert not [r for r in advice if r.kind in (Kind.START_NOW, Kind.QUEUE_BLOCKED)]
+    assert [r.job_id for r in advise(snapshot, estimate_runtime) if r.kind is Kind.START_NOW] == [
+        "5"
+    ]

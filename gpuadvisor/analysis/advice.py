@@ -25,6 +25,7 @@ from gpuadvisor.analysis.orders import (
     QueueView,
     Reservation,
     Start,
+    submit_key,
 )
 from gpuadvisor.analysis.placement import PLACEMENTS, PlacementContext, first_fit
 from gpuadvisor.model import (
@@ -91,12 +92,25 @@ def advise(
         ),
         key=lambda e: e.expected_end_s,
     )
-    pending = sorted(snapshot.pending, key=lambda j: (j.submit_time_s, j.job_id))
-    view = QueueView(now, pending, endings, capacity, estimate)
+    # The snapshot's order is the scheduler's (priority, then submit time): FIFO keeps it, and
+    # so does every order that ranks by arrival; the others re-rank by their own key.
+    pending = list(snapshot.pending)
+    order = ORDERS[settings.order]
+    ranked = pending
+    if order.key is not submit_key:
+        position = {id(job): i for i, job in enumerate(pending)}
+        ranked = sorted(pending, key=lambda j: (*order.key(j, estimate(j)), position[id(j)]))
     ctx = PlacementContext(mix or WorkloadMix.of_jobs(pending))
     explain = settings.order_settings
-    fifo = ORDERS["fifo"].plan(view, first_fit, ctx, explain)
-    policy = ORDERS[settings.order].plan(view, PLACEMENTS[settings.placement], ctx, explain)
+    fifo = ORDERS["fifo"].plan(
+        QueueView(now, pending, endings, capacity, estimate), first_fit, ctx, explain
+    )
+    policy = order.plan(
+        QueueView(now, ranked, endings, capacity, estimate),
+        PLACEMENTS[settings.placement],
+        ctx,
+        explain,
+    )
     return tuple(_word(snapshot, capacity, estimate, fifo, policy, settings))
 
 
