@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -11,12 +12,20 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuadvisor.cli.agent import parse_listen_address
+from gpuadvisor.cli.listen import parse_listen_address
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.gpu import GpuReading, NodeReading
-from gpuadvisor.services.agent import SAMPLER, AgentSettings, Sampler, create_app
+from gpuadvisor.services.agent import (
+    EXPOSITION,
+    REGISTRY,
+    SAMPLER,
+    AgentSettings,
+    Sampler,
+    create_app,
+)
 from gpuadvisor.sources.gpu import ProbeUnavailableError
 from gpuadvisor.sources.simgpu import SAMPLE_INTERVAL_US, SimulatedProbe, default_spec
 from tests.ports import free_port
@@ -156,6 +165,31 @@ async def test_metrics_are_gzipped_only_when_the_client_accepts_it(sim: Client) 
     assert "gpuadvisor_build_info" in await zipped.text()
     plain = await sim.get("/metrics", headers={"Accept-Encoding": "identity"})
     assert "Content-Encoding" not in plain.headers
+
+
+async def test_scrapes_between_samples_are_served_one_cached_render(
+    sim: Client, clock: Clock
+) -> None:
+    app = sim.app or pytest.fail("no app")
+
+    async def body(encoding: str) -> bytes:
+        response = await sim.get("/metrics", headers={"Accept-Encoding": encoding})
+        assert response.status == 200
+        return await response.read()  # aiohttp's client inflates gzip bodies itself
+
+    def expected() -> bytes:
+        return generate_latest(app[REGISTRY])
+
+    first = [await body(e) for e in ("gzip", "identity", "gzip", "identity")]
+    assert first == [expected()] * 4
+    assert app[EXPOSITION].renders == 1
+    gzipped = app[EXPOSITION].gzipped(sampler(sim).state)
+    assert gzip.decompress(gzipped) == expected()
+    clock.now_s += 2.0
+    await sampler(sim).sample_once()
+    assert await body("gzip") == expected() != first[0]
+    assert await body("identity") == expected()
+    assert app[EXPOSITION].renders == 2
 
 
 async def test_the_snapshot_is_json_of_the_latest_state(sim: Client) -> None:

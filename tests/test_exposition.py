@@ -1,5 +1,8 @@
 """The agent's exposition: golden /metrics, the DESIGN §4 names, absent series, docs drift.
 
+The golden file and promtool hold for both renderers: prometheus-client's families and the
+agent's own cached text renderer (``sinks.agent_render``), which is what /metrics serves.
+
 Regenerate tests/data/agent_metrics.golden.prom and docs/metrics.md with ``UPDATE_GOLDEN=1``.
 """
 
@@ -8,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +26,9 @@ from gpuadvisor.analysis.utilization import (
     record_collector,
 )
 from gpuadvisor.model.gpu import GpmRatios, GpuReading, NodeReading, NvmlErrorCount
+from gpuadvisor.sinks.agent_render import TextRenderer
 from gpuadvisor.sinks.exposition import AGENT_METRICS, agent_registry, metrics_markdown
+from gpuadvisor.sources.simgpu import SimulatedProbe, default_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "agent_metrics.golden.prom"
@@ -120,6 +126,22 @@ def exposition(state: AgentState) -> str:
     return generate_latest(agent_registry(lambda: state, "0.1.0")).decode()
 
 
+def served(state: AgentState) -> str:
+    """What the agent's /metrics serves: its own text renderer."""
+    return TextRenderer("0.1.0").render(state).decode()
+
+
+def sim_state(gpus: int) -> AgentState:
+    """A simulated node after three one-second samples."""
+    now = [T0]
+    probe = SimulatedProbe(default_spec(gpus=gpus), lambda: now[0])
+    state = AgentState()
+    for _ in range(3):
+        state = advance(state, probe.read(), now[0])
+        now[0] += 1.0
+    return record_collector(state, CollectorRun("gpu", True, 0.002))
+
+
 def families(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(text):
@@ -137,6 +159,10 @@ def test_the_exposition_matches_the_golden_file() -> None:
     if UPDATE:
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text(), "run with UPDATE_GOLDEN=1 and review the diff"
+
+
+def test_the_served_renderer_matches_the_golden_file_too() -> None:
+    assert served(fixed_state()) == GOLDEN.read_text()
 
 
 def test_the_defined_metrics_are_exactly_the_design_contract() -> None:
@@ -210,12 +236,22 @@ def test_before_the_first_sample_only_build_info_is_exposed() -> None:
     assert set(families(exposition(AgentState()))) == {"gpuadvisor_build_info"}
 
 
-def test_promtool_accepts_the_exposition() -> None:
+@pytest.mark.parametrize(
+    ("render", "state"),
+    [
+        pytest.param(exposition, fixed_state, id="prometheus-client"),
+        pytest.param(served, fixed_state, id="served"),
+        pytest.param(served, lambda: sim_state(64), id="served-64-gpus"),
+    ],
+)
+def test_promtool_accepts_the_exposition(
+    render: Callable[[AgentState], str], state: Callable[[], AgentState]
+) -> None:
     # promtool comes from Debian's prometheus package; `make test` installs it when missing.
     assert shutil.which("promtool"), "promtool is missing: apt-get install prometheus"
     result = subprocess.run(
         ["promtool", "check", "metrics"],
-        input=exposition(fixed_state()),
+        input=render(state()),
         capture_output=True,
         text=True,
         check=False,

@@ -35,6 +35,7 @@ from gpuadvisor.analysis.utilization import (
     record_collector,
 )
 from gpuadvisor.model.gpu import NodeReading
+from gpuadvisor.sinks.agent_render import CachedExposition
 from gpuadvisor.sinks.exposition import agent_registry
 from gpuadvisor.sources.gpu import GpuProbe, ProbeUnavailableError
 
@@ -159,6 +160,7 @@ def _consume(future: Any) -> None:
 
 SAMPLER = web.AppKey("sampler", Sampler)
 REGISTRY = web.AppKey("registry", CollectorRegistry)
+EXPOSITION = web.AppKey("exposition", CachedExposition)
 
 
 async def _run_sampler(app: web.Application) -> AsyncIterator[None]:
@@ -191,16 +193,24 @@ LANDING = """<!doctype html>
 async def metrics(request: web.Request) -> web.Response:
     """The exposition in Prometheus' text format 0.0.4, as node_exporter serves it by default.
 
-    OpenMetrics is not offered: prometheus_client renders it about 1.7 times slower, and every
-    Prometheus accepts the text format. ``name[]`` filters to the named families; the body is
-    gzip-compressed (level 1: cheap, most of the gain) when the client accepts it."""
-    registry = request.app[REGISTRY]
+    OpenMetrics is not offered: every Prometheus accepts the text format. The body comes from
+    ``CachedExposition``: written once per state (about 1.3 ms for 64 GPUs, so on the event
+    loop: a thread would add a hop and, under the GIL, no parallelism) and served as is until
+    the next sample; gzip-compressed (level 1: cheap, most of the gain, also made once per
+    state) when the client accepts it. ``name[]`` filters to the named samples through the
+    prometheus-client registry, uncached: they are rare and cheap."""
     names = request.query.getall("name[]", [])
-    body = generate_latest(registry.restricted_registry(names) if names else registry)
     headers = {"Content-Type": CONTENT_TYPE_LATEST}
-    if "gzip" in request.headers.get("Accept-Encoding", ""):
-        body = gzip.compress(body, compresslevel=1)
+    zipped = "gzip" in request.headers.get("Accept-Encoding", "")
+    if zipped:
         headers["Content-Encoding"] = "gzip"
+    if names:
+        body = generate_latest(request.app[REGISTRY].restricted_registry(names))
+        if zipped:
+            body = gzip.compress(body, compresslevel=1)
+        return web.Response(body=body, headers=headers)
+    state, exposition = request.app[SAMPLER].state, request.app[EXPOSITION]
+    body = exposition.gzipped(state) if zipped else exposition.text(state)
     return web.Response(body=body, headers=headers)
 
 
@@ -241,6 +251,7 @@ def create_app(
     sampler = Sampler(probe, settings, clock=clock)
     app[SAMPLER] = sampler
     app[REGISTRY] = agent_registry(lambda: sampler.state, settings.version)
+    app[EXPOSITION] = CachedExposition(settings.version)
     app.cleanup_ctx.append(_run_sampler)
     app.router.add_get("/", landing)
     app.router.add_get("/metrics", metrics)

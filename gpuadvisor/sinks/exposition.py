@@ -1,8 +1,10 @@
 """The agent's Prometheus exposition: metric definitions, the collector, and docs/metrics.md.
 
 ``AGENT_METRICS`` is the single source of every agent metric's name, type, labels and HELP text
-(DESIGN §4; names are a public API). ``AgentCollector.collect()`` renders fresh families from the
-latest ``AgentState`` only: it never probes, so a scrape never blocks. A field the GPU does not
+(DESIGN §4; names are a public API). ``series()`` decides which series a state has; from it
+``AgentCollector.collect()`` builds fresh prometheus-client families (used for ``name[]``
+filters) and ``sinks.agent_render`` writes the cached text the agent serves. Both render the
+latest ``AgentState`` only: they never probe, so a scrape never blocks. A field the GPU does not
 support has no series at all; a family without series is left out.
 """
 
@@ -208,97 +210,121 @@ def _family(metric: MetricDef) -> Metric:
     return GaugeMetricFamily(metric.name, metric.help, labels=metric.labels)
 
 
-class _Families:
-    """Fresh families for one scrape, filled by name."""
-
-    def __init__(self) -> None:
-        self.by_name = {m.name: _family(m) for m in AGENT_METRICS}
-
-    def add(self, name: str, labels: list[str], value: float | None) -> None:
-        if value is None:
-            return
-        family = self.by_name[name]
-        assert isinstance(family, GaugeMetricFamily | CounterMetricFamily)
-        family.add_metric(labels, value)
-
-    def histogram(self, name: str, labels: list[str], counters: GpuCounters) -> None:
-        if counters.histogram is None:
-            return
-        family = self.by_name[name]
-        assert isinstance(family, HistogramMetricFamily)
-        bounds = [*(repr(b) for b in HISTOGRAM_BOUNDS), "+Inf"]
-        cumulative = counters.histogram.cumulative()
-        family.add_metric(
-            labels,
-            list(zip(bounds, [*cumulative, cumulative[-1]], strict=True)),
-            counters.histogram.sum_ratio,
-        )
-
-    def non_empty(self) -> Iterator[Metric]:
-        return (f for f in self.by_name.values() if f.samples)
+BUCKET_BOUNDS: tuple[str, ...] = (*(repr(b) for b in HISTOGRAM_BOUNDS), "+Inf")
+"""The ``le`` label values of the utilization-sample histogram, as the exposition writes them."""
 
 
-def _gpu(families: _Families, gpu: GpuReading, counters: GpuCounters | None) -> None:
-    u = [gpu.uuid]
-    info = [gpu.uuid, str(gpu.index), gpu.name, gpu.pci_bus_id, gpu.mig_mode, gpu.topology_group]
-    families.add("gpuadvisor_gpu_info", info, 1)
-    families.add("gpuadvisor_gpu_up", u, 1 if gpu.up else 0)
+@dataclass(frozen=True, slots=True)
+class HistogramValue:
+    """One histogram series: cumulative counts per ``BUCKET_BOUNDS`` entry, and the sum."""
+
+    cumulative: tuple[int, ...]
+    sum: float
+
+
+Labels = tuple[str, ...]
+Series = tuple[str, Labels, float | HistogramValue]
+"""``(family name, label values in the family's label order, value)``."""
+
+
+def _gpu(gpu: GpuReading, counters: GpuCounters | None) -> Iterator[Series]:
+    u = (gpu.uuid,)
+    info = (gpu.uuid, str(gpu.index), gpu.name, gpu.pci_bus_id, gpu.mig_mode, gpu.topology_group)
+    yield "gpuadvisor_gpu_info", info, 1
+    yield "gpuadvisor_gpu_up", u, 1 if gpu.up else 0
     if not gpu.up:
         return
     if counters is not None:
-        busy, memory_busy = counters.busy, counters.memory_busy
-        families.add("gpuadvisor_gpu_busy_seconds_total", u, None if busy is None else busy.seconds)
-        families.add(
-            "gpuadvisor_gpu_memory_busy_seconds_total",
-            u,
-            None if memory_busy is None else memory_busy.seconds,
-        )
-        families.add("gpuadvisor_gpu_utilization_ratio", u, counters.utilization_ratio)
-        families.histogram("gpuadvisor_gpu_utilization_sample_ratio", u, counters)
-        families.add(
-            "gpuadvisor_gpu_allocated_idle_seconds_total", u, counters.allocated_idle_seconds
-        )
-    if gpu.gpm is not None:
-        families.add("gpuadvisor_gpu_sm_active_ratio", u, gpu.gpm.sm_active_ratio)
-        families.add("gpuadvisor_gpu_sm_occupancy_ratio", u, gpu.gpm.sm_occupancy_ratio)
-        families.add("gpuadvisor_gpu_tensor_active_ratio", u, gpu.gpm.tensor_active_ratio)
-        families.add("gpuadvisor_gpu_dram_bandwidth_ratio", u, gpu.gpm.dram_bandwidth_ratio)
-    families.add("gpuadvisor_gpu_memory_total_bytes", u, gpu.memory_total_bytes)
-    families.add("gpuadvisor_gpu_memory_used_bytes", u, gpu.memory_used_bytes)
-    families.add("gpuadvisor_gpu_memory_reserved_bytes", u, gpu.memory_reserved_bytes)
-    families.add("gpuadvisor_gpu_power_watts", u, gpu.power_watts)
-    families.add("gpuadvisor_gpu_energy_joules_total", u, gpu.energy_joules)
+        if counters.busy is not None:
+            yield "gpuadvisor_gpu_busy_seconds_total", u, counters.busy.seconds
+        if counters.memory_busy is not None:
+            yield "gpuadvisor_gpu_memory_busy_seconds_total", u, counters.memory_busy.seconds
+        if counters.utilization_ratio is not None:
+            yield "gpuadvisor_gpu_utilization_ratio", u, counters.utilization_ratio
+        if counters.histogram is not None:
+            cumulative = counters.histogram.cumulative()
+            value = HistogramValue((*cumulative, cumulative[-1]), counters.histogram.sum_ratio)
+            yield "gpuadvisor_gpu_utilization_sample_ratio", u, value
+        if counters.allocated_idle_seconds is not None:
+            idle = counters.allocated_idle_seconds
+            yield "gpuadvisor_gpu_allocated_idle_seconds_total", u, idle
+    gpm = gpu.gpm
+    if gpm is not None:
+        if gpm.sm_active_ratio is not None:
+            yield "gpuadvisor_gpu_sm_active_ratio", u, gpm.sm_active_ratio
+        if gpm.sm_occupancy_ratio is not None:
+            yield "gpuadvisor_gpu_sm_occupancy_ratio", u, gpm.sm_occupancy_ratio
+        if gpm.tensor_active_ratio is not None:
+            yield "gpuadvisor_gpu_tensor_active_ratio", u, gpm.tensor_active_ratio
+        if gpm.dram_bandwidth_ratio is not None:
+            yield "gpuadvisor_gpu_dram_bandwidth_ratio", u, gpm.dram_bandwidth_ratio
+    if gpu.memory_total_bytes is not None:
+        yield "gpuadvisor_gpu_memory_total_bytes", u, gpu.memory_total_bytes
+    if gpu.memory_used_bytes is not None:
+        yield "gpuadvisor_gpu_memory_used_bytes", u, gpu.memory_used_bytes
+    if gpu.memory_reserved_bytes is not None:
+        yield "gpuadvisor_gpu_memory_reserved_bytes", u, gpu.memory_reserved_bytes
+    if gpu.power_watts is not None:
+        yield "gpuadvisor_gpu_power_watts", u, gpu.power_watts
+    if gpu.energy_joules is not None:
+        yield "gpuadvisor_gpu_energy_joules_total", u, gpu.energy_joules
     for xid, count in gpu.xid_errors or ():
-        families.add("gpuadvisor_gpu_xid_errors_total", [gpu.uuid, str(xid)], count)
-    families.add("gpuadvisor_gpu_processes", u, gpu.processes)
-    families.add("gpuadvisor_gpu_allocated", u, 1 if gpu.allocated else 0)
+        yield "gpuadvisor_gpu_xid_errors_total", (gpu.uuid, str(xid)), count
+    if gpu.processes is not None:
+        yield "gpuadvisor_gpu_processes", u, gpu.processes
+    yield "gpuadvisor_gpu_allocated", u, 1 if gpu.allocated else 0
     for job_id in gpu.job_ids:
-        families.add("gpuadvisor_gpu_job_info", [gpu.uuid, job_id], 1)
+        yield "gpuadvisor_gpu_job_info", (gpu.uuid, job_id), 1
     for profile, remaining in gpu.mig_remaining or ():
-        families.add("gpuadvisor_mig_profile_remaining_capacity", [gpu.uuid, profile], remaining)
+        yield "gpuadvisor_mig_profile_remaining_capacity", (gpu.uuid, profile), remaining
+
+
+def series(state: AgentState, version: str) -> Iterator[Series]:
+    """Every series ``state`` has, node and agent first, then GPU by GPU.
+
+    The one place that decides which series exist: both the prometheus-client families
+    (``render``) and the agent's own text renderer (``sinks.agent_render``) consume it.
+    A value the GPU does not report yields nothing (the series is absent, never a zero).
+    """
+    yield "gpuadvisor_build_info", (version,), 1
+    if state.nvml_up is not None:
+        yield "gpuadvisor_nvml_up", (), 1 if state.nvml_up else 0
+    for run in state.collectors:
+        yield "gpuadvisor_collector_success", (run.name,), 1 if run.success else 0
+        yield "gpuadvisor_collector_duration_seconds", (run.name,), run.duration_seconds
+    reading = state.reading
+    if reading is None:
+        return
+    versions = (reading.node, reading.driver_version, reading.cuda_driver_version)
+    yield "gpuadvisor_node_info", versions, 1
+    yield "gpuadvisor_node_gpus", (), len(reading.gpus)
+    if (free := state.free_gpus) is not None:
+        yield "gpuadvisor_node_free_gpus", (), free
+    if (largest := state.largest_free_group_gpus) is not None:
+        yield "gpuadvisor_node_largest_free_group_gpus", (), largest
+    for error in reading.nvml_errors:
+        yield "gpuadvisor_nvml_errors_total", (error.function, error.error), error.count
+    counters: dict[str, GpuCounters] = {}
+    for c in state.counters:
+        counters.setdefault(c.uuid, c)  # first wins, as AgentState.counters_for
+    for gpu in reading.gpus:
+        yield from _gpu(gpu, counters.get(gpu.uuid))
 
 
 def render(state: AgentState, version: str) -> Iterator[Metric]:
-    """Fresh metric families for ``state``; empty families are left out."""
-    families = _Families()
-    families.add("gpuadvisor_build_info", [version], 1)
-    if state.nvml_up is not None:
-        families.add("gpuadvisor_nvml_up", [], 1 if state.nvml_up else 0)
-    for run in state.collectors:
-        families.add("gpuadvisor_collector_success", [run.name], 1 if run.success else 0)
-        families.add("gpuadvisor_collector_duration_seconds", [run.name], run.duration_seconds)
-    reading = state.reading
-    if reading is not None:
-        versions = [reading.node, reading.driver_version, reading.cuda_driver_version]
-        families.add("gpuadvisor_node_info", versions, 1)
-        families.add("gpuadvisor_node_gpus", [], len(reading.gpus))
-        families.add("gpuadvisor_node_free_gpus", [], state.free_gpus)
-        families.add("gpuadvisor_node_largest_free_group_gpus", [], state.largest_free_group_gpus)
-        for error in reading.nvml_errors:
-            families.add("gpuadvisor_nvml_errors_total", [error.function, error.error], error.count)
-        for gpu in reading.gpus:
-            _gpu(families, gpu, state.counters_for(gpu.uuid))
-    return families.non_empty()
+    """Fresh prometheus-client families for ``state``, in ``AGENT_METRICS`` order; empty ones
+    are left out."""
+    families = {m.name: _family(m) for m in AGENT_METRICS}
+    for name, labels, value in series(state, version):
+        family = families[name]
+        if isinstance(value, HistogramValue):
+            assert isinstance(family, HistogramMetricFamily)
+            buckets = list(zip(BUCKET_BOUNDS, value.cumulative, strict=True))
+            family.add_metric(list(labels), buckets, value.sum)
+        else:
+            assert isinstance(family, GaugeMetricFamily | CounterMetricFamily)
+            family.add_metric(list(labels), value)
+    return (f for f in families.values() if f.samples)
 
 
 class AgentCollector(Collector):
