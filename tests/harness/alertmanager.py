@@ -11,10 +11,9 @@ import json
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from tests.harness.process import ManagedProcess, require_binary
+from tests.harness.process import ManagedProcess, Stoppable, require_binary
 from tests.ports import free_port
 
 BINARY = "prometheus-alertmanager"
@@ -34,7 +33,7 @@ receivers:
 """
 
 
-class AlertmanagerServer:
+class AlertmanagerServer(Stoppable):
     """One Alertmanager process; a context manager that stops it by PID."""
 
     def __init__(
@@ -111,14 +110,3 @@ class AlertmanagerServer:
         if self._process is not None:
             self._process.stop()
             self._process = None
-
-    def __enter__(self) -> AlertmanagerServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -12,7 +12,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+
+from tests.harness.process import Stoppable
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -47,7 +48,7 @@ class _Server(ThreadingHTTPServer):
         self.scrapes = 0
 
 
-class ExpositionServer:
+class ExpositionServer(Stoppable):
     """Serves ``/metrics`` from a background thread until ``stop()``."""
 
     def __init__(self, text: str = "") -> None:
@@ -94,14 +95,3 @@ class ExpositionServer:
             self._server.shutdown()
             self._server.server_close()
             self._thread.join(5)
-
-    def __enter__(self) -> ExpositionServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

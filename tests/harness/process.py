@@ -12,6 +12,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 
 def require_binary(name: str) -> str:
@@ -22,7 +23,25 @@ def require_binary(name: str) -> str:
     return path
 
 
-class ManagedProcess:
+class Stoppable:
+    """A context manager whose exit calls ``stop()`` (every server the tests start)."""
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ManagedProcess(Stoppable):
     """A child process whose output goes to ``log_path``; a context manager that stops it."""
 
     def __init__(
@@ -85,17 +104,6 @@ class ManagedProcess:
                 self.proc.kill()
                 self.proc.wait(timeout_s)
         self._log.close()
-
-    def __enter__(self) -> ManagedProcess:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def http_ok(url: str, *, timeout_s: float = 1.0) -> bool:

@@ -17,12 +17,11 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
 
-from tests.harness.process import ManagedProcess, require_binary
+from tests.harness.process import ManagedProcess, Stoppable, require_binary
 from tests.ports import free_port
 
 Series = list[dict[str, Any]]
@@ -56,7 +55,7 @@ def _alertmanager(url: str) -> dict[str, Any]:
     return entry
 
 
-class PrometheusServer:
+class PrometheusServer(Stoppable):
     """A running Prometheus; a context manager that stops it by PID."""
 
     def __init__(
@@ -156,14 +155,3 @@ class PrometheusServer:
 
     def stop(self) -> None:
         self.process.stop()
-
-    def __enter__(self) -> PrometheusServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.harness.process import Stoppable
+
 
 @dataclass(frozen=True)
 class Received:
@@ -61,7 +63,7 @@ class _Server(ThreadingHTTPServer):
         self.owner = owner
 
 
-class Receiver:
+class Receiver(Stoppable):
     """Records POSTs; ``respond`` picks each answer (default 200)."""
 
     def __init__(self, respond: Respond | None = None) -> None:

@@ -25,10 +25,9 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Final
+from typing import Final, Self
 
-from tests.harness.process import ManagedProcess, require_binary
+from tests.harness.process import ManagedProcess, Stoppable, require_binary
 from tests.ports import free_port
 
 MARKER_VAR: Final = "GPUADVISOR_SLURM_HARNESS"
@@ -101,7 +100,7 @@ def short_hostname() -> str:
     return socket.gethostname().split(".")[0]
 
 
-class SlurmCluster:
+class SlurmCluster(Stoppable):
     """One controller and one node with ``gpus`` fake GPUs; a context manager that stops it all."""
 
     def __init__(
@@ -135,7 +134,7 @@ class SlurmCluster:
 
     # -- start -------------------------------------------------------------------------------
 
-    def start(self, *, timeout_s: float = 30.0) -> SlurmCluster:
+    def start(self, *, timeout_s: float = 30.0) -> Self:
         """Start munged, slurmctld and slurmd; return once the node is idle and takes jobs."""
         binaries = {name: require_binary(name) for name in ("munged", "slurmctld", "slurmd")}
         require_binary("mungekey")
@@ -340,16 +339,8 @@ class SlurmCluster:
             time.sleep(0.05)
         raise RuntimeError(f"processes of {self.root} survive SIGKILL: {sorted(victims)}")
 
-    def __enter__(self) -> SlurmCluster:
+    def __enter__(self) -> Self:
         return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def step_daemon_trees(root: str) -> set[int]:
