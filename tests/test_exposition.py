@@ -27,7 +27,8 @@ from gpuadvisor.analysis.utilization import (
 )
 from gpuadvisor.model.gpu import GpmRatios, GpuReading, NodeReading, NvmlErrorCount
 from gpuadvisor.sinks.agent_render import TextRenderer
-from gpuadvisor.sinks.exposition import AGENT_METRICS, agent_registry, metrics_markdown
+from gpuadvisor.sinks.exposition import AGENT_METRICS, agent_registry
+from gpuadvisor.sinks.metrics_doc import metrics_markdown
 from gpuadvisor.sources.simgpu import SimulatedProbe, default_spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The agent's Prometheus exposition: metric definitions, the collector, and docs/metrics.md.
+"""The agent's Prometheus exposition: metric definitions and the collector.
 
 ``AGENT_METRICS`` is the single source of every agent metric's name, type, labels and HELP text
 (DESIGN §4; names are a public API). ``series()`` decides which series a state has; from it
@@ -41,6 +41,15 @@ class MetricDef:
     type: MetricType
     help: str
     labels: tuple[str, ...] = ()
+
+
+def metrics_table(metrics: tuple[MetricDef, ...]) -> str:
+    """A Markdown table of metric definitions (name, type, labels, help) for the docs."""
+    lines = ["| name | type | labels | help |", "|---|---|---|---|"]
+    for m in metrics:
+        labels = ", ".join(f"`{label}`" for label in m.labels) or "–"
+        lines.append(f"| `{m.name}` | {m.type} | {labels} | {m.help} |")
+    return "\n".join(lines) + "\n"
 
 
 def _def(name: str, type_: MetricType, help_: str, labels: tuple[str, ...] = GPU) -> MetricDef:
@@ -347,24 +356,3 @@ def agent_registry(latest: Callable[[], AgentState], version: str) -> CollectorR
     registry = CollectorRegistry(auto_describe=False)
     registry.register(AgentCollector(latest, version))
     return registry
-
-
-def metrics_markdown() -> str:
-    """The text of docs/metrics.md, generated from ``AGENT_METRICS``."""
-    lines = [
-        "# Agent metrics",
-        "",
-        "Generated from `gpuadvisor/sinks/exposition.py` (`AGENT_METRICS`); do not edit by hand.",
-        "Regenerate with `UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_exposition.py`.",
-        "",
-        "Names are a public API (DESIGN §4). `gpu_uuid` is the identity label; metadata lives in",
-        "`*_info` series joined in PromQL. A field a GPU does not support has no series at all,",
-        "never a fake zero. Host, cluster and instance labels come from Prometheus target labels.",
-        "",
-        "| name | type | labels | help |",
-        "|---|---|---|---|",
-    ]
-    for m in AGENT_METRICS:
-        labels = ", ".join(f"`{label}`" for label in m.labels) or "–"
-        lines.append(f"| `{m.name}` | {m.type} | {labels} | {m.help} |")
-    return "\n".join(lines) + "\n"

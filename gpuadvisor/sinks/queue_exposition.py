@@ -169,12 +169,3 @@ def queue_registry(latest: Callable[[], QueueStatus], version: str) -> Collector
     registry = CollectorRegistry(auto_describe=False)
     registry.register(QueueCollector(latest, version))
     return registry
-
-
-def queue_metrics_markdown() -> str:
-    """The metrics table of docs/queue.md, generated from ``QUEUE_METRICS``."""
-    lines = ["| name | labels | help |", "|---|---|---|"]
-    for m in QUEUE_METRICS:
-        labels = ", ".join(f"`{label}`" for label in m.labels) or "–"
-        lines.append(f"| `{m.name}` | {labels} | {m.help} |")
-    return "\n".join(lines) + "\n"
