@@ -41,6 +41,11 @@ sim:
   node: gpu-07
   gpus: 4
   group_size: 2
+  spec: node.yaml
+  schedule: /data/schedule.csv
+  policy: advisor+fgd
+  speedup: 60
+  start: 3600
 """
 
 
@@ -67,6 +72,11 @@ def test_a_full_file_gives_typed_values(tmp_path: Path) -> None:
         sim_node="gpu-07",
         sim_gpus=4,
         sim_group_size=2,
+        sim_spec=str(tmp_path / "node.yaml"),
+        sim_schedule="/data/schedule.csv",
+        sim_policy="advisor+fgd",
+        sim_speedup=60.0,
+        sim_start=3600.0,
     )
 
 
@@ -88,6 +98,9 @@ def test_an_empty_file_or_empty_sections_give_the_defaults(tmp_path: Path, text:
         ("sim:\n  gpus: 2.5\n", 2, "sim.gpus: expected a whole number >= 1"),
         ("sim:\n  node: 42\n", 2, "sim.node: expected a non-empty string"),
         ("sim:\n  gpus: [1, 2]\n", 2, "sim.gpus: expected a single value"),
+        ("sim:\n  speedup: 0\n", 2, "sim.speedup: must be > 0"),
+        ("sim:\n  start: later\n", 2, "sim.start: expected a number"),
+        ("sim:\n  policy: 7\n", 2, "sim.policy: expected a non-empty string"),
         ("web: :19842\n", 1, "web: expected a mapping"),
         ("web:\n  listen_address: 19842\n", 2, "web.listen_address: expected a non-empty string"),
         ("web:\n  listen_address: host\n", 2, "web.listen_address: expected HOST:PORT"),
@@ -171,6 +184,21 @@ def test_without_config_or_environment_the_flags_defaults_apply() -> None:
 def test_a_bad_flag_value_names_the_flag() -> None:
     with pytest.raises(ConfigError, match=r"--web\.listen-address: expected HOST:PORT"):
         apply_agent_config(agent_args("--web.listen-address", "nowhere"), env={})
+    with pytest.raises(ConfigError, match=r"--sim\.start: expected a finite number"):
+        apply_agent_config(agent_args("--sim.start", "nan"), env={})
+
+
+def test_the_replay_settings_reach_the_namespace_from_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "sim:\n  schedule: runs/s.csv\n  speedup: 30\n  policy: easy\n")
+    args = agent_args("--config", path, "--sim.start", "120")
+    apply_agent_config(args, env={"GPUADVISOR_AGENT_SIM_SPEEDUP": "60"})
+    assert args.sim_schedule == str(tmp_path / "runs" / "s.csv")
+    assert (args.sim_policy, args.sim_speedup, args.sim_start, args.sim_spec) == (
+        "easy",
+        60.0,
+        120.0,
+        "",
+    )
 
 
 def test_every_setting_has_a_flag_whose_default_and_choices_match_the_config() -> None:

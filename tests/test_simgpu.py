@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from gpuadvisor.analysis.utilization import AgentState, advance
@@ -135,3 +137,37 @@ def test_a_mapped_sim_node_follows_the_scheduler_job_map() -> None:
     held[2] = ("7",)  # the scheduler's prolog wrote a new mapping file
     now[0] += 1.0
     assert probe.read().gpus[2].job_ids == ("7",)
+
+
+def test_explicit_topology_groups_label_each_gpu_by_its_group() -> None:
+    sim, clock = probe(SimSpec(gpus=5, groups=((0, 3), (1, 2, 4))))
+    (reading,) = read_at(sim, clock, 0.0)
+    assert [g.topology_group for g in reading.gpus] == ["0", "1", "1", "0", "1"]
+
+
+def test_several_jobs_can_share_a_gpu_and_an_empty_step_frees_it() -> None:
+    spec = SimSpec(gpus=1, allocation=(((0.0, ("8", "9")), (5.0, ("9",)), (7.0, ())),))
+    sim, clock = probe(spec)
+    readings = read_at(sim, clock, 0.0, 6.0, 8.0)
+    assert [r.gpus[0].job_ids for r in readings] == [("8", "9"), ("9",), ()]
+
+
+def test_at_one_instant_the_later_step_wins_and_a_long_timeline_is_looked_up_by_time() -> None:
+    steps = tuple((float(t), float(t % 100)) for t in range(100_000))
+    sim, clock = probe(SimSpec(gpus=1, utilization=(((0.0, 10.0), (0.0, 20.0), *steps[1:]),)))
+    readings = read_at(sim, clock, 0.0, 12_345.5)
+    assert [r.gpus[0].utilization_percent for r in readings] == [20.0, 45.0]
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        (lambda: SimSpec(gpus=1, utilization=(((5.0, 1.0), (1.0, 2.0)),)), "in time order"),
+        (lambda: SimSpec(gpus=1, utilization=(((0.0, 101.0),),)), "0-100 percent"),
+        (lambda: SimSpec(gpus=1, allocation=(((0.0, "a"),),) * 2), "2 allocation timelines"),
+        (lambda: SimSpec(gpus=3, groups=((0, 1), (1, 2))), "exactly once"),
+    ],
+)
+def test_a_spec_that_breaks_its_rules_is_refused(spec: Callable[[], SimSpec], words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        spec()

@@ -13,11 +13,14 @@ from aiohttp import web
 
 from gpuadvisor.cli.agent_config import add_config_flags, apply_agent_config
 from gpuadvisor.cli.listen import AGENT_PORT, parse_listen_address
+from gpuadvisor.config.sim_spec import load_sim_spec
+from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.agent import AgentSettings, create_app
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sources.gpu import GpuProbe
 from gpuadvisor.sources.jobmap import JobMap
 from gpuadvisor.sources.nvml import TOPOLOGY_LEVELS, NvmlProbe, NvmlSettings
+from gpuadvisor.sources.sim_schedule import node_spec, read_schedule
 from gpuadvisor.sources.simgpu import SimSpec, SimulatedProbe, default_spec
 
 DEFAULT_PORT = AGENT_PORT
@@ -29,12 +32,47 @@ DEFAULT_LISTEN_ADDRESS = f":{DEFAULT_PORT}"
 log = logging.getLogger(__name__)
 
 
+def sim_spec(args: argparse.Namespace) -> SimSpec:
+    """The simulated node: from ``--sim.spec``, from one node of ``--sim.schedule``, or the
+    built-in pattern (``default_spec``) shaped by ``--sim.node/gpus/group-size``."""
+    sources = [
+        flag
+        for flag, value in (
+            ("--sim.spec", args.sim_spec),
+            ("--sim.schedule", args.sim_schedule),
+            ("--jobs.mapping-dir", args.jobs_mapping_dir),
+        )
+        if value
+    ]
+    if len(sources) > 1:
+        raise ConfigError(
+            f"--backend sim: give one of --sim.spec, --sim.schedule and --jobs.mapping-dir, "
+            f"not {' and '.join(sources)}"
+        )
+    if args.sim_spec:
+        return load_sim_spec(
+            args.sim_spec, node=args.sim_node, gpus=args.sim_gpus, group_size=args.sim_group_size
+        )
+    if args.sim_schedule:
+        return node_spec(
+            read_schedule(args.sim_schedule),
+            node=args.sim_node,
+            policy=args.sim_policy or None,
+            speedup=args.sim_speedup,
+            start_s=args.sim_start,
+            gpus=args.sim_gpus,
+            group_size=args.sim_group_size,
+        )
+    if args.jobs_mapping_dir:
+        return SimSpec(args.sim_node, args.sim_gpus, args.sim_group_size)
+    return default_spec(args.sim_node, args.sim_gpus, args.sim_group_size)
+
+
 def _sim_probe(args: argparse.Namespace) -> GpuProbe:
+    spec = sim_spec(args)
     if args.jobs_mapping_dir:  # follow the scheduler: jobs from the mapping files
         job_map = JobMap(Path(args.jobs_mapping_dir), Path(args.jobs_proc_root))
-        spec = SimSpec(args.sim_node, args.sim_gpus, args.sim_group_size)
         return SimulatedProbe(spec, time.time, job_map=job_map.jobs)
-    spec = default_spec(args.sim_node, args.sim_gpus, args.sim_group_size)
     return SimulatedProbe(spec, time.time)
 
 
@@ -135,6 +173,42 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=4,
         help="simulated GPUs per topology group",
+    )
+    p.add_argument(
+        "--sim.spec",
+        dest="sim_spec",
+        metavar="FILE",
+        default="",
+        help="YAML file describing the simulated node: GPUs, topology, utilization and job "
+        "timelines (docs/agent.md); its values win over --sim.node/gpus/group-size",
+    )
+    p.add_argument(
+        "--sim.schedule",
+        dest="sim_schedule",
+        metavar="FILE",
+        default="",
+        help="replay the node --sim.node of a simulator run (gpuadvisor simulate "
+        "--output-schedule FILE)",
+    )
+    p.add_argument(
+        "--sim.policy",
+        dest="sim_policy",
+        default="",
+        help="with --sim.schedule: the policy whose run to replay (default: the file's only one)",
+    )
+    p.add_argument(
+        "--sim.speedup",
+        dest="sim_speedup",
+        type=_positive,
+        default=1.0,
+        help="with --sim.schedule: trace seconds per wall-clock second (default 1)",
+    )
+    p.add_argument(
+        "--sim.start",
+        dest="sim_start",
+        type=float,
+        default=0.0,
+        help="with --sim.schedule: the trace second the agent starts at (default 0)",
     )
     add_config_flags(p)  # last: --config, --web.config.file, --web.max-requests; flags > env > file
     p.set_defaults(run=run)

@@ -25,6 +25,7 @@ from gpuadvisor.simulation.inflation import run_inflation
 from gpuadvisor.simulation.workload import offered_load, scale_to_load
 from gpuadvisor.sinks.plots import write_plots
 from gpuadvisor.sinks.report import progress_bar, render_size_table, render_table, results_json
+from gpuadvisor.sinks.schedule import write_schedule
 from gpuadvisor.sources.traces import READERS, read_nodes, read_trace
 
 PROTOCOLS = ("replay", "inflation")
@@ -150,6 +151,19 @@ def add_parser(sub: Any) -> None:
         "--output-json", type=Path, metavar="FILE", help="write the results as JSON here"
     )
     p.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots into DIR")
+    p.add_argument(
+        "--output-schedule",
+        type=Path,
+        metavar="FILE",
+        help="write where and when each job ran, one CSV row per (policy, job, node), for "
+        "gpuadvisor agent --sim.schedule (replay only)",
+    )
+    p.add_argument(
+        "--schedule-policy",
+        metavar="POLICY",
+        help="only this policy's rows in --output-schedule (a label as in the results, e.g. "
+        "advisor or easy+best-fit; default: every listed policy)",
+    )
     p.set_defaults(run=run)
 
 
@@ -190,6 +204,12 @@ def run(args: argparse.Namespace) -> int:
         prepare_file(args.output_json, "--output-json")
     if args.plots is not None:
         prepare_folder(args.plots, "--plots")
+    if args.output_schedule is not None:
+        if args.protocol != "replay":
+            raise GpuAdvisorError("--output-schedule needs --protocol replay")
+        prepare_file(args.output_schedule, "--output-schedule")
+    elif args.schedule_policy is not None:
+        raise GpuAdvisorError("--schedule-policy needs --output-schedule")
     cluster = load_cluster(args)
     jobs = load_jobs(args, cluster)
     if not jobs:
@@ -211,6 +231,12 @@ def run(args: argparse.Namespace) -> int:
     configs = [parse_policy(spec, base) for spec in args.policies.split(",") if spec.strip()]
     if not configs:
         raise ModelError("--policies names no policy")
+    labels = [config.label for config in configs]
+    if args.schedule_policy is not None and args.schedule_policy not in labels:
+        raise GpuAdvisorError(
+            f"--schedule-policy {args.schedule_policy!r} is not a listed policy; "
+            f"the policies are {', '.join(labels)}"
+        )
     console.print(
         f"{len(jobs)} jobs on {len(cluster.nodes)} nodes / {cluster.gpus} GPUs, "
         f"offered load {offered_load(jobs, cluster.gpus):.2f}"
@@ -241,6 +267,10 @@ def report(
     if args.plots:
         for path in write_plots([r.result for r in runs], args.plots):
             console.print(f"plot: {path}")
+    if args.output_schedule:
+        chosen = [r.result for r in runs if args.schedule_policy in (None, r.label)]
+        written = write_schedule(args.output_schedule, chosen)
+        console.print(f"schedule: {args.output_schedule} ({written} rows)")
 
 
 def mean_curve(curves: Sequence[Mapping[str, float]]) -> dict[str, float]:

@@ -18,6 +18,7 @@ from gpuadvisor.config.values import (
     Value,
     count,
     listen_address,
+    number,
     optional_path,
     ratio,
     seconds,
@@ -54,6 +55,11 @@ class AgentConfig:
     sim_node: str = "sim-node"
     sim_gpus: int = 8
     sim_group_size: int = 4
+    sim_spec: str | None = None
+    sim_schedule: str | None = None
+    sim_policy: str | None = None
+    sim_speedup: float = 1.0
+    sim_start: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,13 @@ class Setting:
     @property
     def env(self) -> str:
         return ENV_PREFIX + self.key.replace(".", "_").upper()
+
+
+def _positive(value: object) -> float:
+    out = number(value)
+    if out <= 0:
+        raise ValueError(f"must be > 0, got {value!r}")
+    return out
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -98,6 +111,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sim_node", "sim.node", "--sim.node", text),
     Setting("sim_gpus", "sim.gpus", "--sim.gpus", count(1)),
     Setting("sim_group_size", "sim.group_size", "--sim.group-size", count(1)),
+    Setting("sim_spec", "sim.spec", "--sim.spec", optional_path, path_like=True),
+    Setting("sim_schedule", "sim.schedule", "--sim.schedule", optional_path, path_like=True),
+    Setting("sim_policy", "sim.policy", "--sim.policy", optional_path),  # a name, or none
+    Setting("sim_speedup", "sim.speedup", "--sim.speedup", _positive),
+    Setting("sim_start", "sim.start", "--sim.start", number),
 )
 SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
 SETTINGS_BY_FLAG = {s.flag: s for s in SETTINGS}

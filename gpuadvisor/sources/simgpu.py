@@ -9,9 +9,11 @@ The clock is a parameter: the same spec and clock values give identical readings
 from __future__ import annotations
 
 import uuid
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from itertools import pairwise
+from typing import Generic, TypeVar
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.gpu import GpmRatios, GpuReading, NodeReading, UtilizationSample
@@ -32,13 +34,33 @@ Timeline = tuple[tuple[float, float], ...]
 
 T = TypeVar("T")
 
-JobTimeline = tuple[tuple[float, str], ...]
-"""``(start_s, job_id)`` steps; an empty job id frees the GPU."""
+Jobs = str | tuple[str, ...]
+"""A job id, several (jobs sharing the GPU in fractions), or ``""`` / ``()`` for free."""
+
+JobTimeline = tuple[tuple[float, Jobs], ...]
+"""``(start_s, jobs)`` steps; an empty job id frees the GPU."""
+
+
+def _job_ids(jobs: Jobs) -> tuple[str, ...]:
+    return ((jobs,) if jobs else ()) if isinstance(jobs, str) else tuple(j for j in jobs if j)
+
+
+def _check_steps(name: str, index: int, steps: tuple[tuple[float, object], ...]) -> None:
+    starts = [start_s for start_s, _ in steps]
+    if any(b < a for a, b in pairwise(starts)):
+        raise ConfigError(
+            f"sim: the {name} timeline of GPU {index} must be in time order, got starts {starts}",
+            column=name,
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class SimSpec:
-    """A simulated node. GPUs without a timeline are idle and free."""
+    """A simulated node. GPUs without a timeline are idle and free.
+
+    Topology groups are ``groups`` when given (they must cover GPUs 0..gpus-1 exactly once),
+    else consecutive runs of ``group_size`` GPUs; a GPU's group is labelled by its ordinal.
+    Timelines are in time order (ties: the later step wins)."""
 
     node: str = "sim-node"
     gpus: int = 8
@@ -46,6 +68,7 @@ class SimSpec:
     utilization: tuple[Timeline, ...] = ()
     allocation: tuple[JobTimeline, ...] = ()
     period_s: float | None = None
+    groups: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if self.gpus < 0:
@@ -56,6 +79,32 @@ class SimSpec:
             )
         if self.period_s is not None and self.period_s <= 0:
             raise ConfigError(f"sim: period_s must be > 0, got {self.period_s}", column="period_s")
+        if self.groups and sorted(i for g in self.groups for i in g) != list(range(self.gpus)):
+            raise ConfigError(
+                f"sim: topology groups {[list(g) for g in self.groups]} must cover GPUs "
+                f"0..{self.gpus - 1} exactly once",
+                column="groups",
+            )
+        for name, timelines in (("utilization", self.utilization), ("allocation", self.allocation)):
+            if len(timelines) > self.gpus:
+                raise ConfigError(
+                    f"sim: {len(timelines)} {name} timelines for {self.gpus} GPUs", column=name
+                )
+            for index, steps in enumerate(timelines):
+                _check_steps(name, index, steps)
+        for index, util in enumerate(self.utilization):
+            bad = [p for _, p in util if not 0 <= p <= 100]
+            if bad:
+                raise ConfigError(
+                    f"sim: GPU {index}: utilization must be 0-100 percent, got {bad[0]}",
+                    column="utilization",
+                )
+
+    def topology_group(self, index: int) -> str:
+        """The label of the topology group that GPU ``index`` belongs to."""
+        if self.groups:
+            return str(next(n for n, group in enumerate(self.groups) if index in group))
+        return str(index // self.group_size)
 
 
 def default_spec(node: str = "sim-node", gpus: int = 8, group_size: int = 4) -> SimSpec:
@@ -68,7 +117,7 @@ def default_spec(node: str = "sim-node", gpus: int = 8, group_size: int = 4) -> 
     half = gpus // 2
     utilization: list[Timeline] = [((0.0, 90.0),)] * half
     allocation: list[JobTimeline] = [((0.0, "1001"),)] * half
-    extra = [
+    extra: list[tuple[Timeline, JobTimeline]] = [
         (((0.0, 100.0), (30.0, 0.0)), ((0.0, "1002"),)),
         (((0.0, 2.0),), ((0.0, "1003"),)),
     ]
@@ -78,12 +127,19 @@ def default_spec(node: str = "sim-node", gpus: int = 8, group_size: int = 4) -> 
     return SimSpec(node, gpus, group_size, tuple(utilization), tuple(allocation), period_s=60.0)
 
 
-def _at(steps: tuple[tuple[float, T], ...], t_s: float, default: T) -> T:
-    value = default
-    for start_s, v in steps:
-        if start_s <= t_s:
-            value = v
-    return value
+class _Steps(Generic[T]):
+    """One timeline, looked up by time in O(log n) (a replayed schedule has many steps)."""
+
+    __slots__ = ("_default", "_starts", "_values")
+
+    def __init__(self, steps: tuple[tuple[float, T], ...], default: T) -> None:
+        self._starts = [start_s for start_s, _ in steps]
+        self._values = [value for _, value in steps]
+        self._default = default
+
+    def at(self, t_s: float) -> T:
+        k = bisect_right(self._starts, t_s)
+        return self._values[k - 1] if k else self._default
 
 
 @dataclass(slots=True)
@@ -106,6 +162,24 @@ class SimulatedProbe:
     _start_us: int | None = field(default=None, init=False)
     _last_s: float | None = field(default=None, init=False)
     _gpus: list[_GpuClock] = field(default_factory=list, init=False)
+    _utilization: list[_Steps[float]] = field(default_factory=list, init=False)
+    _allocation: list[_Steps[tuple[str, ...]]] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        spec = self.spec
+        self._utilization = [
+            _Steps(spec.utilization[i] if i < len(spec.utilization) else (), 0.0)
+            for i in range(spec.gpus)
+        ]
+        self._allocation = [
+            _Steps(
+                tuple((s, _job_ids(j)) for s, j in spec.allocation[i])
+                if i < len(spec.allocation)
+                else (),
+                (),
+            )
+            for i in range(spec.gpus)
+        ]
 
     def _relative_s(self, t_us: int) -> float:
         assert self._start_us is not None
@@ -115,12 +189,11 @@ class SimulatedProbe:
     def utilization_percent(self, index: int, t_us: int) -> float:
         if self.job_map is not None:
             return MAPPED_BUSY_PERCENT if self._mapped.get(index) else 0.0
-        steps = self.spec.utilization[index] if index < len(self.spec.utilization) else ()
-        return _at(steps, self._relative_s(t_us), 0.0)
+        return self._utilization[index].at(self._relative_s(t_us))
 
-    def job_id(self, index: int, t_us: int) -> str:
-        steps = self.spec.allocation[index] if index < len(self.spec.allocation) else ()
-        return _at(steps, self._relative_s(t_us), "")
+    def job_ids(self, index: int, t_us: int) -> tuple[str, ...]:
+        """The jobs holding GPU ``index`` at ``t_us`` by the spec's allocation timeline."""
+        return self._allocation[index].at(self._relative_s(t_us))
 
     def _samples(self, index: int, now_us: int) -> tuple[UtilizationSample, ...]:
         assert self._start_us is not None
@@ -156,18 +229,16 @@ class SimulatedProbe:
         ratio = percent / 100
         power_watts = IDLE_POWER_WATTS + (PEAK_POWER_WATTS - IDLE_POWER_WATTS) * ratio
         self._gpus[index].energy_joules += power_watts * elapsed_s
-        if self.job_map is not None:
-            jobs = self._mapped.get(index, ())
-        else:
-            job = self.job_id(index, now_us)
-            jobs = (job,) if job else ()
+        jobs = (
+            self._mapped.get(index, ()) if self.job_map is not None else self.job_ids(index, now_us)
+        )
         return GpuReading(
             f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{self.spec.node}/{index}')}",
             index,
             name="Simulated H100",
             pci_bus_id=f"00000000:{0x18 + index:02X}:00.0",
             mig_mode="disabled",
-            topology_group=str(index // self.spec.group_size),
+            topology_group=self.spec.topology_group(index),
             memory_total_bytes=MEMORY_TOTAL_BYTES,
             memory_used_bytes=round(MEMORY_TOTAL_BYTES * (0.6 if jobs else 0.0)),
             memory_reserved_bytes=512 * 1024**2,
