@@ -229,7 +229,7 @@ def test_check_config_accepts_a_valid_file(
     monkeypatch.delenv("GPUADVISOR_AGENT_BACKEND", raising=False)
     path = write(tmp_path, "backend: sim\n")
     assert main(["check-config", "--agent", path]) == 0
-    assert f"{path}: OK (backend sim" in capsys.readouterr().out
+    assert f"{path}: OK (sim node" in capsys.readouterr().out
 
 
 def test_check_config_reports_the_line_and_fails(
@@ -249,3 +249,15 @@ def test_check_config_checks_the_web_config_the_agent_file_names(
     err = capsys.readouterr().err
     assert "web-config.yml, line 2: basic_auth_users.alice: expected a bcrypt hash" in err
     assert "not-a-hash" not in err
+
+
+def test_check_config_also_reads_the_sim_spec_the_agent_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GPUADVISOR_AGENT_BACKEND", raising=False)
+    spec = tmp_path / "node.yaml"
+    spec.write_text("gpus: 4\ntimelines:\n  0: {utilization: [[0, 150]]}\n")
+    path = write(tmp_path, f"backend: sim\nsim:\n  spec: {spec}\n")
+    assert main(["check-config", "--agent", path]) == 2
+    err = capsys.readouterr().err
+    assert str(spec) in err and "line 3" in err

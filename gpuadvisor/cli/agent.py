@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -32,7 +32,38 @@ DEFAULT_LISTEN_ADDRESS = f":{DEFAULT_PORT}"
 log = logging.getLogger(__name__)
 
 
-def sim_spec(args: argparse.Namespace) -> SimSpec:
+class SimSettings(Protocol):
+    """The ``--sim.*`` settings (parsed flags, or an ``AgentConfig`` from check-config)."""
+
+    @property
+    def sim_spec(self) -> str | None: ...
+
+    @property
+    def sim_schedule(self) -> str | None: ...
+
+    @property
+    def jobs_mapping_dir(self) -> str | None: ...
+
+    @property
+    def sim_node(self) -> str: ...
+
+    @property
+    def sim_gpus(self) -> int: ...
+
+    @property
+    def sim_group_size(self) -> int: ...
+
+    @property
+    def sim_policy(self) -> str | None: ...
+
+    @property
+    def sim_speedup(self) -> float: ...
+
+    @property
+    def sim_start(self) -> float: ...
+
+
+def sim_spec(args: SimSettings) -> SimSpec:
     """The simulated node: from ``--sim.spec``, from one node of ``--sim.schedule``, or the
     built-in pattern (``default_spec``) shaped by ``--sim.node/gpus/group-size``."""
     sources = [

@@ -6,6 +6,7 @@ import argparse
 import os
 from typing import Any
 
+from gpuadvisor.cli.agent import sim_spec
 from gpuadvisor.config.agent import load_agent_config
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.webconfig import load_web_config
@@ -29,7 +30,12 @@ def run(args: argparse.Namespace) -> int:
     web_files = [args.web] if args.web else []
     if args.agent is not None:
         config = load_agent_config(args.agent, env=os.environ)
-        print(f"{args.agent}: OK (backend {config.backend}, listen {config.listen_address})")
+        if config.backend == "sim":  # the files it names are read at start-up too
+            spec = sim_spec(config)
+            shape = f"sim node {spec.node}, {spec.gpus} GPUs"
+        else:
+            shape = f"backend {config.backend}"
+        print(f"{args.agent}: OK ({shape}, listen {config.listen_address})")
         if config.web_config_file and config.web_config_file not in web_files:
             web_files.append(config.web_config_file)
     for path in web_files:
