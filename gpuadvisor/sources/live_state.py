@@ -21,10 +21,12 @@ agent sees held by a job the queue does not list as running stays held, under th
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpuadvisor.errors import ModelError
@@ -98,16 +100,32 @@ class _Claim:
     known: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
-def _by(samples: Iterable[Sample], *labels: str) -> dict[tuple[str, ...], Sample]:
-    """The first sample per label tuple (duplicates from HA exporters collapse)."""
+def _first(samples: Iterable[Sample], *labels: str) -> dict[tuple[str, ...], Sample]:
+    """One sample per label tuple: where HA exporters duplicate a series, the one with the
+    least label set wins, whatever order the answer came in."""
     out: dict[tuple[str, ...], Sample] = {}
-    for s in sorted(samples, key=lambda s: s.labels):
-        out.setdefault(tuple(s.label(label) for label in labels), s)
+    for s in samples:
+        key = tuple(map(s.label, labels))
+        kept = out.get(key)
+        if kept is None or s.labels < kept.labels:
+            out[key] = s
     return out
 
 
+def _by(samples: Iterable[Sample], *labels: str) -> dict[tuple[str, ...], Sample]:
+    """``_first`` in key order (sorting the keys, not the 100,000 samples of a large cluster)."""
+    return dict(sorted(_first(samples, *labels).items(), key=lambda item: item[0]))
+
+
 def _per(samples: Iterable[Sample], label: str) -> dict[str, float]:
-    return {key[0]: s.value for key, s in _by(samples, label).items()}
+    """The value per value of ``label`` (``_first``'s choice among duplicates)."""
+    out: dict[str, Sample] = {}
+    for s in samples:
+        key = s.label(label)
+        kept = out.get(key)
+        if kept is None or s.labels < kept.labels:
+            out[key] = s
+    return {key: s.value for key, s in out.items()}
 
 
 def _index(text: str) -> int | None:
@@ -353,13 +371,14 @@ def _node(b: _Build, name: str, gpus: int, rows: Iterable[Sample]) -> Node:
     groups: dict[str, list[int]] = {}
     models: Counter[str] = Counter()
     for s in rows:
-        i = _index(s.label("gpu_index"))
+        labels = dict(s.labels)
+        i = _index(labels.get("gpu_index", ""))
         if i is None or i >= gpus:
-            b.warn("bad-value", f"node {name}", f"GPU index {s.label('gpu_index')!r} ignored")
+            b.warn("bad-value", f"node {name}", f"GPU index {labels.get('gpu_index')!r} ignored")
             continue
-        b.uuids[(name, i)] = s.label("gpu_uuid")
-        groups.setdefault(s.label("topology_group"), []).append(i)
-        models[s.label("name")] += 1
+        b.uuids[(name, i)] = labels.get("gpu_uuid", "")
+        groups.setdefault(labels.get("topology_group", ""), []).append(i)
+        models[labels.get("name", "")] += 1
     topology = tuple(sorted(tuple(sorted(g)) for g in groups.values()))
     covered = sorted(i for g in topology for i in g) == list(range(gpus))
     if groups and not covered:
@@ -376,10 +395,10 @@ def _queue(b: _Build, r: Results) -> tuple[list[QueueEntry], SourceHealth]:
     per = {name: _per(r.get(name, ()), "job_id") for name in JOB_FIELDS}
     priority = _per(r.get("job_priority", ()), "job_id")
     nodes_of: dict[str, list[str]] = {}
-    for job_id, node in _by(r.get("job_node", ()), "job_id", "node"):
+    for job_id, node in _first(r.get("job_node", ()), "job_id", "node"):
         nodes_of.setdefault(job_id, []).append(node)
     told: dict[str, dict[str, list[int]]] = {}
-    for job_id, node, gpu in _by(r.get("job_gpu", ()), "job_id", "node", "gpu_index"):
+    for job_id, node, gpu in _first(r.get("job_gpu", ()), "job_id", "node", "gpu_index"):
         if (i := _index(gpu)) is not None:
             told.setdefault(job_id, {}).setdefault(node, []).append(i)
     entries: list[QueueEntry] = []
@@ -441,12 +460,12 @@ def build_gpuadvisor(results: Results, *, now_s: float, max_age_s: float = 120.0
 def _pods(b: _Build, r: Results) -> list[QueueEntry]:
     """GPU pods as queue entries: a pod already bound to a node holds its GPUs (it is
     starting), so only an unbound Pending pod waits."""
-    gpus_of = _by(r.get("pod_gpus", ()), "namespace", "pod")
+    gpus_of = _first(r.get("pod_gpus", ()), "namespace", "pod")
     node_of = {
-        k: s.label("node") for k, s in _by(r.get("pod_info", ()), "namespace", "pod").items()
+        k: s.label("node") for k, s in _first(r.get("pod_info", ()), "namespace", "pod").items()
     }
-    created = _by(r.get("pod_created", ()), "namespace", "pod")
-    started = _by(r.get("pod_start_time", ()), "namespace", "pod")
+    created = _first(r.get("pod_created", ()), "namespace", "pod")
+    started = _first(r.get("pod_start_time", ()), "namespace", "pod")
     phases: dict[tuple[str, ...], str] = {}
     for key, s in _by(r.get("pod_phase", ()), "namespace", "pod", "phase").items():
         if phases.get(key[:2]) != "Running":  # a recreated pod's old series may say Pending
@@ -489,7 +508,7 @@ def _dcgm(b: _Build, r: Results) -> SourceHealth:
     if 0 < stale < len(rows):
         b.warn("stale", "gpu-utilization", f"{stale} GPUs' samples are over the age limit")
     node_of = {
-        k: s.label("node") for k, s in _by(r.get("pod_info", ()), "namespace", "pod").items()
+        k: s.label("node") for k, s in _first(r.get("pod_info", ()), "namespace", "pod").items()
     }
     observed: dict[tuple[str, str], list[int]] = {}
     for s in rows:
@@ -550,6 +569,24 @@ def prometheus_down(kind: str, now_s: float, reason: str) -> LiveState:
     )
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while the answers are parsed and built.
+
+    A 10,000-GPU cluster's answers are some 100,000 samples, each a few small tuples, and
+    nearly none of them in a reference cycle: collecting while they are created only walks them
+    again and again (0.7 s of a cycle at 10,000 GPUs in bench/advisor.py). What
+    refcounting does not free is collected at the next collection after the pause.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 async def read_live(
     client: MetricsQuery,
     profile: Profile,
@@ -558,6 +595,13 @@ async def read_live(
     settings: LiveSettings = LiveSettings(),
 ) -> LiveBuild:
     """Run every query of ``profile`` at ``now_s`` concurrently, then build the state."""
+    with _gc_paused():  # the answers are freed by refcount when _query_and_build returns
+        return await _query_and_build(client, profile, now_s, settings)
+
+
+async def _query_and_build(
+    client: MetricsQuery, profile: Profile, now_s: float, settings: LiveSettings
+) -> LiveBuild:
     exprs = profile.render(selector=settings.selector, window_s=settings.window_s)
     names = list(exprs)
     answers = await asyncio.gather(
