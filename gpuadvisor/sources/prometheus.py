@@ -179,9 +179,8 @@ def _sample(raw: object, where: str) -> Sample:
     if not isinstance(raw, dict):
         raise PrometheusError(f"{where}: expected a series object, got {raw!r:.200}")
     metric = raw.get("metric", {})
-    if not isinstance(metric, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
-    ):
+    # JSON object keys are always strings: only the values need checking (hot: every sample).
+    if type(metric) is not dict or not all(type(v) is str for v in metric.values()):
         raise PrometheusError(f"{where}: labels must map strings to strings, got {metric!r:.200}")
     if "value" not in raw:
         raise PrometheusError(f"{where}: series without a value (histogram samples unsupported)")
