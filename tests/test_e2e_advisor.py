@@ -199,7 +199,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         procs.append(advisor)
         advisor_url = f"http://127.0.0.1:{advisor_port}"
         advisor.wait_http(f"{advisor_url}/-/ready")
-        yield Stack(
+        stack = Stack(
             tmp,
             cluster,
             ids,
@@ -213,6 +213,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             advisor_url,
             advisor,
         )
+        yield stack
+        prometheus = stack.prometheus  # a test may have replaced it (restarted Prometheus)
     finally:
         for proc in reversed(procs):
             proc.stop()
