@@ -1,1 +1,2 @@
-"""Long-running asyncio runtimes (aiohttp apps): the node agent, later the queue and advisor."""
+"""Long-running asyncio runtimes (aiohttp apps): the node agent, the queue exporter, the advisor;
+and `apply`, which carries advice out on the scheduler."""

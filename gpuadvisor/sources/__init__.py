@@ -1,1 +1,2 @@
-"""Where data comes from: trace files and the synthetic workloads' calibration data."""
+"""Where data comes from: trace files, GPU probes (NVML, simulated), the scheduler queue
+(`squeue --json`, queue files) and Prometheus, turned into model values."""
