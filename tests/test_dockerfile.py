@@ -1,0 +1,271 @@
+"""The ``Dockerfile`` and ``.dockerignore``.
+
+No Docker daemon runs here, so the Dockerfile is parsed and checked for what the image must be:
+two stages (a wheel built in ``builder``, only the installed venv copied into the runtime),
+Python 3.11 slim, a non-root user, ``ENTRYPOINT ["gpuadvisor"]``, the three servers' ports as
+``gpuadvisor.cli.listen`` defines them, a default command the CLI accepts, OCI labels, and a
+build context that holds every file the build copies. Where a daemon answers, the image is
+built and run as well (``test_image_builds_and_runs``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gpuadvisor import __version__
+from gpuadvisor.cli import build_parser
+from gpuadvisor.cli.listen import ADVISOR_PORT, AGENT_PORT, QUEUE_PORT
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+
+
+@dataclass(frozen=True)
+class Instruction:
+    line: int
+    keyword: str
+    args: str
+
+
+@dataclass
+class Stage:
+    base: str
+    name: str
+    instructions: list[Instruction]
+
+    def all(self, keyword: str) -> list[Instruction]:
+        return [i for i in self.instructions if i.keyword == keyword]
+
+
+def parse_dockerfile(text: str) -> tuple[dict[str, str], list[Stage]]:
+    """Global ``ARG`` defaults and the stages, with continuation lines joined and comments
+    dropped (the parser directive too)."""
+    instructions: list[Instruction] = []
+    pending = ""
+    start = 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        if pending and stripped.startswith("#"):
+            continue
+        if not pending:
+            start = number
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        full = pending + stripped
+        pending = ""
+        keyword, _, args = full.partition(" ")
+        instructions.append(Instruction(start, keyword.upper(), args.strip()))
+    assert not pending, "the Dockerfile ends inside a continued line"
+    global_args: dict[str, str] = {}
+    stages: list[Stage] = []
+    for ins in instructions:
+        if ins.keyword == "FROM":
+            words = ins.args.split()
+            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else ""
+            stages.append(Stage(_expand(words[0], global_args), name, []))
+        elif not stages:
+            assert ins.keyword == "ARG", f"line {ins.line}: {ins.keyword} before FROM"
+            key, _, default = ins.args.partition("=")
+            global_args[key] = default
+        else:
+            stages[-1].instructions.append(ins)
+    return global_args, stages
+
+
+def _expand(text: str, args: dict[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args[m.group(1) or m.group(2)], text)
+
+
+def labels(stage: Stage) -> dict[str, str]:
+    """``LABEL key="value" ...`` pairs of the stage, with its ``ARG`` defaults expanded."""
+    args = dict(i.args.partition("=")[::2] for i in stage.all("ARG"))
+    found: dict[str, str] = {}
+    for ins in stage.all("LABEL"):
+        for key, value in re.findall(r'([\w.\-]+)="((?:[^"\\]|\\.)*)"', ins.args):
+            found[key] = _expand(value, args)
+    return found
+
+
+GLOBAL_ARGS, STAGES = parse_dockerfile(DOCKERFILE.read_text())
+BUILDER = next((s for s in STAGES if s.name == "builder"), None)
+RUNTIME = STAGES[-1]
+
+
+def test_two_stages_on_python_311_slim() -> None:
+    assert len(STAGES) == 2
+    assert BUILDER is not None and BUILDER is STAGES[0]
+    for stage in STAGES:
+        assert re.fullmatch(r"python:3\.11-slim(-\w+)?", stage.base), stage.base
+
+
+def test_the_builder_builds_a_wheel_and_the_runtime_copies_only_its_result() -> None:
+    assert BUILDER is not None
+    runs = " ".join(i.args for i in BUILDER.all("RUN"))
+    assert "pip wheel" in runs and "/wheels/gpuadvisor-*.whl" in runs
+    copies = [i.args.split() for i in RUNTIME.all("COPY")]
+    assert copies, "the runtime stage copies nothing"
+    for words in copies:
+        assert words[0] == "--from=builder", f"the runtime copies from the context: {words}"
+    assert not any("pip install" in i.args for i in RUNTIME.all("RUN"))
+
+
+def test_runs_as_a_non_root_user() -> None:
+    users = RUNTIME.all("USER")
+    assert users, "no USER: the container would run as root"
+    user = users[-1].args.split(":")[0]
+    assert user not in {"root", "0"}
+    creates = " ".join(i.args for i in RUNTIME.all("RUN"))
+    assert re.search(rf"useradd .*--uid {user}\b", creates), "the USER is never created"
+
+
+def test_entrypoint_is_gpuadvisor_and_cmd_is_a_command_the_cli_accepts() -> None:
+    (entrypoint,) = RUNTIME.all("ENTRYPOINT")
+    assert json.loads(entrypoint.args) == ["gpuadvisor"]
+    (cmd,) = RUNTIME.all("CMD")
+    words = json.loads(cmd.args)
+    assert words[0] == "advisor"
+    with pytest.raises(SystemExit) as exit_info:  # --help prints usage and exits 0
+        build_parser(words).parse_args(words)
+    assert exit_info.value.code == 0
+
+
+def test_exposes_the_three_servers_ports() -> None:
+    ports = {int(p) for i in RUNTIME.all("EXPOSE") for p in i.args.split()}
+    assert ports == {AGENT_PORT, QUEUE_PORT, ADVISOR_PORT}
+
+
+def test_oci_labels_name_the_version_and_licence() -> None:
+    found = labels(RUNTIME)
+    assert found["org.opencontainers.image.title"] == "gpuadvisor"
+    assert found["org.opencontainers.image.version"] == __version__
+    assert found["org.opencontainers.image.licenses"] == "Apache-2.0"
+    assert found["org.opencontainers.image.description"]
+
+
+def _pattern(pattern: str) -> re.Pattern[str]:
+    """A ``.dockerignore`` pattern as a regex (Go ``filepath.Match`` plus ``**``)."""
+    out = ""
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif pattern[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            out, i = out + "[^/]", i + 1
+        elif pattern[i] == "[":
+            end = pattern.index("]", i)
+            out, i = out + pattern[i : end + 1], end + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out)
+
+
+def ignored(path: str, rules: list[str]) -> bool:
+    """Whether Docker leaves ``path`` out of the context: the last rule that matches the path
+    or one of its parent folders wins; ``!`` re-includes."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    result = False
+    for rule in rules:
+        negate = rule.startswith("!")
+        regex = _pattern(rule.lstrip("!").strip("/"))
+        if any(regex.fullmatch(prefix) for prefix in prefixes):
+            result = not negate
+    return result
+
+
+DOCKERIGNORE_RULES = [
+    line.strip()
+    for line in DOCKERIGNORE.read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+]
+
+
+def test_the_context_holds_every_file_the_build_copies() -> None:
+    assert BUILDER is not None
+    for ins in BUILDER.all("COPY"):
+        *sources, _dest = ins.args.split()
+        for source in sources:
+            path = ROOT / source
+            assert path.exists(), f"line {ins.line}: {source} does not exist"
+            files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+            for file in files:
+                relative = file.relative_to(ROOT).as_posix()
+                if "__pycache__" in relative:
+                    continue
+                assert not ignored(relative, DOCKERIGNORE_RULES), f"{relative} is ignored"
+
+
+@pytest.mark.parametrize(
+    ("path", "left_out"),
+    [
+        ("pyproject.toml", False),
+        ("README.md", False),
+        ("gpuadvisor/__init__.py", False),
+        ("gpuadvisor/data/default_workload.csv", False),
+        ("gpuadvisor/py.typed", False),
+        ("gpuadvisor/cli/__pycache__/agent.cpython-311.pyc", True),
+        (".venv/bin/python", True),
+        (".git/HEAD", True),
+        ("tests/test_cli.py", True),
+        ("demo-output/results.json", True),
+    ],
+)
+def test_dockerignore_sends_only_the_package(path: str, left_out: bool) -> None:
+    assert ignored(path, DOCKERIGNORE_RULES) is left_out
+
+
+def _docker_works() -> bool:
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    info = subprocess.run([docker, "info"], check=False, capture_output=True, timeout=30)
+    return info.returncode == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.skipif(not _docker_works(), reason="no Docker daemon answers `docker info`")
+def test_image_builds_and_runs() -> None:
+    tag = f"gpuadvisor-test:{__version__}"
+    build = subprocess.run(
+        ["docker", "build", "-t", tag, str(ROOT)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    try:
+        version = subprocess.run(
+            ["docker", "run", "--rm", tag, "--version"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert version.stdout.strip() == f"gpuadvisor {__version__}", version
+        uid = subprocess.run(
+            ["docker", "run", "--rm", "--entrypoint", "id", tag, "-u"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert uid.stdout.strip() == "10001", uid
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], check=False, capture_output=True)
