@@ -71,6 +71,7 @@ def test_agent_serves_nvml_metrics_that_promtool_accepts(
             f"--web.listen-address=127.0.0.1:{port}",
             "--collect.interval=0.2",
             f"--jobs.proc-root={tmp_path}",
+            "--nvml.node=gpu-07",  # the scheduler's name for this node, not the host name
         ],
         env=fake_nvml.subprocess_env(),
         stdout=log,
@@ -98,6 +99,8 @@ def test_agent_serves_nvml_metrics_that_promtool_accepts(
             pytest.fail(f"busy seconds did not rise: {(tmp_path / 'agent.log').read_text()}")
 
         assert value(series, "gpuadvisor_nvml_up") == 1
+        nodes = {dict(labels)["node"] for name, labels in series if name == "gpuadvisor_node_info"}
+        assert nodes == {"gpu-07"}
         assert value(series, "gpuadvisor_node_gpus") == 2
         for uuid in (busy.uuid, limited.uuid):
             assert value(series, "gpuadvisor_gpu_up", gpu_uuid=uuid) == 1

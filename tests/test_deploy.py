@@ -265,10 +265,12 @@ def test_agent_daemonset_runs_on_gpu_nodes_without_taking_a_gpu() -> None:
     pod = daemonset["spec"]["template"]["spec"]
     spec = container(daemonset)
     assert pod["runtimeClassName"] == "nvidia"
-    assert pod["hostNetwork"] is True, "the node label is the host name"
+    assert "--nvml.node=$(NODE_NAME)" in spec["args"], "the node label is the node's name"
+    (node_name,) = (e for e in spec["env"] if e["name"] == "NODE_NAME")
+    assert node_name["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert pod["nodeSelector"]
     assert any(t["key"] == "nvidia.com/gpu" for t in pod["tolerations"])
-    env = {e["name"]: e["value"] for e in spec["env"]}
+    env = {e["name"]: e["value"] for e in spec["env"] if "value" in e}
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
     assert "utility" in env["NVIDIA_DRIVER_CAPABILITIES"]
     for section in spec["resources"].values():

@@ -110,6 +110,7 @@ def _sim_probe(args: argparse.Namespace) -> GpuProbe:
 def _nvml_probe(args: argparse.Namespace) -> GpuProbe:
     settings = NvmlSettings(
         topology_level=TOPOLOGY_LEVELS[args.nvml_topology_level],
+        **({"node": args.nvml_node} if args.nvml_node else {}),
         slow_interval_s=args.slow_interval_s,
     )
     mapping_dir = Path(args.jobs_mapping_dir) if args.jobs_mapping_dir else None
@@ -181,6 +182,13 @@ def add_parser(sub: Any) -> None:
         default="node",
         help="GPUs whose common PCIe/NUMA ancestor is at or below this level share a "
         "topology group (default node)",
+    )
+    p.add_argument(
+        "--nvml.node",
+        dest="nvml_node",
+        default="",
+        help="the node name the agent reports, as the scheduler knows it (default: the host "
+        "name; on Kubernetes pass the pod's spec.nodeName)",
     )
     p.add_argument(
         "--jobs.mapping-dir",

@@ -20,6 +20,7 @@ from gpuadvisor.config.values import (
     listen_address,
     number,
     optional_path,
+    optional_text,
     ratio,
     seconds,
     text,
@@ -50,6 +51,7 @@ class AgentConfig:
     collect_idle_threshold_ratio: float = 0.05
     collect_slow_interval_s: float = 15.0
     nvml_topology_level: str = "node"
+    nvml_node: str | None = None
     jobs_mapping_dir: str | None = None
     jobs_proc_root: str = "/proc"
     sim_node: str = "sim-node"
@@ -104,6 +106,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("collect_slow_interval_s", "collect.slow_interval", "--collect.slow-interval", seconds),
     Setting("nvml_topology_level", "nvml.topology_level", "--nvml.topology-level", text),
+    Setting("nvml_node", "nvml.node", "--nvml.node", optional_text),
     Setting(
         "jobs_mapping_dir", "jobs.mapping_dir", "--jobs.mapping-dir", optional_path, path_like=True
     ),

@@ -80,7 +80,11 @@ def listen_address(value: object) -> str:
     return address
 
 
-def optional_path(value: object) -> str | None:
+def optional_text(value: object) -> str | None:
+    """A non-empty string, or ``None`` when unset or empty."""
     if value is None or value == "":
         return None
     return text(value)
+
+
+optional_path = optional_text
