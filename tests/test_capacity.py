@@ -1,6 +1,8 @@
-"""Capacity: fast fit checks agree with the slow, obvious ones."""
+"""Capacity: fast fit checks and reservation walks agree with the slow, obvious ones."""
 
 from __future__ import annotations
+
+import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -8,6 +10,8 @@ from hypothesis import strategies as st
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.idle import split_idle
 from gpuadvisor.analysis.placement import PlacementContext, first_fit
+from gpuadvisor.analysis.plans import Ending, Reservation
+from gpuadvisor.analysis.reservations import WholeGpuWalk, capacity_reservation
 from gpuadvisor.model import Allocation, Cluster, Job
 from tests.builders import make_capacity, make_cluster, make_job, on
 
@@ -106,3 +110,65 @@ def test_a_copy_does_not_see_later_changes_to_the_original() -> None:
     assert copy.free_milli[0] == [1000, 1000, 1000, 0]
     assert capacity.free_milli[0] == [0, 0, 1000, 1000]
     assert grandchild.free_milli[0] == [1000, 1000, 1000, 1000]
+
+
+@st.composite
+def walk_state(
+    draw: st.DrawFn,
+) -> tuple[Capacity, list[Ending], list[tuple[Reservation, float]], Job, float | None]:
+    """A busy cluster, the running jobs' expected ends (some overdue, some unknown, some GPU
+    shares), earlier reservations, and a whole-GPU job to reserve for."""
+    nodes, per_node = draw(st.integers(1, 5)), draw(st.sampled_from([4, 8]))
+    cluster = Cluster.uniform(nodes, per_node)
+    capacity = Capacity(cluster)
+    running: list[Ending] = []
+    ends = st.sampled_from([50.0, 100.0, 150.0, 200.0, 400.0, math.inf])
+    for node in range(nodes):
+        gpus = draw(st.lists(st.integers(0, per_node - 1), unique=True, max_size=per_node))
+        for k, gpu in enumerate(gpus):
+            milli = draw(st.sampled_from([1000, 1000, 500]))
+            share = make_job(f"r{node}-{gpu}", gpus=1, milli=milli)
+            allocation = on(node, gpu, milli=milli)
+            capacity.allocate(share, allocation)
+            running.append(Ending(draw(ends), share, allocation))
+            if milli < 1000 and k % 2 == 0:  # a second share on the same GPU
+                other = make_job(f"s{node}-{gpu}", gpus=1, milli=500)
+                capacity.allocate(other, allocation)
+                running.append(Ending(draw(ends), other, allocation))
+    running.sort(key=lambda e: e.expected_end_s)
+    earlier: list[tuple[Reservation, float]] = []
+    for k in range(draw(st.integers(0, 2))):
+        node = draw(st.integers(0, nodes - 1))
+        gpus = draw(st.lists(st.integers(0, per_node - 1), unique=True, min_size=1))
+        time = draw(st.sampled_from([100.0, 150.0, 300.0]))
+        held = Reservation(make_job(f"e{k}", gpus=len(gpus)), time, on(node, *sorted(gpus)))
+        earlier.append((held, time + draw(st.sampled_from([50.0, 500.0, math.inf]))))
+    width = draw(st.integers(1, nodes))
+    job = make_job("j", gpus=per_node if width > 1 else draw(st.integers(1, per_node)))
+    if width > 1:
+        job = make_job("j", gpus=per_node, nodes=width)
+    estimate = draw(st.sampled_from([10.0, 100.0, 1000.0, None]))
+    return capacity, running, earlier, job, estimate
+
+
+@settings(max_examples=300, deadline=None)
+@given(walk_state(), st.sampled_from([0.0, 120.0]))
+def test_the_whole_gpu_walk_reserves_exactly_as_the_capacity_walk(
+    state: tuple[Capacity, list[Ending], list[tuple[Reservation, float]], Job, float | None],
+    now: float,
+) -> None:
+    capacity, running, earlier, job, estimate = state
+    fast = WholeGpuWalk(job, capacity, earlier).run(estimate, now, running, [])
+    slow = capacity_reservation(job, estimate, now, capacity, running, [], earlier)
+    assert fast == slow
+    # The started jobs of a pass are walked like the running ones.
+    half = len(running) // 2
+    fast = WholeGpuWalk(job, capacity, earlier).run(estimate, now, running[:half], running[half:])
+    assert fast == slow
+
+
+def test_fits_withholding_skips_nodes_held_whole() -> None:
+    capacity = Capacity(make_cluster(2, 4))
+    job = make_job("j", gpus=4)
+    assert capacity.fits_withholding(job, {0: {0, 1, 2, 3}})
+    assert not capacity.fits_withholding(job, {0: {0, 1, 2, 3}, 1: {2}})

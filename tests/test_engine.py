@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpuadvisor.analysis.buckets import END, PendingBuckets
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Job
 from gpuadvisor.simulation.engine import SimulationConfig, prepare_jobs, simulate
@@ -128,3 +129,49 @@ def test_snapshot_at_an_instant_shows_who_runs_and_who_waits() -> None:
     snap = result.snapshot_at(50)
     assert [r.job.job_id for r in snap.running] == ["j0"]
     assert [j.job_id for j in snap.pending] == ["j1", "j2", "j3"]
+
+
+def test_the_advisor_places_short_jobs_with_the_long_ones() -> None:
+    # a (50 s) lands on node 0, b (1000 s) on node 1. c (100 s) would keep node 0 from being
+    # whole 40 s longer; on node 1 it ends first. Strict first-fit puts it on node 0.
+    jobs = [
+        make_job("a", at=0, gpus=3, runtime=50),
+        make_job("b", at=0, gpus=3, runtime=1000),
+        make_job("c", at=10, gpus=1, runtime=100),
+    ]
+    cluster = make_cluster(2, 4)
+    advisor = simulate(jobs, cluster, SimulationConfig(order="advisor"))
+    assert [a.nodes if a else None for a in advisor.allocations] == [(0,), (1,), (1,)]
+    easy = simulate(jobs, cluster, SimulationConfig(order="easy"))
+    assert [a.nodes if a else None for a in easy.allocations] == [(0,), (1,), (0,)]
+
+
+def test_a_node_is_busy_until_its_remaining_jobs_end() -> None:
+    # e asks for 1000 s but ends at 100; f (300 s) joins it on node 0, g (2000 s) takes node
+    # 1. Once e is gone node 0 is busy until 300 only, so h (500 s) goes to node 1.
+    jobs = [
+        make_job("e", at=0, gpus=2, runtime=100, limit=1000),
+        make_job("f", at=0, gpus=2, runtime=300),
+        make_job("g", at=0, gpus=2, runtime=2000),
+        make_job("h", at=150, gpus=1, runtime=500),
+    ]
+    result = simulate(jobs, make_cluster(2, 4), SimulationConfig(order="advisor"))
+    assert [a.nodes if a else None for a in result.allocations] == [(0,), (0,), (1,), (1,)]
+
+
+def test_pending_buckets_keep_the_queue_and_its_buckets_in_step() -> None:
+    queue = PendingBuckets()
+    a, b, c = make_job("a", gpus=1), make_job("b", gpus=1), make_job("c", gpus=2)
+    queue.add((2.0, 0.0, 1), b, "x")
+    queue.add((1.0, 0.0, 0), a, "x")
+    queue.add((3.0, 0.0, 2), c, "y")
+    assert [j.job_id for j in queue.jobs] == ["a", "b", "c"]
+    assert (len(queue), queue.buckets, len(queue.by_shape)) == (3, 2, 2)
+    assert [j.job_id for j in queue.by_shape[a.fit_key].buckets["x"].jobs] == ["a", "b"]
+    assert queue.remove((1.0, 0.0, 0), "x") is a
+    assert queue.remove((3.0, 0.0, 2), "y") is c
+    assert (len(queue), queue.buckets, list(queue.by_shape)) == (1, 1, [b.fit_key])
+    assert queue.key_at(0) == (2.0, 0.0, 1)
+    assert queue.key_at(1) == END
+    with pytest.raises(KeyError):
+        queue.remove((9.0, 0.0, 9), "x")

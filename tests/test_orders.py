@@ -5,9 +5,16 @@ from __future__ import annotations
 import math
 
 from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.endfit import end_fit
 from gpuadvisor.analysis.estimates import estimate_runtime
-from gpuadvisor.analysis.orders import ORDERS, Ending, OrderSettings, QueueView
-from gpuadvisor.analysis.placement import PlacementContext, first_fit
+from gpuadvisor.analysis.orders import (
+    DEFAULT_PLACEMENT,
+    ORDERS,
+    Ending,
+    OrderSettings,
+    QueueView,
+)
+from gpuadvisor.analysis.placement import PLACEMENTS, PlacementContext, first_fit
 from gpuadvisor.model import Job
 from tests.builders import make_capacity, make_cluster, make_job, on
 
@@ -132,3 +139,72 @@ def test_reservations_prefer_gpus_that_are_busy_now() -> None:
     assert reservation.time_s == 100.0
     assert reservation.allocation is not None
     assert 0 in reservation.allocation.nodes  # the node busy now is part of it
+
+
+# -- the advisor's placement: end-fit -------------------------------------------------------
+
+
+def timed_view(capacity: Capacity, running: list[Ending], pending: list[Job]) -> QueueView:
+    busy = [-math.inf] * len(capacity.whole_free)
+    for ending in running:
+        for node, _ in ending.allocation.parts:
+            busy[node] = max(busy[node], ending.expected_end_s)
+    return QueueView(0.0, pending, running, capacity, estimate_runtime, None, busy)
+
+
+def test_end_fit_puts_a_job_where_it_delays_no_node_from_becoming_whole() -> None:
+    # Node 0 is busy until 50 on 7 GPUs, node 1 until 500 on 4 GPUs, node 2 is idle. A job of
+    # 100 s would keep node 0 from being whole for 50 s more; on node 1 it ends first.
+    short0 = (make_job("a", gpus=7, runtime=50), on(0, 0, 1, 2, 3, 4, 5, 6))
+    long1 = (make_job("b", gpus=4, runtime=500), on(1, 0, 1, 2, 3))
+    capacity = make_capacity(make_cluster(3, 8), short0, long1)
+    running = [Ending(50.0, *short0), Ending(500.0, *long1)]
+    job = make_job("j", gpus=1, runtime=100)
+    plan = ORDERS["advisor"].plan(
+        timed_view(capacity, running, [job]), PLACEMENTS["end-fit"], PlacementContext()
+    )
+    assert [s.allocation.nodes for s in plan.starts] == [(1,)]
+    # Without expected ends it is best-fit that spares the idle node: node 0, the tightest.
+    alone = ORDERS["advisor"].plan(view(capacity, [job], running), end_fit, PlacementContext())
+    assert [s.allocation.nodes for s in alone.starts] == [(0,)]
+    # When no busy node ends after it, the job goes where it delays the least (node 1).
+    long_job = make_job("k", gpus=1, runtime=5000)
+    plan = ORDERS["advisor"].plan(
+        timed_view(capacity, running, [long_job]), end_fit, PlacementContext()
+    )
+    assert [s.allocation.nodes for s in plan.starts] == [(1,)]
+
+
+def test_end_fit_breaks_a_whole_node_only_when_no_busy_one_admits() -> None:
+    held = (make_job("a", gpus=6, runtime=50), on(0, 0, 1, 2, 3, 4, 5))
+    capacity = make_capacity(make_cluster(2, 8), held)
+    running = [Ending(50.0, *held)]
+    fits_busy = make_job("two", gpus=2, runtime=10)
+    too_big = make_job("four", gpus=4, runtime=10)
+    for job, node in ((fits_busy, 0), (too_big, 1)):
+        plan = ORDERS["advisor"].plan(
+            timed_view(capacity, running, [job]), end_fit, PlacementContext()
+        )
+        assert [s.allocation.nodes for s in plan.starts] == [(node,)]
+
+
+def test_end_fit_sees_the_jobs_started_earlier_in_the_same_pass() -> None:
+    # Node 0 has 2 GPUs free until 50; nodes 1 and 2 are idle. The first job (4 GPUs, 1000 s)
+    # must break node 1. The second (2 GPUs, 100 s) then joins it there, ending long before
+    # it, rather than keep node 0 busy 50 s longer.
+    held = (make_job("a", gpus=6, runtime=50), on(0, 0, 1, 2, 3, 4, 5))
+    capacity = make_capacity(make_cluster(3, 8), held)
+    first = make_job("first", at=0, gpus=4, runtime=1000)
+    second = make_job("second", at=1, gpus=2, runtime=100)
+    plan = ORDERS["advisor"].plan(
+        timed_view(capacity, [Ending(50.0, *held)], [first, second]), end_fit, PlacementContext()
+    )
+    assert [(s.job.job_id, s.allocation.nodes) for s in plan.starts] == [
+        ("first", (1,)),
+        ("second", (1,)),
+    ]
+
+
+def test_the_advisor_order_places_with_end_fit_by_default() -> None:
+    assert DEFAULT_PLACEMENT["advisor"] == "end-fit"
+    assert DEFAULT_PLACEMENT["easy"] == "first-fit"

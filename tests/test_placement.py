@@ -41,7 +41,15 @@ def place(
 
 
 def test_the_registry_names_every_policy() -> None:
-    assert set(PLACEMENTS) == {"first-fit", "best-fit", "fgd", "random", "topology", "advisor"}
+    assert set(PLACEMENTS) == {
+        "first-fit",
+        "best-fit",
+        "fgd",
+        "random",
+        "topology",
+        "advisor",
+        "end-fit",
+    }
 
 
 def test_first_fit_takes_the_lowest_numbered_admitting_node() -> None:

@@ -7,8 +7,12 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuadvisor.analysis.orders import ORDERS, Plan
-from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job
+from gpuadvisor.analysis.buckets import PendingBuckets
+from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.estimates import estimate_runtime
+from gpuadvisor.analysis.orders import ORDERS, Ending, OrderSettings, Plan, QueueView
+from gpuadvisor.analysis.placement import PLACEMENTS, PlacementContext
+from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from tests.builders import make_job
 
@@ -110,3 +114,80 @@ def test_idle_split_and_allocation_never_exceed_the_whole(
     assert sum(p for p in parts if isinstance(p, float)) <= 1 + 1e-9
     frag = m["fragmentation_ratio_mean"]
     assert isinstance(frag, float) and 0 <= frag <= 1
+
+
+@st.composite
+def saturated_queues(draw: st.DrawFn) -> tuple[Capacity, list[Ending], list[Job], float]:
+    """A busy cluster with a long queue of few shapes and estimates (so buckets are shared),
+    some of it waiting past the starvation bound, some needing no GPU."""
+    nodes, per_node = draw(st.integers(2, 5)), draw(st.sampled_from([4, 8]))
+    cluster = Cluster.uniform(nodes, per_node)
+    capacity = Capacity(cluster)
+    running: list[Ending] = []
+    for node in range(nodes):
+        busy = draw(st.integers(0, per_node))
+        if busy:
+            job = make_job(f"run{node}", gpus=busy)
+            allocation = Allocation(((node, tuple(range(busy))),))
+            capacity.allocate(job, allocation)
+            running.append(
+                Ending(draw(st.sampled_from([10.0, 60.0, 300.0, math.inf])), job, allocation)
+            )
+    running.sort(key=lambda e: e.expected_end_s)
+    shapes = [(1, 1), (2, 1), (per_node, 1), (per_node, 2), (0, 1)]
+    pending = []
+    for i in range(draw(st.integers(40, 70))):
+        gpus, width = draw(st.sampled_from(shapes))
+        limit = draw(st.sampled_from([20.0, 200.0]))
+        at = float(draw(st.integers(0, 100)))
+        pending.append(make_job(f"p{i:02d}", at=at, gpus=gpus, nodes=width, runtime=limit))
+    return capacity, running, pending, 100.0
+
+
+def _planned(plan: Plan) -> tuple[object, ...]:
+    return (
+        [(s.job.job_id, s.allocation, s.overtakes) for s in plan.starts],
+        [(r.job.job_id, r.time_s, r.allocation) for r in plan.reservations],
+        [j.job_id for j in plan.owed],
+        plan.blocked[:1],
+        len(plan.blocked) + plan.more_blocked,
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    saturated_queues(),
+    st.sampled_from(["easy", "advisor", "conservative", "fifo-skip", "sjf"]),
+    st.sampled_from([30.0, 60.0, 1e9]),
+    st.sampled_from([1000, 7]),
+)
+def test_a_pass_over_buckets_plans_exactly_like_a_pass_job_by_job(
+    state: tuple[Capacity, list[Ending], list[Job], float],
+    order: str,
+    starvation_s: float,
+    depth: int,
+) -> None:
+    capacity, running, jobs, now = state
+    rules = ORDERS[order]
+    keys = [(*rules.key(job, estimate_runtime(job)), i) for i, job in enumerate(jobs)]
+    queue = PendingBuckets()
+    for key, job in zip(keys, jobs, strict=True):
+        queue.add(key, job, ("fixed", estimate_runtime(job)))
+    busy_until = [-math.inf] * len(capacity.whole_free)
+    for ending in running:
+        for node, _ in ending.allocation.parts:
+            busy_until[node] = max(busy_until[node], ending.expected_end_s)
+    settings_ = OrderSettings(starvation_s=starvation_s, backfill_depth=depth)
+    for name in ("first-fit", "end-fit"):
+        placement = PLACEMENTS[name]
+        plain = QueueView(
+            now, list(queue.jobs), running, capacity, estimate_runtime, None, busy_until
+        )
+        bucketed = QueueView(
+            now, queue.jobs, running, capacity, estimate_runtime, queue, busy_until
+        )
+        by_job = rules.plan(plain, placement, PlacementContext(), settings_)
+        by_bucket = rules.plan(bucketed, placement, PlacementContext(), settings_)
+        assert _planned(by_bucket) == _planned(by_job)
+        # Only the first blocked job is listed; the plain pass lists them all.
+        assert by_job.more_blocked == 0

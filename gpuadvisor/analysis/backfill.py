@@ -1,23 +1,29 @@
 """One scheduling pass of a queue order: start what fits in queue order, reserve for blocked
 jobs as the order says, and backfill behind them without delaying any reservation.
 
-A reservation is the earliest expected time a blocked job fits (from the running jobs' expected
-ends and earlier reservations' ends), on GPUs that are busy now where possible. A job may start
-ahead of a reserved one only where it ends before the reservation starts or uses GPUs the
-reservation does not need. Work is saved where it cannot matter: reservations are only worked
-out once a job behind could start, shapes that fit nowhere are passed over, and masks and
-failures are cached per (shape, reservations that guard it).
+A reservation is the earliest expected time a blocked job fits (``reservations``), on GPUs
+that are busy now where possible. A job may start ahead of a reserved one only where it ends
+before the reservation starts or uses GPUs the reservation does not need. Work is saved where
+it cannot matter: reservations are only worked out once a job behind could start, shapes that
+fit nowhere are passed over, and failures are remembered per (shape, reservations that guard
+it). Capacity only shrinks during a pass, so a shape that failed against some reservations
+fails against any longer prefix of them for the rest of the pass.
+
+Given the engine's pending buckets (``QueueView.buckets``), the jobs behind the blocked ones
+are decided bucket by bucket (``Scan``): a pass then touches shapes, not jobs. Without them
+(the live advisor, or explaining) it goes job by job; both plan the same.
 """
 
 from __future__ import annotations
 
 import bisect
-import heapq
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.buckets import FitKey
+from gpuadvisor.analysis.capacity import Capacity, withheld_gpus
+from gpuadvisor.analysis.endfit import Timing
 from gpuadvisor.analysis.placement import Placement, PlacementContext
 from gpuadvisor.analysis.plans import (
     INF,
@@ -28,6 +34,8 @@ from gpuadvisor.analysis.plans import (
     Reservation,
     Start,
 )
+from gpuadvisor.analysis.reservations import earliest_reservation
+from gpuadvisor.analysis.scan import Scan
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 
@@ -43,11 +51,10 @@ class PassRules(Protocol):
     @property
     def fill_largest_first(self) -> bool: ...
 
+    @property
+    def submit_ordered(self) -> bool: ...
+
     def reserve(self, nth: int, reserved: int, wait_s: float, s: OrderSettings) -> bool: ...
-
-
-def _shape_key(job: Job) -> tuple[object, ...]:
-    return job.fit_key
 
 
 @dataclass
@@ -61,18 +68,22 @@ class SchedulingPass:
     settings: OrderSettings
     cap: Capacity | None = None  # lazily copied from view.capacity on the first start
     starts: list[Start] = field(default_factory=list)
+    started: list[Ending] = field(default_factory=list)  # this pass's starts by expected end
     reservations: list[Reservation] = field(default_factory=list)
     reservation_ends: list[float] = field(default_factory=list)
     blocked: list[Job] = field(default_factory=list)
     owed: list[Job] = field(default_factory=list)
-    passed_over: int = 0  # jobs left waiting that are counted but not listed in ``blocked``
-    unfit: set[tuple[object, ...]] = field(default_factory=set)
+    passed_over: int = 0  # jobs passed over: counted, not listed (outside explain mode)
+    more_blocked: int = 0  # blocked jobs counted but not listed in ``blocked``
+    unfit: set[FitKey] = field(default_factory=set)
     reservation_starts: list[float] = field(default_factory=list)  # sorted
     reservations_by_start: list[Reservation] = field(default_factory=list)
-    masked_unfit: set[tuple[tuple[object, ...], int]] = field(default_factory=set)
+    masked_unfit: set[tuple[FitKey, int]] = field(default_factory=set)  # (shape, guard) failed
     masked_cache: dict[int, Capacity] = field(default_factory=dict)
-    endings_cache: list[Ending] | None = None
-    ending_times_cache: list[float] | None = None
+    withheld_cache: dict[int, dict[int, set[int]]] = field(default_factory=dict)
+    epoch: int = 0  # bumped whenever a reservation is added (every guard level may change)
+    busy_overlay: dict[int, float] = field(default_factory=dict)  # nodes of this pass's starts
+    timed_ctx: PlacementContext | None = None
 
     @property
     def capacity(self) -> Capacity:
@@ -96,13 +107,26 @@ class SchedulingPass:
                 break
             if self.order.reserve(0, 0, view.now_s - job.submit_time_s, settings):
                 self._owe(job)
-            window = pending[position + 1 : position + 1 + settings.backfill_depth]
-            if self.order.fill_largest_first:
-                self._starved_then_fill(window)
+            lo = position + 1
+            hi = min(len(pending), lo + settings.backfill_depth)
+            if view.buckets is not None and not settings.explain and self._scannable:
+                Scan(self, view.buckets, lo, hi).run()
+            elif self.order.fill_largest_first:
+                self._starved_then_fill(pending[lo:hi])
             else:
-                self._backfill(window)
+                self._backfill(pending[lo:hi])
             break
         return self.result()
+
+    @property
+    def _scannable(self) -> bool:
+        """Whether ``Scan`` can do this order's backfill (the advisor's split into starved
+        and other jobs needs a queue in submit order), and pays: when most buckets hold a
+        single job (estimates with noise), going job by job is cheaper."""
+        queue = self.view.buckets
+        if queue is None or queue.buckets * 4 > len(queue):
+            return False
+        return self.order.submit_ordered or not self.order.fill_largest_first
 
     def run_arrivals(self, arrived: Sequence[Job], previous: Plan) -> Plan:
         """The pass at an instant when jobs only arrived since ``previous``: the previous
@@ -113,11 +137,12 @@ class SchedulingPass:
             self._add_reservation(reservation, reservation.end_s(estimate))
         self.owed = list(previous.owed)
         self.blocked = list(previous.blocked)
+        self.more_blocked = previous.more_blocked
         position = {id(job): i for i, job in enumerate(arrived)}
         key = self.order.key
         candidates = sorted(arrived, key=lambda j: (*key(j, view.estimate(j)), position[id(j)]))
         if self.order.fill_largest_first:
-            self._fill(list(enumerate(candidates)))
+            self._fill(candidates)
         else:
             for job in candidates:
                 allocation = self._try_start(job)
@@ -129,21 +154,32 @@ class SchedulingPass:
 
     def result(self) -> Plan:
         return Plan(
-            tuple(self.starts), tuple(self.reservations), tuple(self.blocked), tuple(self.owed)
+            tuple(self.starts),
+            tuple(self.reservations),
+            tuple(self.blocked),
+            tuple(self.owed),
+            self.more_blocked,
         )
 
-    def _backfill(self, window: Sequence[Job]) -> None:
+    def _backfill(self, window: Iterable[Job], *, hand_over: bool = False) -> int | None:
         """Behind the first blocked job: try each in queue order, reserving where the order says.
 
         Once no later job may get a reservation, a job whose shape fits nowhere is passed over
-        without a try (the long queues of saturated clusters are mostly such jobs)."""
+        without a try (the long queues of saturated clusters are mostly such jobs); with
+        ``hand_over``, the pass stops there instead, for the caller to go on bucket by bucket.
+        Returns how many jobs of ``window`` it went through, or None if it stopped because
+        nothing that needs a GPU can start any more."""
         view, settings = self.view, self.settings
         total = self.capacity.total_milli
         unfit, explain = self.unfit, settings.explain
         may_reserve = True
+        done = 0
         for job in window:
+            if not may_reserve and hand_over:
+                return done
+            done += 1
             if self.capacity.used_milli >= total and job.gpus and not explain:
-                break
+                return None  # nothing behind can start: the rest is not looked at
             if not may_reserve and job.fit_key in unfit:
                 self.passed_over += 1
                 continue
@@ -151,7 +187,7 @@ class SchedulingPass:
             if allocation is not None:
                 self._start(job, allocation)
                 continue
-            nth = len(self.blocked) + self.passed_over
+            nth = len(self.blocked) + self.more_blocked + self.passed_over
             self.blocked.append(job)
             if not may_reserve:
                 continue
@@ -167,6 +203,7 @@ class SchedulingPass:
                 reserved < settings.max_reservations
                 and self.order.reserve(nth + 1, reserved, INF, settings)
             )
+        return done
 
     def _starved_then_fill(self, window: Sequence[Job]) -> None:
         """The advisor behind the first blocked job: starved jobs first, in queue order (they
@@ -179,36 +216,33 @@ class SchedulingPass:
         else:
             rest = list(window)
         if rest:
-            self._fill(list(enumerate(rest)))
+            self._fill(rest)
 
-    def _fill(self, deferred: list[tuple[int, Job]]) -> None:
-        """Start deferred jobs largest first (then in queue order) while they fit.
+    def _fill(self, deferred: Sequence[Job]) -> None:
+        """Start deferred jobs (in queue order) largest first, then in queue order, while they
+        fit.
 
         Only shapes that fit the free capacity at all are looked at, and a job whose shape
         already failed against the same reservations is passed over without another try.
         Outside explain mode the jobs passed over are counted, not listed."""
         cap = self.capacity
-        example = {job.fit_key: job for _, job in deferred}
+        example = {job.fit_key: job for job in deferred}
         fitting = {k for k, job in example.items() if k not in self.unfit and cap.fits(job)}
         self.unfit.update(k for k in example if k not in fitting)
-        by_shape: dict[tuple[object, ...], list[Job]] = {}
-        for _, job in deferred:  # ``deferred`` is in queue order
+        by_shape: dict[FitKey, list[Job]] = {}
+        for job in deferred:
             if job.fit_key in fitting:
                 by_shape.setdefault(job.fit_key, []).append(job)
-        self._pass_over([job for _, job in deferred if job.fit_key not in fitting])
+        self._pass_over([job for job in deferred if job.fit_key not in fitting])
         total = cap.total_milli
-        now, estimate = self.view.now_s, self.view.estimate
-        starts, failed = self.reservation_starts, self.masked_unfit
         for shape, jobs in sorted(by_shape.items(), key=lambda kv: -kv[1][0].gpu_milli_total):
             for i, job in enumerate(jobs):
                 if shape in self.unfit or self.capacity.used_milli >= total:
                     self._pass_over(jobs[i:])
                     break
-                if starts:
-                    e = estimate(job)
-                    if (shape, bisect.bisect_left(starts, INF if e is None else now + e)) in failed:
-                        self._pass_over((job,))
-                        continue
+                if self.reservation_starts and (shape, self.guard_of(job)) in self.masked_unfit:
+                    self._pass_over((job,))
+                    continue
                 allocation = self._try_start(job)
                 if allocation is not None:
                     self._start(job, allocation)
@@ -222,7 +256,7 @@ class SchedulingPass:
         else:
             self.passed_over += len(jobs)
 
-    def _guarded(self, job: Job) -> int:
+    def guard_of(self, job: Job) -> int:
         """How many reservations start before ``job`` would end if it started now: a prefix of
         them by start time, whose GPUs it may not take."""
         estimate = self.view.estimate(job)
@@ -238,10 +272,10 @@ class SchedulingPass:
             self.owed.append(job)
 
     def _try_start(self, job: Job) -> Allocation | None:
-        shape = _shape_key(job)
+        shape = job.fit_key
         if shape in self.unfit:
             return None
-        guarded = self._guarded(job) if self.reservations and not self.owed else 0
+        guarded = self.guard_of(job) if self.reservations and not self.owed else 0
         if guarded and (shape, guarded) in self.masked_unfit:
             return None
         cap = self.capacity
@@ -252,94 +286,83 @@ class SchedulingPass:
             owed, self.owed = self.owed, []
             for waiting in owed:
                 self._reserve(waiting)
-            guarded = self._guarded(job) if self.reservations else 0
+            guarded = self.guard_of(job) if self.reservations else 0
             if guarded and (shape, guarded) in self.masked_unfit:
                 return None
         if not guarded:
-            return self.placement(cap, job, self.ctx)
+            return self.placement(cap, job, self._ctx())
         masked = self.masked_cache.get(guarded)
         if masked is None:
-            masked = cap.copy()
-            for r in self.reservations_by_start[:guarded]:
-                if r.allocation is not None:
-                    masked.withhold(r.job, r.allocation)
-            self.masked_cache[guarded] = masked
-        allocation = self.placement(masked, job, self.ctx) if masked.fits(job) else None
-        if allocation is None:
+            held = self._held(guarded)
+            if self._fits_excluding(job, guarded, held):  # cheaper than a masked copy
+                masked = cap.copy()
+                for holder, held_allocation in held:
+                    masked.withhold(holder, held_allocation)
+                self.masked_cache[guarded] = masked
+        placed = None
+        if masked is not None and masked.fits(job):
+            placed = self.placement(masked, job, self._ctx())
+        if placed is None:
             self.masked_unfit.add((shape, guarded))
-        return allocation
+        return placed
 
-    def _start(self, job: Job, allocation: Allocation) -> None:
+    def _ctx(self) -> PlacementContext:
+        """The placement context, with the running jobs' expected ends when the view has them."""
+        if self.view.busy_until is None:
+            return self.ctx
+        if self.timed_ctx is None:
+            timing = Timing(self.view.now_s, self.view.estimate, self._busy_until)
+            self.timed_ctx = replace(self.ctx, timing=timing)
+        return self.timed_ctx
+
+    def _busy_until(self, node: int) -> float:
+        assert self.view.busy_until is not None
+        return max(self.view.busy_until[node], self.busy_overlay.get(node, -INF))
+
+    def _held(self, guarded: int) -> list[tuple[Job, Allocation]]:
+        """The reservations that guard a job: the first ``guarded`` by start time."""
+        return [
+            (r.job, r.allocation)
+            for r in self.reservations_by_start[:guarded]
+            if r.allocation is not None
+        ]
+
+    def _fits_excluding(self, job: Job, guarded: int, held: list[tuple[Job, Allocation]]) -> bool:
+        if job.gpus and job.gpu_milli == MILLI_PER_GPU and not (job.cpu_milli or job.memory_mib):
+            withheld = self.withheld_cache.get(guarded)
+            if withheld is None:
+                withheld = self.withheld_cache[guarded] = withheld_gpus(held)
+            return not held or self.capacity.fits_withholding(job, withheld)
+        return self.capacity.fits_excluding(job, held)
+
+    def _start(self, job: Job, allocation: Allocation, ahead: int = 0) -> None:
+        """Start ``job``; ``ahead``: jobs queued before it that a bucket scan went past and has
+        not counted yet."""
         if self.cap is None:
             self.cap = self.view.capacity.copy()
         self.cap.allocate(job, allocation)
         self.masked_cache.clear()
-        self.endings_cache = None
-        self.ending_times_cache = None
-        self.starts.append(Start(job, allocation, overtakes=len(self.blocked) + self.passed_over))
-
-    def _endings(self) -> list[Ending]:
-        """Running jobs plus the jobs started in this pass, by expected end."""
-        if self.endings_cache is None:
-            self.endings_cache = self._merge_endings()
-        return self.endings_cache
-
-    def _ending_times(self) -> list[float]:
-        """Now, then every distinct finite expected end, ascending."""
-        if self.ending_times_cache is None:
-            now = self.view.now_s
-            times = {e.expected_end_s for e in self._endings() if e.expected_end_s < INF}
-            times.add(now)
-            self.ending_times_cache = sorted(times)
-        return self.ending_times_cache
-
-    def _merge_endings(self) -> list[Ending]:
-        now, estimate = self.view.now_s, self.view.estimate
-        new = []
-        for s in self.starts:
-            e = estimate(s.job)
-            new.append(Ending(INF if e is None else now + e, s.job, s.allocation))
-        new.sort(key=lambda e: e.expected_end_s)
-        return list(heapq.merge(self.view.running, new, key=lambda e: e.expected_end_s))
+        estimate = self.view.estimate(job)
+        ending = Ending(INF if estimate is None else self.view.now_s + estimate, job, allocation)
+        at = bisect.bisect_right([e.expected_end_s for e in self.started], ending.expected_end_s)
+        self.started.insert(at, ending)
+        for node, _ in allocation.parts:
+            self.busy_overlay[node] = max(self.busy_overlay.get(node, -INF), ending.expected_end_s)
+        overtakes = len(self.blocked) + self.more_blocked + self.passed_over + ahead
+        self.starts.append(Start(job, allocation, overtakes=overtakes))
 
     def _reserve(self, job: Job) -> None:
         """Find the earliest expected time ``job`` fits, honouring earlier reservations."""
-        now = self.view.now_s
-        estimate = self.view.estimate(job)
-        cap = self.capacity
-        work = cap.copy(index=False)
-        endings = self._endings()
-        i = 0
-        # It can start when a running job ends, or when an earlier reservation is over.
-        candidate_times = self._ending_times()
-        later = {end for end in self.reservation_ends if now < end < INF}
-        if later:
-            candidate_times = sorted(set(candidate_times) | later)
-        for t in candidate_times:
-            while i < len(endings) and endings[i].expected_end_s <= t:
-                work.release(endings[i].job, endings[i].allocation)
-                i += 1
-            if not work.fits(job) or (t == now and not cap.fits(job)):
-                continue
-            end = INF if estimate is None else t + estimate
-            trial = work
-            overlapping = [
-                (r.job, r.allocation)
-                for r, r_end in zip(self.reservations, self.reservation_ends, strict=True)
-                if r.allocation is not None and r.time_s < end and r_end > t
-            ]
-            if overlapping:
-                if not work.fits_excluding(job, overlapping):
-                    continue
-                trial = work.copy(index=False)
-                for holder, held in overlapping:
-                    trial.withhold(holder, held)
-            if trial.fits(job):
-                allocation = reservation_placement(trial, job, cap)
-                if allocation is not None:
-                    self._add_reservation(Reservation(job, t, allocation), end)
-                    return
-        self._add_reservation(Reservation(job, INF, None), INF)
+        reservation, end = earliest_reservation(
+            job,
+            self.view.estimate(job),
+            self.view.now_s,
+            self.capacity,
+            self.view.running,
+            self.started,
+            list(zip(self.reservations, self.reservation_ends, strict=True)),
+        )
+        self._add_reservation(reservation, end)
 
     def _add_reservation(self, reservation: Reservation, end: float) -> None:
         self.reservations.append(reservation)
@@ -349,40 +372,6 @@ class SchedulingPass:
         self.reservations_by_start.insert(at, reservation)
         # the guard prefixes shift: cached masks and failures keyed by them are stale
         self.masked_cache.clear()
+        self.withheld_cache.clear()
         self.masked_unfit.clear()
-
-
-def reservation_placement(future: Capacity, job: Job, now: Capacity) -> Allocation | None:
-    """Where to reserve ``job`` in the ``future`` state: on nodes and GPUs that are busy now,
-    where possible, so that what is idle now stays open to backfill. A multi-node job needs
-    whole free nodes, so its reservation holds every GPU of its nodes."""
-    if (
-        job.gpus
-        and job.gpu_milli == MILLI_PER_GPU
-        and not (job.gpu_models or job.cpu_milli or job.memory_mib)
-    ):
-        whole, size, g = future.whole_free, future.size_of, job.gpus
-        if job.nodes > 1:
-            admitting = [n for n, w in enumerate(whole) if w >= g and w == size[n]]
-        else:
-            admitting = [n for n, w in enumerate(whole) if w >= g]
-    else:
-        admitting = [n for n in range(len(future.whole_free)) if future.node_admits(n, job)]
-    if len(admitting) < job.nodes:
-        return None
-    idle_now = now.free_milli
-
-    def idle_overlap(node: int) -> int:
-        return sum(idle_now[node])
-
-    ranked = sorted(admitting, key=lambda n: (idle_overlap(n), future.whole_free[n], n))
-    parts = []
-    for node in ranked[: job.nodes]:
-        free_then = future.free_milli[node]
-        options = [g for g, f in enumerate(free_then) if f >= job.gpu_milli]
-        options.sort(key=lambda g: (idle_now[node][g], g))
-        want = job.gpus if job.gpu_milli == MILLI_PER_GPU else min(job.gpus, 1)
-        if job.nodes > 1:
-            want = len(free_then)  # multi-node jobs take whole nodes: hold all of each
-        parts.append((node, tuple(sorted(options[:want]))))
-    return Allocation(tuple(parts), job.gpu_milli)
+        self.epoch += 1

@@ -166,34 +166,28 @@ class Capacity:
             for holder, allocation in held:
                 masked.withhold(holder, allocation)
             return masked.fits(job)
-        reserved: dict[int, set[int]] = {}
-        for _, allocation in held:
-            for node, gpus in allocation.parts:
-                reserved.setdefault(node, set()).update(gpus)
-        g = job.gpus
+        return self.fits_withholding(job, withheld_gpus(held))
+
+    def fits_withholding(self, job: Job, reserved: dict[int, set[int]]) -> bool:
+        """``fits_excluding`` for a whole-GPU job without CPU or memory requests, with the
+        withheld GPUs given per node (``withheld_gpus``)."""
+        g, need, models = job.gpus, job.nodes, job.gpu_models
         found = 0
-        need = job.nodes
-        changed: set[int] = set()
+        for model, counts in (self.hist if need == 1 else self.idle_nodes).items():
+            if not models or model in models:
+                found += sum(counts[g:])
+        # The histograms count the withheld nodes by their unmasked state: recount those.
         for node, taken in reserved.items():
-            changed.add(node)
-            if job.gpu_models and self.model_of[node] not in job.gpu_models:
+            if models and self.model_of[node] not in models:
                 continue
             free = self.free_milli[node]
-            whole = sum(1 for i, f in enumerate(free) if f == MILLI_PER_GPU and i not in taken)
-            if whole >= g and (need == 1 or whole == len(free)):
-                found += 1
-        for model, counts in (self.hist if need == 1 else self.idle_nodes).items():
-            if not job.gpu_models or model in job.gpu_models:
-                found += sum(counts[g:])
-        if found < need:
-            return False
-        # The histograms counted the touched nodes by their unmasked state: take those out.
-        for node in changed:
-            if job.gpu_models and self.model_of[node] not in job.gpu_models:
-                continue
             whole = self.whole_free[node]
-            if whole >= g and (need == 1 or whole == len(self.free_milli[node])):
+            if whole >= g and (need == 1 or whole == len(free)):
                 found -= 1
+            if len(taken) < len(free):  # else the whole node is withheld
+                whole = sum(1 for i, f in enumerate(free) if f == MILLI_PER_GPU and i not in taken)
+                if whole >= g and (need == 1 or whole == len(free)):
+                    found += 1
         return found >= need
 
     # -- changes ------------------------------------------------------------------------
@@ -295,3 +289,12 @@ class Capacity:
             del self._classes[old]
         self._classes.setdefault(new, {})[node] = None
         self._state_of[node] = new
+
+
+def withheld_gpus(held: Sequence[tuple[Job, Allocation]]) -> dict[int, set[int]]:
+    """The GPUs of ``held`` per node."""
+    reserved: dict[int, set[int]] = {}
+    for _, allocation in held:
+        for node, gpus in allocation.parts:
+            reserved.setdefault(node, set()).update(gpus)
+    return reserved

@@ -12,8 +12,8 @@ Every order is one configuration of a single backfilling scheduler pass:
 - ``advisor``: EASY plus a starvation bound: a job that has waited longer than
   ``starvation_s`` also gets a reservation (and is tried in queue order). Among the other jobs
   behind the head, those that fill the most idle GPUs start first (largest first, then queue
-  order), so idle capacity is packed rather than nibbled. Placement is the caller's
-  (fragmentation-aware in the advisor).
+  order), so idle capacity is packed rather than nibbled. Placement is the caller's (in a
+  replay the advisor's is ``end-fit``: it keeps nodes on their way to becoming whole).
 
 A policy returns a ``Plan`` (starts and reservations); the caller applies it.
 """
@@ -21,9 +21,9 @@ A policy returns a ``Plan`` (starts and reservations); the caller applies it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from gpuadvisor.analysis.backfill import SchedulingPass, reservation_placement
+from gpuadvisor.analysis.backfill import SchedulingPass
 from gpuadvisor.analysis.placement import Placement, PlacementContext
 from gpuadvisor.analysis.plans import (
     INF,
@@ -35,6 +35,7 @@ from gpuadvisor.analysis.plans import (
     Reservation,
     Start,
 )
+from gpuadvisor.analysis.reservations import reservation_placement
 from gpuadvisor.model import Job
 
 __all__ = [
@@ -96,6 +97,11 @@ class Order:
     description: str
     fill_largest_first: bool = False
 
+    @property
+    def submit_ordered(self) -> bool:
+        """Whether the queue is in submit-time order (its key starts with the submit time)."""
+        return self.key is submit_key
+
     def plan(
         self,
         view: QueueView,
@@ -122,7 +128,7 @@ class Order:
         if not previous.blocked:
             return self.plan(view, placement, ctx, settings)
         if self.strict:
-            return Plan((), previous.reservations, previous.blocked, previous.owed)
+            return replace(previous, starts=())
         return SchedulingPass(self, view, placement, ctx, settings).run_arrivals(arrived, previous)
 
 
@@ -139,7 +145,7 @@ ORDERS: dict[str, Order] = {
         submit_key,
         False,
         _reserve_head_or_starved,
-        "EASY + starvation bound, largest-fill backfill, fragmentation-aware placement",
+        "EASY + starvation bound, largest-fill backfill, end-fit placement",
         fill_largest_first=True,
     ),
 }
@@ -150,6 +156,7 @@ DEFAULT_PLACEMENT: dict[str, str] = {
     "easy": "first-fit",
     "conservative": "first-fit",
     "sjf": "first-fit",
-    "advisor": "advisor",
+    "advisor": "end-fit",
 }
-"""The placement each order runs with unless told otherwise (the advisor's: fragmentation-aware)."""
+"""The placement each order runs with unless told otherwise (the advisor's: ``end-fit``, which
+keeps nodes on their way to becoming wholly free for multi-node jobs)."""

@@ -12,6 +12,8 @@
   group, whose GPUs it then gets from the tightest such group. (Scoring the exact, unquantised
   growth of F_n instead placed about 1 point less on FGD's protocol, so the advisor keeps
   FGD's quantised score.)
+- ``end-fit``: the node the job delays least from becoming wholly free, by the running jobs'
+  expected ends (``endfit``); what the advisor order places with in a replay.
 
 Ties between equally scored nodes go to the node ranked first by the context's ``node_rank``
 (default: the lowest node number). FGD's reference simulator does the same with node names
@@ -29,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpuadvisor.analysis.capacity import Capacity, NodeState
+from gpuadvisor.analysis.endfit import Timing, end_fit
 from gpuadvisor.analysis.fragmentation import WorkloadMix, modelled_cpu_free, node_fragment_milli
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
@@ -45,13 +48,15 @@ class PlacementContext:
     """What placements may consult besides capacity: the workload mix and a seeded generator.
 
     ``rng`` is required by ``random``. ``node_rank[n]`` orders nodes for breaking ties (lowest
-    first; empty: by node number). The caches are keyed by node state and job shape, so one
-    context may serve many capacities of one cluster.
+    first; empty: by node number). ``timing`` (when the running jobs are expected to end) is
+    what ``end-fit`` places by; a scheduling pass sets it. The caches are keyed by node state
+    and job shape, so one context may serve many capacities of one cluster.
     """
 
     mix: WorkloadMix = _EMPTY_MIX
     rng: random.Random | None = None
     node_rank: tuple[int, ...] = ()
+    timing: Timing | None = None
     fragment_cache: dict[tuple[str, tuple[int, ...], int], float] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -360,4 +365,5 @@ PLACEMENTS: dict[str, Placement] = {
     "random": random_fit,
     "topology": topology_fit,
     "advisor": advisor,
+    "end-fit": end_fit,
 }

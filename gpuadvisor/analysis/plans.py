@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gpuadvisor.analysis.buckets import PendingBuckets
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.model import Allocation, Job
 
@@ -48,23 +49,33 @@ class Reservation:
 @dataclass(frozen=True, slots=True)
 class Plan:
     """Starts and reservations of one pass. ``owed``: jobs that are due a reservation which was
-    not worked out because no job behind them could have used the free GPUs anyway."""
+    not worked out because no job behind them could have used the free GPUs anyway.
+    ``more_blocked``: blocked jobs counted but not listed in ``blocked`` (outside explain mode,
+    a pass decides the jobs behind the reservations bucket by bucket and only counts them)."""
 
     starts: tuple[Start, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     blocked: tuple[Job, ...] = ()
     owed: tuple[Job, ...] = ()
+    more_blocked: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class QueueView:
-    """What a policy sees: the time, the queue in its order, running jobs by expected end."""
+    """What a policy sees: the time, the queue in its order, running jobs by expected end.
+
+    ``buckets``, when given, holds the same pending jobs (``buckets.jobs`` is ``pending``) by
+    fit key and estimate class, so that a pass can decide for many jobs at once.
+    ``busy_until``, when given, is per node the latest expected end of its running jobs
+    (``-inf``: none run), for placements that place by time (``end-fit``)."""
 
     now_s: float
     pending: Sequence[Job]
     running: Sequence[Ending]
     capacity: Capacity
     estimate: Estimate
+    buckets: PendingBuckets | None = None
+    busy_until: Sequence[float] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,10 @@ The engine jumps from event to event (arrivals and completions; a heap keyed
 order). After all events at one instant it asks the order for a plan and applies the starts,
 gang-allocating every node of a job at once. Between events the cluster state is constant, so
 metrics are exact integrals over time, not samples.
+
+The engine keeps the pending queue in buckets of jobs with one fit key and one estimate class
+(``analysis.buckets``), so that a pass on a long, saturated queue touches shapes rather than
+jobs, and per node the latest expected end of its running jobs, for ``end-fit`` placement.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ import bisect
 import heapq
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
+from gpuadvisor.analysis.buckets import PendingBuckets
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
 from gpuadvisor.analysis.fragmentation import WorkloadMix
@@ -136,17 +141,25 @@ class _Engine:
             for _ in range(n)
         ]
         self.index = {id(job): i for i, job in enumerate(self.jobs)}
+        # estimates that never change (a time limit, or the true runtime), else None
+        self.fixed_estimate: list[float | None] = [None] * n
+        for i, job in enumerate(self.jobs):
+            if config.estimates == "exact" or job.time_limit_s is not None:
+                self.fixed_estimate[i] = self.estimate(job)
         self.start_s: list[float] = [math.nan] * n
         self.end_s: list[float] = [math.nan] * n
         self.overtook: list[int] = [0] * n
         self.estimate_at_start: list[float | None] = [None] * n
         self.allocation: list[Allocation | None] = [None] * n
         self.queue_key: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * n
-        # queue in the order's sort order: parallel lists of keys and jobs
-        self.pending_keys: list[tuple[float, float, int]] = []
-        self.pending: list[Job] = []
+        # the queue in the order's sort order, and by fit key and estimate class
+        self.queue = PendingBuckets()
+        self.estimate_class: list[Hashable] = [None] * n
         self.waiting_rep: dict[_ShapeKey, Job] = {}
         self.waiting_count: dict[_ShapeKey, int] = {}
+        # per node, the running jobs' expected ends by job index, and the latest of them
+        self.node_ends: list[dict[int, float]] = [{} for _ in cluster.nodes]
+        self.busy_until: list[float] = [-math.inf] * len(cluster.nodes)
         # running jobs by expected end: parallel lists of keys and endings
         self.running_keys: list[tuple[float, int]] = []
         self.running: list[Ending] = []
@@ -162,6 +175,9 @@ class _Engine:
 
     def estimate(self, job: Job) -> float | None:
         i = self.index[id(job)]
+        fixed = self.fixed_estimate[i]
+        if fixed is not None:
+            return fixed
         if self.config.estimates == "exact":
             base: float | None = job.runtime_s
         else:
@@ -220,13 +236,23 @@ class _Engine:
             timeline=tuple(self.timeline),
         )
 
+    def _estimate_class(self, i: int) -> Hashable:
+        """Jobs of one class are planned with the same estimate at any time (``buckets``):
+        one fixed estimate, or the same user's history for the same shape."""
+        job = self.jobs[i]
+        fixed = self.fixed_estimate[i]
+        if fixed is not None:
+            return ("fixed", fixed)
+        if self.noise[i] == 1.0:
+            return ("history", job.user, job.shape)
+        return ("job", i)
+
     def _arrive(self, i: int) -> None:
         job = self.jobs[i]
         key = (*self.order.key(job, self.estimate(job)), i)
         self.queue_key[i] = key
-        at = bisect.bisect(self.pending_keys, key)
-        self.pending_keys.insert(at, key)
-        self.pending.insert(at, job)
+        self.estimate_class[i] = self._estimate_class(i)
+        self.queue.add(key, job, self.estimate_class[i])
         shape = job.fit_key
         self.waiting_rep.setdefault(shape, job)
         self.waiting_count[shape] = self.waiting_count.get(shape, 0) + 1
@@ -240,6 +266,10 @@ class _Engine:
         del self.running[at]
         self.capacity.release(job, ending.allocation)
         self._refresh_fragment(ending)
+        for node, _ in ending.allocation.parts:
+            ends = self.node_ends[node]
+            del ends[i]
+            self.busy_until[node] = max(ends.values(), default=-math.inf)
         if job.runtime_s is not None:
             self.history.record(job, job.runtime_s)
 
@@ -252,10 +282,18 @@ class _Engine:
     ) -> None:
         """One scheduling pass. ``arrived_only``: the jobs that arrived at an instant when no job
         ended; then only they are tried (see ``Order.plan_arrivals``)."""
-        if not self.pending:
+        if not self.queue:
             self.last_plan = None
             return
-        view = QueueView(now, self.pending, self.running, self.capacity, self.estimate)
+        view = QueueView(
+            now,
+            self.queue.jobs,
+            self.running,
+            self.capacity,
+            self.estimate,
+            self.queue,
+            self.busy_until,
+        )
         settings = self.config.settings
         if arrived_only is not None and self.last_plan is not None:
             plan = self.order.plan_arrivals(
@@ -281,9 +319,10 @@ class _Engine:
             at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
             self.running_keys.insert(at, (ending.expected_end_s, i))
             self.running.insert(at, ending)
-            at = bisect.bisect_left(self.pending_keys, self.queue_key[i])
-            del self.pending_keys[at]
-            del self.pending[at]
+            for node, _ in start.allocation.parts:
+                self.node_ends[node][i] = ending.expected_end_s
+                self.busy_until[node] = max(self.busy_until[node], ending.expected_end_s)
+            self.queue.remove(self.queue_key[i], self.estimate_class[i])
             self.waiting_count[job.fit_key] -= 1
             self._refresh_fragment(ending)
 
@@ -316,5 +355,5 @@ class _Engine:
 
     def _sample(self, now: float) -> None:
         self.timeline.append(
-            TimelinePoint(now, self.capacity.used_milli, len(self.pending), len(self.running))
+            TimelinePoint(now, self.capacity.used_milli, len(self.queue), len(self.running))
         )
