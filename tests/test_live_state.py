@@ -27,7 +27,7 @@ Answers = dict[str, list[Sample]]
 
 
 def s(value: float, **labels: str) -> Sample:
-    return Sample(tuple(sorted(labels.items())), value, NOW)
+    return Sample(dict(labels), value, NOW)
 
 
 def agent(node: str, gpus: int, jobs: Mapping[int, str], *, group: int = 4) -> Answers:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.fragmentation import WorkloadMix
 from gpuadvisor.analysis.orders import (
+    DEFAULT_PLACEMENT,
     ORDERS,
     Ending,
     Estimate,
@@ -46,7 +47,8 @@ DAY_S = 86400.0
 @dataclass(frozen=True, slots=True)
 class AdviceSettings:
     order: str = "advisor"
-    placement: str = "advisor"
+    placement: str | None = None
+    """None: the order's own placement (``DEFAULT_PLACEMENT``), as in the simulator."""
     order_settings: OrderSettings = field(default_factory=lambda: OrderSettings(explain=True))
     validity_s: float = 120.0
     scheduler: str = "slurm"
@@ -102,16 +104,21 @@ def advise(
         ranked = sorted(pending, key=lambda j: (*order.key(j, estimate(j)), position[id(j)]))
     ctx = PlacementContext(mix or WorkloadMix.of_jobs(pending))
     explain = settings.order_settings
+    busy_until = [-math.inf] * len(snapshot.cluster.nodes)
+    for ending in endings:  # until when each node's running jobs are expected to run
+        for node in ending.allocation.nodes:
+            busy_until[node] = max(busy_until[node], ending.expected_end_s)
     fifo = ORDERS["fifo"].plan(
         QueueView(now, pending, endings, capacity, estimate), first_fit, ctx, explain
     )
+    placement = settings.placement or DEFAULT_PLACEMENT[settings.order]
     policy = order.plan(
-        QueueView(now, ranked, endings, capacity, estimate),
-        PLACEMENTS[settings.placement],
+        QueueView(now, ranked, endings, capacity, estimate, busy_until=busy_until),
+        PLACEMENTS[placement],
         ctx,
         explain,
     )
-    return tuple(_word(snapshot, capacity, estimate, fifo, policy, settings))
+    return tuple(_word(snapshot, capacity, estimate, fifo, policy, settings, placement))
 
 
 def _word(
@@ -121,6 +128,7 @@ def _word(
     fifo: Plan,
     policy: Plan,
     settings: AdviceSettings,
+    placement: str,
 ) -> list[Recommendation]:
     now = snapshot.time_s
     valid_until = now + settings.validity_s
@@ -147,7 +155,7 @@ def _word(
     for start in policy.starts:
         other = fifo_where.get(id(start.job))
         if other is not None and other.nodes != start.allocation.nodes:
-            out.append(_place_on(snapshot, start, other, valid_until))
+            out.append(_place_on(snapshot, start, other, placement, valid_until))
     out.sort(key=lambda r: (-r.gain.gpus_busy_now, r.kind, r.job_id))
     if settings.scheduler != "slurm":
         out = [replace(r, commands=()) for r in out]
@@ -288,8 +296,22 @@ def _hold_node(
     )
 
 
+PLACEMENT_REASONS = {
+    "end-fit": "it keeps nodes that are about to become wholly free for the jobs that need "
+    "whole nodes",
+    "fgd": "it keeps larger free blocks whole for the jobs that wait",
+    "advisor": "it keeps larger free blocks whole for the jobs that wait",
+    "best-fit": "it fills the node with the least room left, keeping larger blocks whole",
+    "topology": "it keeps the job inside one topology group",
+}
+
+
 def _place_on(
-    snapshot: ClusterSnapshot, start: Start, first_fit_allocation: Allocation, valid_until: float
+    snapshot: ClusterSnapshot,
+    start: Start,
+    first_fit_allocation: Allocation,
+    placement: str,
+    valid_until: float,
 ) -> Recommendation:
     job = start.job
     where = _node_names(snapshot, start.allocation)
@@ -299,12 +321,12 @@ def _place_on(
         job_id=job.job_id,
         node=where,
         action=(
-            f"Place job {job.job_id} on {where} rather than {instead}: it keeps larger free "
-            "blocks whole for the jobs that wait."
+            f"Place job {job.job_id} on {where} rather than {instead}: "
+            f"{PLACEMENT_REASONS.get(placement, 'its placement policy prefers it')}."
         ),
         commands=(("scontrol", "update", f"JobId={job.job_id}", f"ReqNodeList={where}"),),
         gain=Gain(),
-        evidence=(("first_fit_would_use", instead), ("placement", "fragmentation-aware")),
+        evidence=(("first_fit_would_use", instead), ("placement", placement)),
         severity=Severity.INFO,
         valid_until_s=valid_until,
     )

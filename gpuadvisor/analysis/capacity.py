@@ -85,6 +85,11 @@ class Capacity:
         new.size_of = self.size_of
         new.used_milli = self.used_milli
         new._kind = self._kind
+        if index and self._classes is None:
+            # Build it once here: every copy made from this one then carries it over, instead
+            # of each copy rebuilding all node states on first use (the advisor's guarded
+            # starts copy one capacity hundreds of times per cycle).
+            self.state_classes()
         if not index or self._classes is None or self._state_of is None:
             new._state_of = None
             new._classes = None

@@ -251,7 +251,7 @@ def _cycle(root: YamlMap, window_s: float) -> CycleSettings:
         )
         advice = AdviceSettings(
             order=_choice(policy, "order", ORDERS, advice.order),
-            placement=_choice(policy, "placement", PLACEMENTS, advice.placement),
+            placement=_choice(policy, "placement", PLACEMENTS, "") or None,
             order_settings=order_settings,
             validity_s=(_get(policy, "validity", seconds, advice.validity_s)),
         )

@@ -74,7 +74,7 @@ def _node(b: Build, name: str, gpus: int, rows: Iterable[Sample]) -> Node:
     groups: dict[str, list[int]] = {}
     models: Counter[str] = Counter()
     for s in rows:
-        labels = dict(s.labels)
+        labels = s.label_map
         i = gpu_index(labels.get("gpu_index", ""))
         if i is None or i >= gpus:
             b.warn("bad-value", f"node {name}", f"GPU index {labels.get('gpu_index')!r} ignored")
