@@ -303,3 +303,15 @@ def withheld_gpus(held: Sequence[tuple[Job, Allocation]]) -> dict[int, set[int]]
         for node, gpus in allocation.parts:
             reserved.setdefault(node, set()).update(gpus)
     return reserved
+
+
+def tightest_group(
+    free: Sequence[int], groups: tuple[tuple[int, ...], ...], count: int
+) -> tuple[int, ...] | None:
+    """Free GPUs from the single topology group left tightest, or None if no group can."""
+    best: tuple[int, tuple[int, ...]] | None = None
+    for group in groups:
+        idle = tuple(g for g in group if free[g] == MILLI_PER_GPU)
+        if len(idle) >= count and (best is None or len(idle) < best[0]):
+            best = (len(idle), idle[:count])
+    return None if best is None else best[1]

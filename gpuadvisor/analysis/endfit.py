@@ -16,11 +16,11 @@ topology group, then goes to the first-ranked node.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.capacity import Capacity, tightest_group
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 if TYPE_CHECKING:
@@ -84,20 +84,8 @@ def _static(capacity: Capacity, job: Job, node: int) -> tuple[float, float, floa
     whole = all(f == MILLI_PER_GPU for f in free)
     spans = False
     if job.gpus > 1 and not job.fractional:
-        spans = _grouped(free, capacity.cluster.nodes[node].groups, job.gpus) is None
+        spans = tightest_group(free, capacity.cluster.nodes[node].groups, job.gpus) is None
     return float(whole), float(spans), float(sum(free) - job.gpu_milli_total)
-
-
-def _grouped(
-    free: Sequence[int], groups: tuple[tuple[int, ...], ...], count: int
-) -> tuple[int, ...] | None:
-    """Free GPUs from the single topology group left tightest, or None if no group can."""
-    best: tuple[int, tuple[int, ...]] | None = None
-    for group in groups:
-        idle = tuple(g for g in group if free[g] == MILLI_PER_GPU)
-        if len(idle) >= count and (best is None or len(idle) < best[0]):
-            best = (len(idle), idle[:count])
-    return None if best is None else best[1]
 
 
 def _gpus(capacity: Capacity, job: Job, node: int) -> tuple[int, ...]:
@@ -109,7 +97,7 @@ def _gpus(capacity: Capacity, job: Job, node: int) -> tuple[int, ...]:
     if job.fractional:
         return (min((g for g, f in enumerate(free) if f >= job.gpu_milli), key=free.__getitem__),)
     if job.gpus > 1:
-        grouped = _grouped(free, capacity.cluster.nodes[node].groups, job.gpus)
+        grouped = tightest_group(free, capacity.cluster.nodes[node].groups, job.gpus)
         if grouped is not None:
             return grouped
     return tuple([g for g, f in enumerate(free) if f == MILLI_PER_GPU][: job.gpus])

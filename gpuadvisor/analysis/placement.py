@@ -30,7 +30,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gpuadvisor.analysis.capacity import Capacity, NodeState
+from gpuadvisor.analysis.capacity import Capacity, NodeState, tightest_group
 from gpuadvisor.analysis.endfit import Timing, end_fit
 from gpuadvisor.analysis.fragmentation import WorkloadMix, modelled_cpu_free, node_fragment_milli
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
@@ -188,18 +188,6 @@ def _lowest_whole(free: Sequence[int], count: int) -> tuple[int, ...]:
     return tuple([g for g, f in enumerate(free) if f == MILLI_PER_GPU][:count])
 
 
-def _grouped_gpus(
-    free: Sequence[int], groups: tuple[tuple[int, ...], ...], count: int
-) -> tuple[int, ...] | None:
-    """Free GPUs from the single topology group left tightest, or None if no group can."""
-    best: tuple[int, tuple[int, ...]] | None = None
-    for group in groups:
-        idle = tuple(g for g in group if free[g] == MILLI_PER_GPU)
-        if len(idle) >= count and (best is None or len(idle) < best[0]):
-            best = (len(idle), idle[:count])
-    return None if best is None else best[1]
-
-
 def _fitting(capacity: Capacity, job: Job, node: int) -> list[int]:
     return [g for g, f in enumerate(capacity.free_milli[node]) if f >= job.gpu_milli]
 
@@ -233,7 +221,7 @@ def _topology_gpus(
 ) -> tuple[int, ...]:
     if job.gpus > 1 and not job.fractional:
         groups = capacity.cluster.nodes[node].groups
-        grouped = _grouped_gpus(capacity.free_milli[node], groups, job.gpus)
+        grouped = tightest_group(capacity.free_milli[node], groups, job.gpus)
         if grouped is not None:
             return grouped
     return _tightest_gpus(capacity, job, node, ctx)
@@ -326,7 +314,7 @@ def _spans_groups(capacity: Capacity, job: Job, node: int) -> int:
     if job.gpus <= 1 or job.fractional:
         return 0
     groups = capacity.cluster.nodes[node].groups
-    return int(_grouped_gpus(capacity.free_milli[node], groups, job.gpus) is None)
+    return int(tightest_group(capacity.free_milli[node], groups, job.gpus) is None)
 
 
 def _topology_cost(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> Cost:
