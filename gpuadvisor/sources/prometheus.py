@@ -200,11 +200,7 @@ def _vector(result: list[object], where: str) -> tuple[Sample, ...]:
             value = float(text) if ok else math.nan
         except (TypeError, KeyError, ValueError, AttributeError):
             ok = False
-        append(
-            Sample(metric, value, float(stamp))
-            if ok
-            else _sample(raw, where)
-        )
+        append(Sample(metric, value, float(stamp)) if ok else _sample(raw, where))
     return tuple(out)
 
 
