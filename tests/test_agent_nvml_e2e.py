@@ -15,10 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fake_nvml import GIB, FakeProcess, make_gpu
-from tests.fake_nvml.fixtures import FakeNvml, fake_nvml, fake_nvml_library
+from tests.fake_nvml.fixtures import FakeNvml
 from tests.ports import free_port
-
-__all__ = ["fake_nvml", "fake_nvml_library"]  # fixtures, until conftest imports them
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

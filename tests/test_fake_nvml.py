@@ -34,9 +34,7 @@ from tests.fake_nvml import (
     make_gpu,
     now_us,
 )
-from tests.fake_nvml.fixtures import FakeNvml, fake_nvml, fake_nvml_library
-
-__all__ = ["fake_nvml", "fake_nvml_library"]  # fixtures, until conftest imports them
+from tests.fake_nvml.fixtures import FakeNvml
 
 PERIOD_US = SAMPLE_PERIOD_US
 EPOCH_US = GRID_EPOCH_US

@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_nvml import make_gpu
-from tests.fake_nvml.fixtures import FakeNvml, fake_nvml, fake_nvml_library
-
-__all__ = ["fake_nvml", "fake_nvml_library"]  # fixtures, until conftest imports them
+from tests.fake_nvml.fixtures import FakeNvml
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -27,7 +27,7 @@ from gpuadvisor.sinks.advisor_exposition import ADVISOR_METRICS
 from gpuadvisor.sinks.exposition import AGENT_METRICS
 from gpuadvisor.sinks.queue_exposition import QUEUE_METRICS
 from tests.fake_nvml import GIB, FakeMigProfile, make_gpu
-from tests.fake_nvml.fixtures import FakeNvml, fake_nvml_library
+from tests.fake_nvml.fixtures import FakeNvml
 from tests.fake_nvml.scenario import (
     GPM_DRAM_BANDWIDTH,
     GPM_SM_ACTIVE,
@@ -41,8 +41,6 @@ from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.harness.receiver import Receiver
 from tests.ports import free_port
 from tests.test_alert_rules import RULES, gpuadvisor_names, load_rules, unknown_names
-
-__all__ = ["fake_nvml_library"]  # the session fixture, until conftest imports it
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD_FILES = sorted((ROOT / "grafana").glob("*.json"))

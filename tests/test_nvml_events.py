@@ -16,9 +16,7 @@ from gpuadvisor.sinks.exposition import render
 from gpuadvisor.sources.nvml import NvmlProbe, NvmlSettings
 from gpuadvisor.sources.nvml_events import XidSettings, XidWatcher
 from tests.fake_nvml import FakeGpu, XidEvent, make_gpu
-from tests.fake_nvml.fixtures import FakeNvml, fake_nvml, fake_nvml_library
-
-__all__ = ["fake_nvml", "fake_nvml_library"]  # fixtures, until conftest imports them
+from tests.fake_nvml.fixtures import FakeNvml
 
 T = TypeVar("T")
 FAST = XidSettings(wait_ms=20, backoff_s=0.02, backoff_max_s=0.08)
