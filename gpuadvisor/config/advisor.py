@@ -152,6 +152,20 @@ _HTTP_KEYS = {"headers", "basic_auth", "bearer_token", "bearer_token_file", "bea
 _HTTP_KEYS |= {"tls", "timeout"}
 
 
+def _basic_auth(m: YamlMap, base: str, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """``basic_auth: {username, password | password_file | password_env}`` (None: absent)."""
+    basic_map = m.section("basic_auth")
+    if basic_map is None:
+        return None
+    basic_map.reject_unknown({"username", "password", "password_file", "password_env"})
+    user = basic_map.string("username")
+    if not user:
+        raise basic_map.error("username", "required with basic_auth")
+    password = _secret(basic_map, "password", base, env, required=True)
+    assert password is not None
+    return user, password
+
+
 def _http(m: YamlMap, base: str, env: Mapping[str, str]) -> HttpSettings:
     tls = None
     tls_map = m.section("tls")
@@ -162,18 +176,9 @@ def _http(m: YamlMap, base: str, env: Mapping[str, str]) -> HttpSettings:
             cert_file=_path(tls_map, "cert_file", base),
             key_file=_path(tls_map, "key_file", base),
             server_name=tls_map.string("server_name"),
-            insecure_skip_verify=(_get(tls_map, "insecure_skip_verify", _bool, False)),
+            insecure_skip_verify=_get(tls_map, "insecure_skip_verify", _bool, False),
         )
-    basic = None
-    basic_map = m.section("basic_auth")
-    if basic_map is not None:
-        basic_map.reject_unknown({"username", "password", "password_file", "password_env"})
-        user = basic_map.string("username")
-        if not user:
-            raise basic_map.error("username", "required with basic_auth")
-        password = _secret(basic_map, "password", base, env, required=True)
-        assert password is not None
-        basic = (user, password)
+    basic = _basic_auth(m, base, env)
     return _built(
         m,
         lambda: HttpSettings(
@@ -181,7 +186,7 @@ def _http(m: YamlMap, base: str, env: Mapping[str, str]) -> HttpSettings:
             basic_auth=basic,
             bearer_token=_secret(m, "bearer_token", base, env),
             tls=tls,
-            timeout_s=(_get(m, "timeout", seconds, 10.0)),
+            timeout_s=_get(m, "timeout", seconds, 10.0),
         ),
     )
 
@@ -196,14 +201,7 @@ def _prometheus(m: YamlMap | None, base: str, env: Mapping[str, str]) -> Prometh
     url = m.string("url")
     if not url:
         raise m.error("url", "required: where Prometheus (or Thanos, Mimir...) answers")
-    username = password = None
-    basic_map = m.section("basic_auth")
-    if basic_map is not None:
-        basic_map.reject_unknown({"username", "password", "password_file", "password_env"})
-        username = basic_map.string("username")
-        if not username:
-            raise basic_map.error("username", "required with basic_auth")
-        password = _secret(basic_map, "password", base, env, required=True)
+    username, password = _basic_auth(m, base, env) or (None, None)
     tls_map = m.section("tls")
     if tls_map is not None:
         tls_map.reject_unknown(_TLS_KEYS - {"server_name"})
@@ -222,7 +220,7 @@ def _prometheus(m: YamlMap | None, base: str, env: Mapping[str, str]) -> Prometh
             tls_insecure_skip_verify=bool(
                 _get(tls_map, "insecure_skip_verify", _bool, False) if tls_map else False
             ),
-            timeout_s=(_get(m, "timeout", seconds, 10.0)),
+            timeout_s=_get(m, "timeout", seconds, 10.0),
         ),
     )
 
@@ -246,22 +244,22 @@ def _cycle(root: YamlMap, window_s: float) -> CycleSettings:
         )
         order_settings = dataclasses.replace(
             advice.order_settings,
-            starvation_s=(_get(policy, "starvation", seconds, OrderSettings().starvation_s)),
+            starvation_s=_get(policy, "starvation", seconds, OrderSettings().starvation_s),
             max_starved_reservations=int(_get(policy, "max_starved_reservations", _count(0), 2)),
         )
         advice = AdviceSettings(
             order=_choice(policy, "order", ORDERS, advice.order),
             placement=_choice(policy, "placement", PLACEMENTS, "") or None,
             order_settings=order_settings,
-            validity_s=(_get(policy, "validity", seconds, advice.validity_s)),
+            validity_s=_get(policy, "validity", seconds, advice.validity_s),
         )
     reclaim = ReclaimSettings(window_s=window_s)
     reclaim_map = root.section("reclaim")
     if reclaim_map is not None:
         reclaim_map.reject_unknown({"idle_ratio", "min_gpus"})
         reclaim = ReclaimSettings(
-            idle_ratio=(_get(reclaim_map, "idle_ratio", ratio, reclaim.idle_ratio)),
-            min_gpus=(_get(reclaim_map, "min_gpus", _count(1), reclaim.min_gpus)),
+            idle_ratio=_get(reclaim_map, "idle_ratio", ratio, reclaim.idle_ratio),
+            min_gpus=_get(reclaim_map, "min_gpus", _count(1), reclaim.min_gpus),
             window_s=window_s,
         )
     return CycleSettings(advice=advice, reclaim=reclaim)
@@ -382,8 +380,8 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
     overrides = root.string_map("queries")
     chosen = _built(root, lambda: profile(name, overrides))
     live = LiveSettings(
-        max_age_s=(_get(root, "max_age", seconds, LiveSettings().max_age_s)),
-        window_s=(_get(root, "window", seconds, LiveSettings().window_s)),
+        max_age_s=_get(root, "max_age", seconds, LiveSettings().max_age_s),
+        window_s=_get(root, "window", seconds, LiveSettings().window_s),
         selector=root.string("selector") or "",
     )
     _built(root, lambda: chosen.render(selector=live.selector, window_s=live.window_s))
@@ -392,8 +390,8 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
     if hyst is not None:
         hyst.reject_unknown({"hold_cycles", "clear_cycles"})
         hysteresis = HysteresisSettings(
-            hold_cycles=(_get(hyst, "hold_cycles", _count(1), 2)),
-            clear_cycles=(_get(hyst, "clear_cycles", _count(1), 2)),
+            hold_cycles=_get(hyst, "hold_cycles", _count(1), 2),
+            clear_cycles=_get(hyst, "clear_cycles", _count(1), 2),
         )
     outbox = OutboxSettings()
     box = root.section("outbox")
@@ -402,11 +400,11 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
         outbox = _built(
             box,
             lambda: OutboxSettings(
-                max_items=(_get(box, "max_items", _count(1), outbox.max_items)),
-                max_attempts=(_get(box, "max_attempts", _count(1), outbox.max_attempts)),
-                max_age_s=(_get(box, "max_age", seconds, outbox.max_age_s)),
-                base_delay_s=(_get(box, "base_delay", seconds, outbox.base_delay_s)),
-                max_delay_s=(_get(box, "max_delay", seconds, outbox.max_delay_s)),
+                max_items=_get(box, "max_items", _count(1), outbox.max_items),
+                max_attempts=_get(box, "max_attempts", _count(1), outbox.max_attempts),
+                max_age_s=_get(box, "max_age", seconds, outbox.max_age_s),
+                base_delay_s=_get(box, "base_delay", seconds, outbox.base_delay_s),
+                max_delay_s=_get(box, "max_delay", seconds, outbox.max_delay_s),
             ),
         )
     alertmanagers, slack, webhooks = _sinks(root, base, environ)
