@@ -3,18 +3,24 @@
 Usage: ``python scripts/gpu_smoke.py OUT_DIR [--idle-s 20] [--load-s 25]``
 (``scripts/gpu_smoke.sh OUT_DIR`` sets up the Python path and wheels first).
 
-It starts ``gpuadvisor agent --backend=nvml`` on 127.0.0.1, scrapes ``/metrics`` at the start,
-after an idle window and after a load window (by default a PyTorch bf16 matrix-multiply loop on
-every visible GPU, in a separate process), and checks that:
+It starts ``gpuadvisor agent --backend=nvml`` on 127.0.0.1 with a job-mapping directory that
+gives GPU 0 to job ``smoke-1``, scrapes ``/metrics`` at the start, after an idle window, during
+and after a load window (by default a PyTorch bf16 matrix-multiply loop on every visible GPU, in
+a separate process that prints ``started`` once its first product is done), and checks that:
 
 - the agent became ready and every scrape succeeded;
 - every family the agent advertises is present, or absent with the agent having logged why
   (not supported on this GPU); the always-present core families must be there;
 - ``gpuadvisor_gpu_busy_seconds_total`` rises faster under load than idle on the loaded GPUs;
-- ``promtool check metrics`` accepts the exposition (when promtool is installed).
+- the gauges that follow load (power, GPM SM activity) are higher during the load than idle,
+  where the GPU reports them;
+- GPU 0 is attributed to job ``smoke-1`` and the node's free-GPU count leaves it out;
+- ``promtool check metrics`` accepts the exposition (when promtool is installed; otherwise run
+  it on the returned ``metrics_load.prom``).
 
-It writes ``report.md``, ``summary.json``, the three scrapes and the agent's log into OUT_DIR
-and exits 0 when every check passed, 1 otherwise. Only the standard library, gpuadvisor and the
+It also reports the agent's CPU use over the run (from ``/proc/<pid>/stat``). It writes
+``report.md``, ``summary.json``, the four scrapes and the agent's log into OUT_DIR and exits 0
+when every check passed, 1 otherwise. Only the standard library, gpuadvisor and the
 agent's own dependencies are needed; PyTorch only for the default load.
 """
 
@@ -29,6 +35,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -42,6 +49,7 @@ CORE_FAMILIES = (
     "gpuadvisor_gpu_memory_total_bytes",
     "gpuadvisor_node_gpus",
     "gpuadvisor_node_free_gpus",
+    "gpuadvisor_gpu_job_info",
     "gpuadvisor_collector_success",
 )
 
@@ -51,7 +59,6 @@ CONDITIONAL_FAMILIES = {
     "gpuadvisor_gpu_tensor_active_ratio": "GPM metrics need a Hopper or newer GPU",
     "gpuadvisor_gpu_dram_bandwidth_ratio": "GPM metrics need a Hopper or newer GPU",
     "gpuadvisor_gpu_xid_errors_total": "no XID event was seen",
-    "gpuadvisor_gpu_job_info": "no job holds a GPU (no job mapping on this machine)",
     "gpuadvisor_mig_profile_remaining_capacity": "MIG is off",
     "gpuadvisor_gpu_memory_reserved_bytes": "the driver has no v2 memory query",
     "gpuadvisor_gpu_power_watts": "power readings not supported",
@@ -65,6 +72,11 @@ import sys, time, torch
 seconds = float(sys.argv[1])
 devices = [torch.device(f"cuda:{i}") for i in range(torch.cuda.device_count())]
 mats = [(torch.randn(8192, 8192, device=d, dtype=torch.bfloat16),) * 2 for d in devices]
+for a, b in mats:
+    a @ b
+for d in devices:
+    torch.cuda.synchronize(d)
+print("started", flush=True)
 end = time.monotonic() + seconds
 while time.monotonic() < end:
     for a, b in mats:
@@ -73,6 +85,16 @@ while time.monotonic() < end:
         torch.cuda.synchronize(d)
 print(f"loaded {len(devices)} GPU(s) for {seconds:.0f} s")
 """
+
+SMOKE_JOB = "smoke-1"
+"""The job the mapping directory gives GPU 0."""
+
+RISING_GAUGES = {
+    "gpuadvisor_gpu_power_watts": 1.2,
+    "gpuadvisor_gpu_sm_active_ratio": None,
+}
+"""Gauges that must be higher during the load than idle on some GPU, where present: a factor,
+or None for an absolute rise of ``--min-rise``."""
 
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
@@ -129,9 +151,50 @@ def busy_rates(
     return {labels: (b[labels] - a.get(labels, 0.0)) / seconds for labels in b}
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process, from ``/proc/<pid>/stat``; None if unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rose(
+    family: str,
+    idle: dict[str, dict[str, float]],
+    during: dict[str, dict[str, float]],
+    factor: float | None,
+    min_rise: float,
+) -> bool:
+    """Whether ``family`` is higher during the load than idle on some series."""
+    before, after = idle.get(family, {}), during.get(family, {})
+    return any(
+        value > (before.get(labels, 0.0) * factor if factor else before.get(labels, 0.0) + min_rise)
+        for labels, value in after.items()
+    )
+
+
+def job_checks(load: dict[str, dict[str, float]]) -> dict[str, bool]:
+    """GPU 0 held by the smoke job, and left out of the node's free GPUs."""
+    jobs = load.get("gpuadvisor_gpu_job_info", {})
+    gpus = sum(load.get("gpuadvisor_node_gpus", {}).values())
+    free = sum(load.get("gpuadvisor_node_free_gpus", {}).values())
+    return {
+        f"GPU 0 attributed to job {SMOKE_JOB}": any(f'job_id="{SMOKE_JOB}"' in lab for lab in jobs),
+        "free GPUs leave the held GPU out": gpus >= 1 and free == gpus - 1,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpuadvisor-smoke-jobs-") as mapping:
+        (Path(mapping) / "0").write_text(SMOKE_JOB + "\n")
+        return run_with_mapping(args, out, Path(mapping))
+
+
+def run_with_mapping(args: argparse.Namespace, out: Path, mapping: Path) -> int:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = (out / "agent.log").open("wb")
@@ -146,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
             f"--backend={args.backend}",
             f"--web.listen-address=127.0.0.1:{port}",
             "--collect.interval=1",
+            f"--jobs.mapping-dir={mapping}",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -158,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
         if not checks["agent became ready"]:
             notes.append("the agent did not become ready; see agent.log")
             return report(out, checks, notes, {}, {}, {})
+        cpu_start, cpu_clock = cpu_seconds(agent.pid), time.monotonic()
         times: dict[str, float] = {}
 
         def scrape(name: str) -> None:
@@ -171,13 +236,24 @@ def run(args: argparse.Namespace) -> int:
         scrape("idle")
         load = args.load_command or [sys.executable, "-c", TORCH_LOAD, str(args.load_s)]
         started = time.monotonic()
-        loaded = subprocess.run(load, capture_output=True, text=True, check=False)
-        notes.append(f"load command exit {loaded.returncode}: {loaded.stdout.strip()[-300:]}")
-        if loaded.returncode:
-            notes.append(f"load stderr: {loaded.stderr.strip()[-600:]}")
+        with subprocess.Popen(
+            load, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as loader:
+            assert loader.stdout is not None and loader.stderr is not None
+            printed = [loader.stdout.readline()]  # "started", or "" if it ended first
+            checks["load started"] = printed[0].strip() == "started"
+            if checks["load started"]:
+                time.sleep(min(args.during_s, args.load_s / 2))
+                scrape("during")
+            printed.append(loader.stdout.read())
+            errors = loader.stderr.read()
+            returncode = loader.wait()
+        notes.append(f"load command exit {returncode}: {''.join(printed).strip()[-300:]}")
+        if returncode:
+            notes.append(f"load stderr: {errors.strip()[-600:]}")
         time.sleep(max(0.0, args.load_s - (time.monotonic() - started)) + 2.0)
         scrape("load")
-        checks["load command succeeded"] = loaded.returncode == 0
+        checks["load command succeeded"] = returncode == 0
         idle = busy_rates(scrapes["start"], scrapes["idle"], times["idle"] - times["start"])
         busy = busy_rates(scrapes["idle"], scrapes["load"], times["load"] - times["idle"])
         checks["busy seconds rise under load"] = bool(busy) and any(
@@ -186,6 +262,24 @@ def run(args: argparse.Namespace) -> int:
         checks["busy seconds never fall"] = all(
             rate >= 0 for rate in (*idle.values(), *busy.values())
         )
+        gauges: dict[str, str] = {}
+        for family, factor in RISING_GAUGES.items():
+            if "during" in scrapes and family in scrapes["during"]:
+                checks[f"{family} higher under load"] = rose(
+                    family, scrapes["idle"], scrapes["during"], factor, args.min_rise
+                )
+                gauges[family] = "idle {} / during load {}".format(
+                    *(
+                        ", ".join(f"{v:.3g}" for v in scrapes[n][family].values())
+                        for n in ("idle", "during")
+                    )
+                )
+        checks.update(job_checks(scrapes["load"]))
+        cpu_end = cpu_seconds(agent.pid)
+        if cpu_start is not None and cpu_end is not None:
+            share = (cpu_end - cpu_start) / (time.monotonic() - cpu_clock)
+            notes.append(f"agent CPU over the run: {100 * share:.2f} % of one core")
+        notes += [f"{family}: {values}" for family, values in gauges.items()]
         log.flush()
         logged = (out / "agent.log").read_text(errors="replace").lower()
         family_rows = []
@@ -263,6 +357,9 @@ def main() -> int:
     parser.add_argument("out", type=Path, help="folder for the report")
     parser.add_argument("--idle-s", type=float, default=20.0)
     parser.add_argument("--load-s", type=float, default=25.0)
+    parser.add_argument(
+        "--during-s", type=float, default=5.0, help="seconds after the load starts to scrape"
+    )
     parser.add_argument("--ready-s", type=float, default=60.0)
     parser.add_argument("--backend", default="nvml")
     parser.add_argument("--min-rise", type=float, default=0.2, help="busy ratio rise to expect")

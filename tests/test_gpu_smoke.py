@@ -21,7 +21,10 @@ import sys, time
 from pathlib import Path
 from tests.fake_nvml import make_gpu, write_scenario
 scenario, epoch, seconds = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-write_scenario(scenario, [make_gpu(0, util=((0.0, 100),)), make_gpu(1)], epoch_us=epoch)
+loaded = make_gpu(0, util=((0.0, 100),), power_mw=650_000)
+write_scenario(scenario, [loaded, make_gpu(1)], epoch_us=epoch)
+time.sleep(1.5)  # a probe or two sees the load before the script is told it started
+print("started", flush=True)
 time.sleep(seconds)
 write_scenario(scenario, [make_gpu(0), make_gpu(1)], epoch_us=epoch)
 print("loaded GPU 0")
@@ -64,11 +67,16 @@ def test_the_smoke_script_passes_against_the_fake_nvml(fake_nvml: FakeNvml, tmp_
     assert summary["checks"]["promtool check metrics"] is True
     assert max(summary["load"].values()) > 0.5  # GPU 0, at 100 % for most of the window
     assert min(summary["load"].values()) == 0.0  # GPU 1 stayed idle
+    assert summary["checks"]["gpuadvisor_gpu_power_watts higher under load"] is True
+    assert summary["checks"]["GPU 0 attributed to job smoke-1"] is True
+    assert summary["checks"]["free GPUs leave the held GPU out"] is True
+    assert "gpuadvisor_gpu_sm_active_ratio higher under load" not in summary["checks"]  # no GPM
     for name in (
         "report.md",
         "agent.log",
         "metrics_start.prom",
         "metrics_idle.prom",
+        "metrics_during.prom",
         "metrics_load.prom",
     ):
         assert (out / name).exists()
@@ -105,3 +113,4 @@ def test_the_smoke_script_fails_when_no_load_shows(fake_nvml: FakeNvml, tmp_path
     assert result.returncode == 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["checks"]["busy seconds rise under load"] is False
+    assert summary["checks"]["load started"] is False  # it never printed "started"
