@@ -1,8 +1,10 @@
-"""``squeue --json`` → QueueSnapshot for Slurm 22.05 to 24.11, and running the command itself.
+"""``squeue --json`` → QueueSnapshot for Slurm 22.05 to 26.05, and running the command itself.
 
-The fixtures in tests/data/slurm describe one queue in five releases' shapes; the recorded real
-22.05 output in ../shared is parsed too. Running squeue goes through a small script standing in
-for the binary (tests/fake_squeue.py), so that our real subprocess path is what is tested.
+The hand-written fixtures in tests/data/slurm describe one queue in five releases' shapes; the
+recorded ones (scripts/record_squeue.sh: real Slurm 24.11 and 26.05) hold the head-of-line queue
+that script submits, and the recorded real 22.05 output in ../shared is parsed too. Running
+squeue goes through a small script standing in for the binary (tests/fake_squeue.py), so that our
+real subprocess path is what is tested.
 """
 
 from __future__ import annotations
@@ -42,6 +44,13 @@ FIXTURES = {
     "24.05": "v0.0.41",
     "24.11": "v0.0.42",
 }
+RECORDED = {
+    "squeue-24.11-recorded.json": ("v0.0.42", "24.11", "24.11.5"),
+    "squeue-26.05-v0.0.43-recorded.json": ("v0.0.43", "25.05", "26.05.5"),
+    "squeue-26.05-v0.0.44-recorded.json": ("v0.0.44", "25.11", "26.05.5"),
+    "squeue-26.05-recorded.json": ("v0.0.45", "26.05", "26.05.5"),
+}
+"""Recorded file → (format, the release whose own format it is, the Slurm that wrote it)."""
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "slurm-22.05"
 T0 = 1796040000.0
 
@@ -84,6 +93,71 @@ def test_every_release_parses_to_the_same_queue(release: str) -> None:
     assert result.snapshot.entries == EXPECTED
     assert result.finished_jobs == 1  # job 99, COMPLETED
     assert result.warnings == ()
+
+
+# What scripts/record_squeue.sh submits, in order, on one node gpu01 with 8 GPUs (sched/builtin):
+# job 1 ends at once (COMPLETED, listed by --states=all); 2 and 3 run; 4 wants all 8 GPUs and
+# blocks 5-8 behind it, although GPUs 6 and 7 are free.
+RECORDED_QUEUE = (
+    # job, state, GPUs, time limit in minutes (None: unlimited), reason; name and request
+    ("2", "RUNNING", 4, 120, ""),  # train-a --gres=gpu:h100:4
+    ("3", "RUNNING", 2, None, ""),  # train-b --gpus=2, no --time
+    ("4", "PENDING", 8, 240, "Resources"),  # big-8gpu --gpus=8: the head
+    ("5", "PENDING", 1, 30, "Priority"),  # small-1gpu --gres=gpu:1
+    ("6", "PENDING", 2, 20, "Priority"),  # pair-tasks --ntasks=2 --gpus-per-task=1
+    ("7", "PENDING", 2, 20, "Priority"),  # eval-2gpu --gpus=2
+    ("8", "PENDING", 0, 10, "Priority"),  # cpu-only --cpus-per-task=2
+)
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_recorded_squeue_of_real_slurm_parses_to_the_submitted_queue(name: str) -> None:
+    path = DATA / name
+    doc = json.loads(path.read_text())
+    version, release, recorded_by = RECORDED[name]
+    assert doc["meta"]["slurm"]["release"] == recorded_by
+    result = parse_squeue(path.read_bytes(), time_s=T0, source=str(path))
+    assert (result.format.version, result.format.slurm) == (version, release)
+    assert (result.finished_jobs, result.warnings) == (1, ())  # job 1, COMPLETED
+    entries = result.snapshot.entries
+    assert [
+        (
+            e.job_id,
+            e.state,
+            e.gpus,
+            None if e.time_limit_s is None else e.time_limit_s / 60,
+            e.reason,
+        )
+        for e in entries
+    ] == list(RECORDED_QUEUE)
+    assert {(e.user, e.partition, e.nodes, e.gpus_per_node) for e in entries} == {
+        ("root", "gpu", 1, gpus) for _, _, gpus, _, _ in RECORDED_QUEUE
+    }
+    running, pending = entries[:2], entries[2:]
+    assert [(e.node_names, e.gpu_indices) for e in running] == [
+        (("gpu01",), (("gpu01", (0, 1, 2, 3)),)),
+        (("gpu01",), (("gpu01", (4, 5)),)),
+    ]
+    assert all(e.node_names == () and e.gpu_indices == () for e in pending)
+    # Submitted in job id order, started in it; a pending job's forecast start is not reported.
+    submits = [e.submit_time_s for e in entries]
+    assert submits == sorted(submits) and submits[0] > 1.7e9
+    assert all(e.start_time_s is not None and e.start_time_s >= e.submit_time_s for e in running)
+    assert all(e.start_time_s is None for e in pending)
+    # priority/basic: earlier jobs rank higher, so the 8-GPU head outranks all it holds back.
+    priorities = [e.priority for e in entries]
+    assert priorities == sorted(priorities, reverse=True) and len(set(priorities)) == len(entries)
+
+
+def test_recorded_tres_per_task_and_unlimited_time_have_the_real_shapes() -> None:
+    # The spellings the hand-written fixtures missed: tres_per_task with '=', and --cpus-per-task
+    # in it; no time limit is {set: false, infinite: true}; a pending job's job_resources is null.
+    for name in RECORDED:
+        jobs = {job["job_id"]: job for job in json.loads((DATA / name).read_text())["jobs"]}
+        assert (jobs[6]["tres_per_task"], jobs[8]["tres_per_task"]) == ("gres/gpu=1", "cpu=2")
+        assert jobs[3]["time_limit"] == {"set": False, "infinite": True, "number": 0}
+        assert jobs[4]["job_resources"] is None
+        assert jobs[1]["job_state"] == ["COMPLETED"] and jobs[1]["gres_detail"] == []
 
 
 @pytest.mark.shared
@@ -222,7 +296,27 @@ def test_an_unknown_format_is_named(plugin: dict[str, str], named: str) -> None:
     with pytest.raises(InputError, match=named) as caught:
         parse(doc)
     assert "supported: v0.0.38 (Slurm 22.05)" in str(caught.value)
+    assert "v0.0.45 (Slurm 26.05)" in str(caught.value)
     assert str(caught.value).startswith("test.json: ")
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("data_parser/v0.0.46", True),
+        ("data_parser/v0.1.0", True),
+        ("data_parser/v0.0.37", False),
+        ("openapi/v0.0.37", False),
+        ("data_parser/latest", False),
+    ],
+)
+def test_a_newer_format_says_how_to_ask_for_the_newest_supported(name: str, hint: bool) -> None:
+    doc = load("26.05-recorded")
+    doc["meta"]["plugin"]["data_parser"] = name
+    with pytest.raises(InputError, match=re.escape(repr(name))) as caught:
+        parse(doc)
+    advice = "newer than v0.0.45; Slurm still writes older formats: squeue --json=v0.0.45"
+    assert (advice in str(caught.value)) is hint
 
 
 def test_every_format_is_recognised_by_its_plugin_name() -> None:

@@ -1,14 +1,20 @@
 """``squeue --json`` → ``QueueSnapshot``, for every Slurm release from 22.05 on.
 
 The output's shape is chosen by ``meta.plugin`` (``meta.plugins`` in 23.02): the data parser
-(``data_parser/v0.0.39`` … ``v0.0.42``) or, in 22.05, the OpenAPI plugin (``openapi/v0.0.38``).
-What differs between them, as far as the queue goes (Slurm's ``src/plugins/data_parser``):
+(``data_parser/v0.0.39`` … ``v0.0.45``) or, in 22.05, the OpenAPI plugin (``openapi/v0.0.38``).
+What differs between them, as far as the queue goes (Slurm's ``src/plugins/data_parser``, and
+recorded output of 22.05, 24.11 and 26.05 in tests/data/slurm):
 
 - numbers: plain integers in v0.0.38 (``null`` or 0xFFFFFFFE when unset, 0xFFFFFFFF when
   infinite); ``{"set", "infinite", "number"}`` objects from v0.0.39 on, where v0.0.39 still
   writes times as plain integers;
 - ``job_state``: a string up to v0.0.39, a list of flags (base state first) from v0.0.40 on;
-- TRES strings: ``gres:gpu:4`` up to 23.02, ``gres/gpu:4`` (``gres/gpu:h100:4``) after.
+- TRES strings: ``gres:gpu:4`` up to 23.02, ``gres/gpu:4`` (``gres/gpu:h100:4``) after, where
+  24.11 and later write ``tres_per_task`` as ``gres/gpu=1`` (``cpu=2`` for ``--cpus-per-task``).
+
+v0.0.43 (25.05), v0.0.44 (25.11) and v0.0.45 (26.05) only add job fields not read here
+(``submit_line``, ``step_id``…; v0.0.45 drops ``power``). A newer Slurm still writes the three
+formats before its own (``squeue --json=v0.0.45``), which the error for a newer format suggests.
 
 GPUs come from ``tres_per_node`` (``--gres``, ``--gpus-per-node``), else ``tres_per_job``
 (``--gpus``), else ``tres_per_task`` (``--gpus-per-task``) × tasks, else ``tres_req_str``
@@ -54,6 +60,9 @@ FORMATS: dict[str, SqueueFormat] = {
         SqueueFormat("v0.0.40", "23.11", wrapped_numbers=True, state_list=True),
         SqueueFormat("v0.0.41", "24.05", wrapped_numbers=True, state_list=True),
         SqueueFormat("v0.0.42", "24.11", wrapped_numbers=True, state_list=True),
+        SqueueFormat("v0.0.43", "25.05", wrapped_numbers=True, state_list=True),
+        SqueueFormat("v0.0.44", "25.11", wrapped_numbers=True, state_list=True),
+        SqueueFormat("v0.0.45", "26.05", wrapped_numbers=True, state_list=True),
     )
 }
 """Supported versions by their plugin version suffix."""
@@ -319,13 +328,27 @@ def squeue_format(doc: Mapping[str, object], source: str = SQUEUE_SOURCE) -> Squ
                 return FORMATS[version]
             raise InputError(
                 f"unsupported squeue --json format meta.plugin.{key} {name!r}; "
-                f"supported: {supported}",
+                f"supported: {supported}{_newer_hint(version)}",
                 path=source,
             )
     raise InputError(
         f"meta.plugin names no data_parser or type {dict(plugin)!r}; supported: {supported}",
         path=source,
     )
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    """``v0.0.45`` → (0, 0, 45); () for anything else."""
+    parts = version.removeprefix("v").split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
+
+
+def _newer_hint(version: str) -> str:
+    """For a format newer than every supported one: how to ask squeue for the newest we read."""
+    newest = next(reversed(FORMATS))  # FORMATS is in release order
+    if _version_key(version) <= _version_key(newest):
+        return ""
+    return f" (newer than {newest}; Slurm still writes older formats: squeue --json={newest})"
 
 
 def _messages(doc: Mapping[str, object], key: str) -> tuple[str, ...]:
