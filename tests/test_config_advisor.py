@@ -27,6 +27,7 @@ def test_the_shipped_example_reads_with_every_section() -> None:
     config = load_advisor_config(str(EXAMPLE), env=ENV)
     assert config.interval_s == 30.0 and config.listen_address == ":19844"
     assert config.prometheus.url == "http://prometheus:9090"
+    assert config.prometheus.compression is False
     assert config.profile.name == "gpuadvisor"
     assert config.live.max_age_s == 120.0 and config.live.window_s == 300.0
     assert config.cycle.advice.order == "advisor"
@@ -51,6 +52,7 @@ def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
         "  url: http://127.0.0.1:9090/prom\n"
         "  tenant_id: team-a\n"
         "  basic_auth: {username: advisor, password_file: pw}\n"
+        "  compression: true\n"
         "sinks:\n"
         "  webhook:\n"
         "    url_file: hook\n"
@@ -58,6 +60,7 @@ def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
     )
     config = load_advisor_config(path, env={})
     assert config.prometheus.password == "hunter2" and config.prometheus.tenant_id == "team-a"
+    assert config.prometheus.compression is True
     assert config.webhooks[0].url == "https://hooks.example/x"
     assert config.alertmanagers == () and config.slack == ()
 
@@ -68,6 +71,11 @@ def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
         ("prometheus: {url: http://p:9090}\nintervall: 30s\n", 2, "intervall: unknown key"),
         ("prometheus: {url: http://p:9090}\ninterval: soon\n", 2, "interval: expected seconds"),
         ("prometheus:\n  timeout: 5s\n", 2, "prometheus.url: required"),
+        (
+            "prometheus:\n  url: http://p:9090\n  compression: gzip\n",
+            3,
+            "prometheus.compression: expected true or false",
+        ),
         ("prometheus: {url: http://p:9090}\nprofile: kubernets\n", 2, "did you mean 'kubernetes'"),
         (
             "prometheus: {url: http://p:9090}\npolicy:\n  order: lifo\n",

@@ -141,6 +141,29 @@ async def test_headers_tenant_and_basic_auth_reach_the_server(serve: Serve) -> N
     assert headers["Authorization"] == "Basic " + base64.b64encode(b"advisor:pa:ss").decode()
 
 
+async def test_answers_come_uncompressed_unless_compression_is_asked_for(serve: Serve) -> None:
+    big = vector(*[({"gpu_uuid": f"GPU-{i}"}, "0.5") for i in range(500)])
+    seen: list[str] = []
+
+    async def gzip_when_asked(request: web.Request) -> web.StreamResponse:
+        seen.append(request.headers.get("Accept-Encoding", ""))
+        response = web.json_response(big)
+        response.enable_compression()  # gzip only where the request accepts it
+        return response
+
+    server = await serve(gzip_when_asked)
+    plain = await query_once(PrometheusSettings(base_url(server)))
+    packed = await query_once(PrometheusSettings(base_url(server), compression=True))
+    assert seen == ["identity", "gzip"]
+    assert plain.samples == packed.samples and len(packed.samples) == 500
+    # the size bound counts what the answer unpacks to, not the gzip bytes on the wire
+    wire = len(json.dumps(big))
+    with pytest.raises(PrometheusError, match="over the"):
+        await query_once(
+            PrometheusSettings(base_url(server), compression=True, max_response_bytes=wire // 2)
+        )
+
+
 async def test_a_bearer_token_file_is_read_again_for_every_query(
     serve: Serve, tmp_path: Path
 ) -> None:
@@ -272,6 +295,29 @@ async def test_bad_json_and_unexpected_shapes_are_errors(serve: Serve) -> None:
     server = await serve(recording(Seen(), broken))
     with pytest.raises(PrometheusError, match="value 'one' is not a number"):
         await query_once(PrometheusSettings(base_url(server)))
+
+    async def raw(body: bytes) -> TestServer:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            return web.Response(body=body, content_type="application/json")
+
+        return await serve(handler)
+
+    for body, message in [
+        (b'{"status": "success", "data": {"resultType": "vector", "result": [', "not JSON"),
+        (b'{"status": "success", "data": "\xff\xfe"}', "not JSON"),
+    ]:
+        with pytest.raises(PrometheusError, match=message):
+            await query_once(PrometheusSettings(base_url(await raw(body))))
+    for series, message in [
+        ({"metric": {"a": 1}, "value": [1.5, "1"]}, "labels must map strings to strings"),
+        ({"metric": {"a": "x"}, "value": [1.5, 1]}, r'expected \[time, "value"\]'),
+        ({"metric": {"a": "x"}, "value": ["now", "1"]}, "expected a numeric timestamp"),
+        ({"metric": {}, "histogram": [1.5, {}]}, "histogram samples unsupported"),
+    ]:
+        answer = {"status": "success", "data": {"resultType": "vector", "result": [series]}}
+        server = await serve(recording(Seen(), answer))
+        with pytest.raises(PrometheusError, match=message):
+            await query_once(PrometheusSettings(base_url(server)))
 
 
 async def test_a_slow_server_times_out_with_the_limit_named(serve: Serve) -> None:

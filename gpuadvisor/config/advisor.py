@@ -196,12 +196,13 @@ def _prometheus(m: YamlMap | None, base: str, env: Mapping[str, str]) -> Prometh
         raise ConfigError("prometheus: required section (at least prometheus.url)", path=base)
     m.reject_unknown(
         {"url", "headers", "tenant_id", "basic_auth", "bearer_token", "bearer_token_file"}
-        | {"bearer_token_env", "tls", "timeout"}
+        | {"bearer_token_env", "tls", "timeout", "compression"}
     )
     url = m.string("url")
     if not url:
         raise m.error("url", "required: where Prometheus (or Thanos, Mimir...) answers")
     username, password = _basic_auth(m, base, env) or (None, None)
+    compression = _get(m, "compression", _bool, False)
     tls_map = m.section("tls")
     if tls_map is not None:
         tls_map.reject_unknown(_TLS_KEYS - {"server_name"})
@@ -221,6 +222,7 @@ def _prometheus(m: YamlMap | None, base: str, env: Mapping[str, str]) -> Prometh
                 _get(tls_map, "insecure_skip_verify", _bool, False) if tls_map else False
             ),
             timeout_s=_get(m, "timeout", seconds, 10.0),
+            compression=compression,
         ),
     )
 
