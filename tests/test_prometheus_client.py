@@ -305,6 +305,7 @@ async def test_bad_json_and_unexpected_shapes_are_errors(serve: Serve) -> None:
     for body, message in [
         (b'{"status": "success", "data": {"resultType": "vector", "result": [', "not JSON"),
         (b'{"status": "success", "data": "\xff\xfe"}', "not JSON"),
+        (b'{"status": NaN}', "not JSON"),
     ]:
         with pytest.raises(PrometheusError, match=message):
             await query_once(PrometheusSettings(base_url(await raw(body))))

@@ -14,7 +14,6 @@ returns are kept on the result and logged.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import math
 import ssl
@@ -25,6 +24,7 @@ from typing import NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
+import orjson
 
 from gpuadvisor.errors import ConfigError, GpuAdvisorError
 
@@ -369,8 +369,8 @@ class PrometheusClient:
 
     def _parse(self, expr: str, url: str, status: int, raw: bytes) -> QueryResult:
         try:
-            body: object = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+            body: object = orjson.loads(raw)
+        except (ValueError, UnicodeDecodeError):  # orjson.JSONDecodeError is a ValueError
             snippet = raw[:200].decode("utf-8", "replace").strip()
             if status != 200:
                 raise PrometheusError(f"{url}: HTTP {status}: {snippet}") from None
