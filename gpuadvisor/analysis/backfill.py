@@ -82,7 +82,7 @@ class SchedulingPass:
     masked_cache: dict[int, Capacity] = field(default_factory=dict)
     withheld_cache: dict[int, dict[int, set[int]]] = field(default_factory=dict)
     epoch: int = 0  # bumped whenever a reservation is added (every guard level may change)
-    busy_overlay: dict[int, float] = field(default_factory=dict)  # nodes of this pass's starts
+    busy_now: list[float] | None = None  # view.busy_until with this pass's starts applied
     timed_ctx: PlacementContext | None = None
 
     @property
@@ -311,13 +311,18 @@ class SchedulingPass:
         if self.view.busy_until is None:
             return self.ctx
         if self.timed_ctx is None:
-            timing = Timing(self.view.now_s, self.view.estimate, self._busy_until)
+            # the list's own __getitem__: end-fit asks it for every candidate node of every start
+            timing = Timing(self.view.now_s, self.view.estimate, self._busy_now().__getitem__)
             self.timed_ctx = replace(self.ctx, timing=timing)
         return self.timed_ctx
 
-    def _busy_until(self, node: int) -> float:
-        assert self.view.busy_until is not None
-        return max(self.view.busy_until[node], self.busy_overlay.get(node, -INF))
+    def _busy_now(self) -> list[float]:
+        """Per node, until when its jobs are expected to run, this pass's starts included (a
+        copy of the view's, made once per pass and updated in place)."""
+        if self.busy_now is None:
+            assert self.view.busy_until is not None
+            self.busy_now = list(self.view.busy_until)
+        return self.busy_now
 
     def _held(self, guarded: int) -> list[tuple[Job, Allocation]]:
         """The reservations that guard a job: the first ``guarded`` by start time."""
@@ -346,8 +351,10 @@ class SchedulingPass:
         ending = Ending(INF if estimate is None else self.view.now_s + estimate, job, allocation)
         at = bisect.bisect_right([e.expected_end_s for e in self.started], ending.expected_end_s)
         self.started.insert(at, ending)
-        for node, _ in allocation.parts:
-            self.busy_overlay[node] = max(self.busy_overlay.get(node, -INF), ending.expected_end_s)
+        if self.view.busy_until is not None:
+            busy = self._busy_now()
+            for node, _ in allocation.parts:
+                busy[node] = max(busy[node], ending.expected_end_s)
         overtakes = len(self.blocked) + self.more_blocked + self.passed_over + ahead
         self.starts.append(Start(job, allocation, overtakes=overtakes))
 
