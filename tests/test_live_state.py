@@ -6,9 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import pytest
+
 from gpuadvisor.analysis.advice import advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.model import Kind, LiveState
+from gpuadvisor.sources.live_builders import GPUADVISOR_PLAN
+from gpuadvisor.sources.live_state import (
+    Answers as Indexed,
+)
 from gpuadvisor.sources.live_state import (
     LiveBuild,
     LiveSettings,
@@ -177,6 +183,25 @@ def test_the_build_is_deterministic_whatever_the_sample_order() -> None:
 
 
 # --- where running jobs sit ----------------------------------------------------------------------
+
+
+def test_answers_indexed_one_by_one_as_they_arrive_build_the_same_state() -> None:
+    raw = merge(
+        head_of_line(),
+        agent("vm2", 8, {0: "6", 1: "6"}),
+        job("6", "RUNNING", 2, T0 + 50, limit=60 * MIN, start=T0 + 50, nodes=["vm2"]),
+        job("7", "PENDING", 4, T0 + 60),
+    )
+    expected = build(raw)
+    for order in (sorted(raw), sorted(raw, reverse=True)):
+        answers = Indexed(GPUADVISOR_PLAN)
+        for name in order:  # as read_live adds them, in whatever order they arrive
+            answers.add(name, tuple(raw[name]))
+        assert build_gpuadvisor(answers, now_s=NOW) == expected
+    assert "job_info" in answers and "no_such_query" not in answers
+    with pytest.raises(KeyError, match="read through its indexes only"):
+        answers.get("job_info")  # its samples were let go once indexed
+    assert answers.get("queue_up") == tuple(raw["queue_up"])  # unplanned: kept as it came
 
 
 def test_the_schedulers_gpu_indices_are_used_when_no_agent_maps_jobs() -> None:

@@ -73,7 +73,8 @@ def first_by(samples: Iterable[Sample], *labels: str) -> dict[tuple[str, ...], S
     least label set wins, whatever order the answer came in."""
     out: dict[tuple[str, ...], Sample] = {}
     for s in samples:
-        key = tuple(map(s.label, labels))
+        get = s.label_map.get
+        key = tuple([get(name, "") for name in labels])
         kept = out.get(key)
         if kept is None or s.labels < kept.labels:
             out[key] = s
@@ -89,11 +90,104 @@ def value_per(samples: Iterable[Sample], label: str) -> dict[str, float]:
     """The value per value of ``label`` (``first_by``'s choice among duplicates)."""
     out: dict[str, Sample] = {}
     for s in samples:
-        key = s.label(label)
+        key = s.label_map.get(label, "")
         kept = out.get(key)
         if kept is None or s.labels < kept.labels:
             out[key] = s
     return {key: s.value for key, s in out.items()}
+
+
+def group_by(samples: Iterable[Sample], label: str) -> dict[str, list[Sample]]:
+    """The samples per value of ``label``, in answer order."""
+    out: dict[str, list[Sample]] = {}
+    for s in samples:
+        out.setdefault(s.label_map.get(label, ""), []).append(s)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    """A view of one query's answer that a builder reads: ``values`` (``value_per`` of the one
+    label), ``firsts`` (``first_by``), ``sorted`` (``sorted_by``) or ``groups`` (``group_by``
+    of the one label)."""
+
+    kind: str
+    labels: tuple[str, ...]
+
+
+Plan = Mapping[str, tuple[Index, ...]]
+"""Per query name, the indexes its builder reads. A query named here is read only through
+them, so its samples are let go once they are made; others are kept as they came."""
+
+
+class Answers:
+    """One cycle's answers, with the indexes the builder reads made once per query.
+
+    ``read_live`` adds each answer as it arrives, while Prometheus still evaluates the others,
+    so the indexing (and the freeing of the samples no builder needs again) happens in time
+    the cycle would otherwise spend waiting. Pure: the same answers give the same indexes in
+    whatever order they came. ``get`` gives a query's samples, as from a ``Results`` mapping.
+    """
+
+    def __init__(self, plan: Plan | None = None, results: Results | None = None) -> None:
+        self.plan: Plan = plan or {}
+        self._samples: dict[str, Sequence[Sample]] = {}
+        self._indexes: dict[tuple[str, Index], object] = {}
+        self._present: set[str] = set()
+        for name, samples in (results or {}).items():
+            self.add(name, samples)
+
+    def add(self, name: str, samples: Sequence[Sample]) -> None:
+        """Take one query's answer: make its planned indexes, keep its samples if unplanned."""
+        self._present.add(name)
+        planned = self.plan.get(name)
+        if not planned:
+            self._samples[name] = samples
+            return
+        for index in planned:
+            self._indexes[(name, index)] = _make(index, samples)
+
+    def get(self, name: str, default: Sequence[Sample] = ()) -> Sequence[Sample]:
+        """A query's samples (``default`` if it was not answered)."""
+        if name in self.plan and name in self._present:
+            raise KeyError(f"query {name!r} is read through its indexes only ({self.plan[name]})")
+        return self._samples.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._present
+
+    def _index(self, name: str, index: Index) -> object:
+        try:
+            return self._indexes[(name, index)]
+        except KeyError:
+            if name in self.plan and name in self._present:
+                raise KeyError(f"query {name!r} has no planned index {index}") from None
+            made = self._indexes[(name, index)] = _make(index, self._samples.get(name, ()))
+            return made
+
+    def values(self, name: str, label: str) -> dict[str, float]:
+        return self._index(name, Index("values", (label,)))  # type: ignore[return-value]
+
+    def firsts(self, name: str, *labels: str) -> dict[tuple[str, ...], Sample]:
+        return self._index(name, Index("firsts", labels))  # type: ignore[return-value]
+
+    def sorted(self, name: str, *labels: str) -> dict[tuple[str, ...], Sample]:
+        return self._index(name, Index("sorted", labels))  # type: ignore[return-value]
+
+    def groups(self, name: str, label: str) -> dict[str, list[Sample]]:
+        return self._index(name, Index("groups", (label,)))  # type: ignore[return-value]
+
+
+def _make(index: Index, samples: Sequence[Sample]) -> object:
+    if index.kind == "values":
+        return value_per(samples, *index.labels)
+    if index.kind == "firsts":
+        return first_by(samples, *index.labels)
+    if index.kind == "sorted":
+        return sorted_by(samples, *index.labels)
+    if index.kind == "groups":
+        return group_by(samples, *index.labels)
+    raise ValueError(f"unknown index kind {index.kind!r}")
 
 
 def gpu_index(text: str) -> int | None:

@@ -14,32 +14,32 @@ from gpuadvisor.model import (
 )
 from gpuadvisor.model.queue import PENDING, RUNNING
 from gpuadvisor.sources.live_build import (
+    Answers,
     Build,
+    Index,
     LiveBuild,
+    Plan,
     Results,
     clamped_ratio,
     finite,
     first_by,
     gpu_index,
     sorted_by,
-    value_per,
 )
 from gpuadvisor.sources.prometheus import Sample
 
 # -- gpuadvisor: node agent + queue exporter ------------------------------------------------------
 
 
-def _agents(b: Build, r: Results) -> SourceHealth:
+def _agents(b: Build, r: Answers) -> SourceHealth:
     """Nodes with their GPUs from the agents; a stale or duplicated node is left out."""
-    ages = value_per(r.get("agent_age_seconds", ()), "node")
+    ages = r.values("agent_age_seconds", "node")
     for s in r.get("nvml_up", ()):
         if s.value == 0:
             where = s.label("instance", "?")
             b.warn("nvml-down", f"agent {where}", "reports NVML down; its node is left out")
     rows = r.get("node_gpus", ())
-    gpu_rows: dict[str, list[Sample]] = {}
-    for s in r.get("gpu_info", ()):
-        gpu_rows.setdefault(s.label("node"), []).append(s)
+    gpu_rows = r.groups("gpu_info", "node")
     names = Counter(s.label("node") for s in rows)
     for s in sorted(rows, key=lambda s: s.label("node")):
         name = s.label("node")
@@ -53,13 +53,13 @@ def _agents(b: Build, r: Results) -> SourceHealth:
             b.nodes[name] = _node(b, name, gpus, gpu_rows.get(name, ()))
     by_uuid = {uuid: at for at, uuid in b.uuids.items()}
     observed: dict[tuple[str, str], list[int]] = {}
-    for s in r.get("gpu_jobs", ()):
-        at = by_uuid.get(s.label("gpu_uuid"))
-        if at is not None and s.label("job_id"):
-            observed.setdefault((s.label("job_id"), at[0]), []).append(at[1])
+    for uuid, job_id in r.firsts("gpu_jobs", "gpu_uuid", "job_id"):
+        at = by_uuid.get(uuid)
+        if at is not None and job_id:
+            observed.setdefault((job_id, at[0]), []).append(at[1])
     b.observed = {key: tuple(sorted(set(gpus))) for key, gpus in observed.items()}
-    busy = value_per(r.get("gpu_busy_ratio", ()), "gpu_uuid")
-    idle = value_per(r.get("gpu_allocated_idle_ratio", ()), "gpu_uuid")
+    busy = r.values("gpu_busy_ratio", "gpu_uuid")
+    idle = r.values("gpu_allocated_idle_ratio", "gpu_uuid")
     for at, uuid in b.uuids.items():
         b.use[at] = (clamped_ratio(busy.get(uuid)), clamped_ratio(idle.get(uuid)))
     fresh = [s for s in r.get("agent_age_seconds", ()) if s.label("node") in b.nodes]
@@ -93,19 +93,19 @@ def _node(b: Build, name: str, gpus: int, rows: Iterable[Sample]) -> Node:
 JOB_FIELDS = ("job_gpus", "job_nodes", "job_submit_time", "job_start_time", "job_time_limit")
 
 
-def _queue(b: Build, r: Results) -> tuple[list[QueueEntry], SourceHealth]:
+def _queue(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]:
     """The queue exporter's jobs as queue entries, and its health."""
-    per = {name: value_per(r.get(name, ()), "job_id") for name in JOB_FIELDS}
-    priority = value_per(r.get("job_priority", ()), "job_id")
+    per = {name: r.values(name, "job_id") for name in JOB_FIELDS}
+    priority = r.values("job_priority", "job_id")
     nodes_of: dict[str, list[str]] = {}
-    for job_id, node in first_by(r.get("job_node", ()), "job_id", "node"):
+    for job_id, node in r.firsts("job_node", "job_id", "node"):
         nodes_of.setdefault(job_id, []).append(node)
     told: dict[str, dict[str, list[int]]] = {}
-    for job_id, node, gpu in first_by(r.get("job_gpu", ()), "job_id", "node", "gpu_index"):
+    for job_id, node, gpu in r.firsts("job_gpu", "job_id", "node", "gpu_index"):
         if (i := gpu_index(gpu)) is not None:
             told.setdefault(job_id, {}).setdefault(node, []).append(i)
     entries: list[QueueEntry] = []
-    for (job_id,), info in sorted_by(r.get("job_info", ()), "job_id").items():
+    for (job_id,), info in r.sorted("job_info", "job_id").items():
         state = info.label("state").upper()
         subject = f"job {job_id}"
         if not job_id:
@@ -131,10 +131,8 @@ def _queue(b: Build, r: Results) -> tuple[list[QueueEntry], SourceHealth]:
                     start_time_s=finite(per["job_start_time"].get(job_id)),
                     time_limit_s=limit if limit is not None and limit > 0 else None,
                     priority=finite(priority.get(job_id)) or 0.0,
-                    node_names=tuple(sorted(nodes_of.get(job_id, ()))),
-                    gpu_indices=tuple(
-                        sorted((n, tuple(sorted(g))) for n, g in told.get(job_id, {}).items())
-                    ),
+                    node_names=_sorted_names(nodes_of.get(job_id)),
+                    gpu_indices=_sorted_indices(told.get(job_id)),
                 )
             )
         except ModelError as exc:
@@ -148,11 +146,38 @@ def _queue(b: Build, r: Results) -> tuple[list[QueueEntry], SourceHealth]:
     return entries, b.health("queue", r.get("queue_age_seconds", ()), present=bool(up), down=down)
 
 
-def build_gpuadvisor(results: Results, *, now_s: float, max_age_s: float = 120.0) -> LiveBuild:
+def _sorted_names(names: list[str] | None) -> tuple[str, ...]:
+    return () if names is None else tuple(sorted(names))
+
+
+def _sorted_indices(told: dict[str, list[int]] | None) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """GPU indices per node, both sorted; most jobs (the pending ones) have none."""
+    if told is None:
+        return ()
+    return tuple(sorted([(node, tuple(sorted(gpus))) for node, gpus in told.items()]))
+
+
+GPUADVISOR_PLAN: Plan = {
+    "gpu_info": (Index("groups", ("node",)),),
+    "gpu_jobs": (Index("firsts", ("gpu_uuid", "job_id")),),
+    "gpu_busy_ratio": (Index("values", ("gpu_uuid",)),),
+    "gpu_allocated_idle_ratio": (Index("values", ("gpu_uuid",)),),
+    **{name: (Index("values", ("job_id",)),) for name in (*JOB_FIELDS, "job_priority")},
+    "job_node": (Index("firsts", ("job_id", "node")),),
+    "job_gpu": (Index("firsts", ("job_id", "node", "gpu_index")),),
+    "job_info": (Index("sorted", ("job_id",)),),
+}
+"""How ``build_gpuadvisor`` reads each of the profile's large answers."""
+
+
+def build_gpuadvisor(
+    results: Results | Answers, *, now_s: float, max_age_s: float = 120.0
+) -> LiveBuild:
     """The state from the ``gpuadvisor`` profile's answers (node agents + queue exporter)."""
+    r = results if isinstance(results, Answers) else Answers(GPUADVISOR_PLAN, results)
     b = Build(now_s, max_age_s)
-    agents = _agents(b, results)
-    entries, queue = _queue(b, results)
+    agents = _agents(b, r)
+    entries, queue = _queue(b, r)
     b.add_queue(entries)
     return b.finish((SourceHealth("prometheus", True), agents, queue))
 
@@ -160,7 +185,7 @@ def build_gpuadvisor(results: Results, *, now_s: float, max_age_s: float = 120.0
 # -- kubernetes: kube-state-metrics + dcgm-exporter -----------------------------------------------
 
 
-def _pods(b: Build, r: Results) -> list[QueueEntry]:
+def _pods(b: Build, r: Results | Answers) -> list[QueueEntry]:
     """GPU pods as queue entries: a pod already bound to a node holds its GPUs (it is
     starting), so only an unbound Pending pod waits."""
     gpus_of = first_by(r.get("pod_gpus", ()), "namespace", "pod")
@@ -202,7 +227,7 @@ def _pods(b: Build, r: Results) -> list[QueueEntry]:
     return entries
 
 
-def _dcgm(b: Build, r: Results) -> SourceHealth:
+def _dcgm(b: Build, r: Results | Answers) -> SourceHealth:
     """Utilization and pod attribution per GPU from dcgm-exporter; a GPU's pod places it."""
     ages = r.get("gpu_utilization_age_seconds", ())
     fresh = {s.label("UUID") for s in ages if s.value <= b.max_age_s}
@@ -227,7 +252,9 @@ def _dcgm(b: Build, r: Results) -> SourceHealth:
     return b.health("gpu-utilization", ages, present=bool(rows))
 
 
-def build_kubernetes(results: Results, *, now_s: float, max_age_s: float = 120.0) -> LiveBuild:
+def build_kubernetes(
+    results: Results | Answers, *, now_s: float, max_age_s: float = 120.0
+) -> LiveBuild:
     """The state from the ``kubernetes`` profile's answers (kube-state-metrics + dcgm-exporter).
 
     A pod is a one-node job named ``namespace/pod`` whose user is its namespace and whose submit
@@ -250,3 +277,6 @@ BUILDERS: dict[str, Callable[..., LiveBuild]] = {
     "gpuadvisor": build_gpuadvisor,
     "kubernetes": build_kubernetes,
 }
+
+PLANS: dict[str, Plan] = {"gpuadvisor": GPUADVISOR_PLAN, "kubernetes": {}}
+"""Each builder's reading plan (``Answers``); the ``kubernetes`` builder reads samples."""

@@ -16,17 +16,18 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpuadvisor.model import Cluster, ClusterSnapshot, LiveState, SourceHealth
-from gpuadvisor.sources.live_build import LiveBuild, LiveWarning, Results
-from gpuadvisor.sources.live_builders import BUILDERS, build_gpuadvisor, build_kubernetes
+from gpuadvisor.sources.live_build import Answers, LiveBuild, LiveWarning, Results
+from gpuadvisor.sources.live_builders import BUILDERS, PLANS, build_gpuadvisor, build_kubernetes
 from gpuadvisor.sources.profiles import Profile
-from gpuadvisor.sources.prometheus import MetricsQuery, PrometheusError, Sample
+from gpuadvisor.sources.prometheus import MetricsQuery, PrometheusError
 
 __all__ = [
     "SOURCES",
+    "Answers",
     "LiveBuild",
     "LiveSettings",
     "LiveWarning",
@@ -58,7 +59,11 @@ class LiveSettings:
 
 
 def build_live_state(
-    kind: str, results: Results, *, now_s: float, settings: LiveSettings = LiveSettings()
+    kind: str,
+    results: Results | Answers,
+    *,
+    now_s: float,
+    settings: LiveSettings = LiveSettings(),
 ) -> LiveBuild:
     """The state from the answers of a profile of ``kind`` (pure)."""
     return BUILDERS[kind](results, now_s=now_s, max_age_s=settings.max_age_s)
@@ -112,17 +117,19 @@ async def _query_and_build(
 ) -> LiveBuild:
     exprs = profile.render(selector=settings.selector, window_s=settings.window_s)
     names = list(exprs)
-    answers = await asyncio.gather(
-        *(client.query(exprs[name], time_s=now_s) for name in names), return_exceptions=True
-    )
-    results: dict[str, Sequence[Sample]] = {}
-    for name, answer in zip(names, answers, strict=True):
-        if isinstance(answer, PrometheusError):
-            return LiveBuild(prometheus_down(profile.kind, now_s, f"query {name}: {answer}"))
-        if isinstance(answer, BaseException):
-            raise answer
-        results[name] = answer.samples
-    return build_live_state(profile.kind, results, now_s=now_s, settings=settings)
+    answers = Answers(PLANS.get(profile.kind))
+
+    async def one(name: str) -> None:
+        # indexed here, as each answer arrives, while Prometheus still evaluates the others
+        answers.add(name, (await client.query(exprs[name], time_s=now_s)).samples)
+
+    done = await asyncio.gather(*(one(name) for name in names), return_exceptions=True)
+    for name, outcome in zip(names, done, strict=True):
+        if isinstance(outcome, PrometheusError):
+            return LiveBuild(prometheus_down(profile.kind, now_s, f"query {name}: {outcome}"))
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return build_live_state(profile.kind, answers, now_s=now_s, settings=settings)
 
 
 async def read_live_state(
