@@ -4,6 +4,7 @@ counted, and its HTTP endpoints (metrics accepted by promtool, readiness after a
 from __future__ import annotations
 
 import asyncio
+import gc
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -95,6 +96,28 @@ async def test_advice_is_sent_after_holding_and_withdrawn_when_inputs_go_stale()
     assert m[("gpuadvisor_advisor_cycles_total", (("outcome", "ok"),))] == 2.0
     # no cluster numbers from stale data
     assert not any(name.startswith("gpuadvisor_cluster_") for name, _ in m)
+
+
+async def test_the_garbage_collector_waits_until_the_cycle_is_done() -> None:
+    seen: list[bool] = []
+
+    async def read(now_s: float) -> LiveState:
+        seen.append(gc.isenabled())
+        return trusted()
+
+    advisor = Advisor(read, Recorder(), AdvisorSettings(interval_s=30.0))
+    try:
+        assert gc.isenabled()
+        await advisor.cycle()
+        assert seen == [False] and gc.isenabled()  # paused inside, resumed after
+        gc.disable()
+        try:
+            await advisor.cycle()  # an embedding program that runs without it keeps it off
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        advisor.close()
 
 
 async def test_trusted_cycle_exposes_the_cluster_and_the_active_advice() -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "build_gpuadvisor",
     "build_kubernetes",
     "build_live_state",
+    "gc_paused",
     "prometheus_down",
     "read_live",
     "read_live_state",
@@ -83,8 +84,8 @@ def prometheus_down(kind: str, now_s: float, reason: str) -> LiveState:
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the answers are parsed and built.
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (nesting is fine).
 
     A 10,000-GPU cluster's answers are some 100,000 samples, each a few small tuples, and
     nearly none of them in a reference cycle: collecting while they are created only walks them
@@ -108,7 +109,7 @@ async def read_live(
     settings: LiveSettings = LiveSettings(),
 ) -> LiveBuild:
     """Run every query of ``profile`` at ``now_s`` concurrently, then build the state."""
-    with _gc_paused():  # the answers are freed by refcount when _query_and_build returns
+    with gc_paused():  # the answers are freed by refcount when _query_and_build returns
         return await _query_and_build(client, profile, now_s, settings)
 
 
