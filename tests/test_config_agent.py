@@ -32,6 +32,7 @@ collect:
   timeout: 3
   idle_threshold: 0.1
   slow_interval: 20s
+  samples_interval: 2s
 nvml:
   topology_level: hostbridge
 jobs:
@@ -66,6 +67,7 @@ def test_a_full_file_gives_typed_values(tmp_path: Path) -> None:
         collect_timeout_s=3.0,
         collect_idle_threshold_ratio=0.1,
         collect_slow_interval_s=20.0,
+        collect_samples_interval_s=2.0,
         nvml_topology_level="hostbridge",
         jobs_mapping_dir="/run/gpu-jobs",
         jobs_proc_root="/host/proc",

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gpuadvisor.analysis.utilization import UtilizationSettings, advance_gpu
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.gpu import GpmRatios, GpuReading, NodeReading
 from gpuadvisor.sources.gpu import ProbeUnavailableError
@@ -65,7 +66,9 @@ class Node:
 def make_node(fake: FakeNvml, gpus: list[FakeGpu], jobs: JobMap | None = None, **kw: Any) -> Node:
     # The XID event thread has tests of its own (test_nvml_events.py); here it stays off so
     # that no thread outlives its test.
-    settings = NvmlSettings(node="gpu-node-01", slow_interval_s=10.0, **{"xid": None, **kw})
+    # Drained at every read unless a test asks otherwise (the agent's default is every 5 s).
+    defaults: dict[str, Any] = {"xid": None, "samples_interval_s": 0.0}
+    settings = NvmlSettings(node="gpu-node-01", slow_interval_s=10.0, **{**defaults, **kw})
     node: Node
     probe = NvmlProbe(settings, jobs, clock=lambda: node.t_s)
     node = Node(fake, probe)
@@ -167,6 +170,61 @@ def test_utilization_samples_come_once_each_through_the_cursor(fake_nvml: FakeNv
     assert again.utilization_samples == ()
     assert again.memory_utilization_samples == ()
     assert (again.utilization_percent, again.memory_utilization_percent) == (80.0, 10.0)
+
+
+def busy_seconds(readings: list[tuple[float, GpuReading]]) -> float:
+    """What the agent's counters make of a series of readings (the real accumulator)."""
+    counters = None
+    for t, reading in readings:  # on the fake driver's clock
+        counters = advance_gpu(counters, reading, EPOCH_US / SECOND_US + t, UtilizationSettings())
+    assert counters is not None and counters.busy is not None
+    return counters.busy.seconds
+
+
+def test_buffers_drained_every_samples_interval_lose_no_sample(fake_nvml: FakeNvml) -> None:
+    timeline = ((0.0, 20), (2.5, 90), (4.0, 0), (6.2, 60))
+    every: dict[float, list[tuple[float, GpuReading]]] = {}
+    for interval in (0.0, 5.0):
+        node = make_node(fake_nvml, [make_gpu(0, util=timeline)], samples_interval_s=interval)
+        every[interval] = [(t, gpu(node.read(t), 0)) for t in (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0)]
+    slow = every[5.0]
+    drained = [t for t, r in slow if not r.samples_pending]
+    assert drained == [1.0, 6.0]  # the first read, then once 5 s have passed
+    between = slow[2][1]
+    assert between.utilization_samples is None and between.memory_utilization_samples is None
+    assert between.utilization_percent == 90.0  # the cheap point reading, for the gauge
+    assert len(slow[5][1].utilization_samples or ()) == 30  # 1 s .. 6 s on the 1/6 s grid
+    # up to the last drain both count every sample; at 7 s the slow one waits for its next drain
+    assert busy_seconds(slow[:6]) == pytest.approx(busy_seconds(every[0.0][:6]))
+    exact = 0.2 * 1.5 + 0.9 * 1.5 + 0.0 * 2.0  # the timeline from 1 s to 6 s
+    assert busy_seconds(slow[:6]) == pytest.approx(exact, abs=0.9 / 6)  # within a sample period
+    assert busy_seconds(slow) == busy_seconds(slow[:6])
+
+
+def test_a_buffer_that_no_longer_reaches_back_is_warned_about_once(
+    fake_nvml: FakeNvml, caplog: pytest.LogCaptureFixture
+) -> None:
+    node = make_node(fake_nvml, [make_gpu(0, util=((0.0, 50),))], samples_interval_s=5.0)
+    node.read(1.0)
+    node.read(40.0)  # a stalled agent: the fake driver keeps 20 s of samples
+    node.read(80.0)
+    warnings = [r.getMessage() for r in caplog.records if "kept no utilization" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "for 19.2 s" in warnings[0] and "--collect.samples-interval (now 5 s)" in warnings[0]
+
+
+def test_the_energy_counter_is_read_on_the_slow_schedule(fake_nvml: FakeNvml) -> None:
+    node = make_node(fake_nvml, [make_gpu(0, power_mw=300_000, energy_mj=0)])
+    first = gpu(node.read(1.0), 0).energy_joules
+    assert first == pytest.approx(300.0)
+    assert gpu(node.read(5.0), 0).energy_joules == first  # about 4 ms a read on an H200
+    assert gpu(node.read(11.0), 0).energy_joules == pytest.approx(300.0 * 11)
+    assert node.probe.calls["nvmlDeviceGetTotalEnergyConsumption"] == 2
+
+
+def test_samples_interval_outside_0_to_10_seconds_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="0-10 s"):
+        NvmlSettings(samples_interval_s=15.0)
 
 
 def test_gpu_lost_at_run_time_goes_down_alone_and_recovers(fake_nvml: FakeNvml) -> None:

@@ -4,8 +4,10 @@ Busy seconds are integrals of NVML's sub-second utilization samples: each sample
 utilization times the time since the previous sample. A per-GPU cursor (µs) marks how far the
 integral has reached, so no sample and no instant counts twice, and busy seconds never exceed the
 seconds since the GPU was first seen. When the sample buffer held nothing new, the point
-utilization (or, without one, idle) covers the time from the cursor to now. The clock is a
-parameter: this module reads no time.
+utilization (or, without one, idle) covers the time from the cursor to now. A reading whose
+buffers were not drained (``samples_pending``: NVML's probe drains them every few seconds, as each
+drain is costly) leaves the integrals where they are, for the next drain to extend with real
+samples. The clock is a parameter: this module reads no time.
 """
 
 from __future__ import annotations
@@ -179,17 +181,26 @@ def advance_gpu(
             utilization_ratio=None,
         )
     prev_busy = None if prev is None else prev.busy
-    busy, ratios = integrate(prev_busy, gpu.utilization_samples, gpu.utilization_percent, now_us)
-    memory_busy, _ = integrate(
-        None if prev is None else prev.memory_busy,
-        gpu.memory_utilization_samples,
-        gpu.memory_utilization_percent,
-        now_us,
-    )
-    histogram = None if prev is None else prev.histogram
-    if gpu.utilization_samples is not None:
-        histogram = (histogram or SampleHistogram()).observe(ratios)
-    ratio = _window_ratio(prev_busy, busy, gpu.utilization_percent)
+    if prev is not None and gpu.samples_pending:
+        # the integrals wait for the next drain; the gauge keeps the last drain's window
+        busy, memory_busy, histogram = prev_busy, prev.memory_busy, prev.histogram
+        ratio = prev.utilization_ratio
+        if ratio is None and gpu.utilization_percent is not None:
+            ratio = _ratio(gpu.utilization_percent)
+    else:
+        busy, ratios = integrate(
+            prev_busy, gpu.utilization_samples, gpu.utilization_percent, now_us
+        )
+        memory_busy, _ = integrate(
+            None if prev is None else prev.memory_busy,
+            gpu.memory_utilization_samples,
+            gpu.memory_utilization_percent,
+            now_us,
+        )
+        histogram = None if prev is None else prev.histogram
+        if gpu.utilization_samples is not None:
+            histogram = (histogram or SampleHistogram()).observe(ratios)
+        ratio = _window_ratio(prev_busy, busy, gpu.utilization_percent)
     idle = None if prev is None else prev.allocated_idle_seconds
     if busy is not None or ratio is not None:
         idle = idle or 0.0

@@ -112,6 +112,7 @@ def _nvml_probe(args: argparse.Namespace) -> GpuProbe:
         topology_level=TOPOLOGY_LEVELS[args.nvml_topology_level],
         **({"node": args.nvml_node} if args.nvml_node else {}),
         slow_interval_s=args.slow_interval_s,
+        samples_interval_s=args.samples_interval_s,
     )
     mapping_dir = Path(args.jobs_mapping_dir) if args.jobs_mapping_dir else None
     return NvmlProbe(settings, JobMap(mapping_dir, Path(args.jobs_proc_root)))
@@ -173,7 +174,16 @@ def add_parser(sub: Any) -> None:
         dest="slow_interval_s",
         type=_positive,
         default=15.0,
-        help="seconds between reads of processes, MIG and topology, 10-30 (default 15)",
+        help="seconds between reads of processes, MIG, topology and the energy counter, "
+        "10-30 (default 15)",
+    )
+    p.add_argument(
+        "--collect.samples-interval",
+        dest="samples_interval_s",
+        type=float,
+        default=5.0,
+        help="seconds between drains of NVML's utilization sample buffers, 0-10; every sample "
+        "is still counted (NVML keeps about 14 s of them); 0 drains at every probe (default 5)",
     )
     p.add_argument(
         "--nvml.topology-level",

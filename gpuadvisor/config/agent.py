@@ -50,6 +50,7 @@ class AgentConfig:
     collect_timeout_s: float = 5.0
     collect_idle_threshold_ratio: float = 0.05
     collect_slow_interval_s: float = 15.0
+    collect_samples_interval_s: float = 5.0
     nvml_topology_level: str = "node"
     nvml_node: str | None = None
     jobs_mapping_dir: str | None = None
@@ -105,6 +106,12 @@ SETTINGS: tuple[Setting, ...] = (
         ratio,
     ),
     Setting("collect_slow_interval_s", "collect.slow_interval", "--collect.slow-interval", seconds),
+    Setting(
+        "collect_samples_interval_s",
+        "collect.samples_interval",
+        "--collect.samples-interval",
+        seconds,
+    ),
     Setting("nvml_topology_level", "nvml.topology_level", "--nvml.topology-level", text),
     Setting("nvml_node", "nvml.node", "--nvml.node", optional_text),
     Setting(

@@ -48,6 +48,10 @@ class GpuReading:
     memory_utilization_samples: tuple[UtilizationSample, ...] | None = None
     utilization_percent: float | None = None
     memory_utilization_percent: float | None = None
+    samples_pending: bool = False
+    """The probe did not drain the sample buffers this time (it drains them every few seconds):
+    the busy-seconds integrals wait for the next drain rather than fill the gap with the point
+    utilization."""
     gpm: GpmRatios | None = None
     xid_errors: tuple[tuple[int, int], ...] | None = None
     """Cumulative ``(xid, count)`` pairs since the agent started."""

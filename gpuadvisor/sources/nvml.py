@@ -19,8 +19,10 @@ each successful ``nvmlInit`` and stops in ``close``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import socket
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -53,6 +55,11 @@ HINT = (
 VALUE_FIELDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}
 
 
+MAX_SAMPLES_INTERVAL_S = 10.0
+"""Longest time between drains of the utilization sample buffers: NVML keeps about 14 s of
+samples (71 samples 200 ms apart on an H200, driver 580; bench/nvml_probe.py)."""
+
+
 @dataclass(frozen=True, slots=True)
 class NvmlSettings:
     """Topology level for groups, slow-state and GPM intervals, re-init backoff (seconds), and
@@ -60,6 +67,10 @@ class NvmlSettings:
 
     topology_level: int = TOPOLOGY_LEVELS["node"]
     slow_interval_s: float = 15.0
+    samples_interval_s: float = 5.0
+    """How often the utilization sample buffers are drained (0: every read). Each drain is
+    about 2 ms of CPU per buffer on an H200 (bench/nvml_probe.py); the buffers reach back about
+    14 s there, so 5 s loses nothing."""
     gpm_interval_s: float = 5.0
     reinit_backoff_s: float = 1.0
     reinit_backoff_max_s: float = 60.0
@@ -67,6 +78,12 @@ class NvmlSettings:
     xid: XidSettings | None = field(default_factory=XidSettings)
 
     def __post_init__(self) -> None:
+        if not 0 <= self.samples_interval_s <= MAX_SAMPLES_INTERVAL_S:
+            raise ConfigError(
+                f"must be 0-{MAX_SAMPLES_INTERVAL_S:g} s (NVML keeps about 14 s of samples), "
+                f"got {self.samples_interval_s}",
+                column="--collect.samples-interval",
+            )
         if not 10 <= self.slow_interval_s <= 30:
             raise ConfigError(
                 f"must be 10-30 s, got {self.slow_interval_s}",
@@ -107,6 +124,9 @@ class _Gpu:
     mig_remaining: tuple[tuple[str, int], ...] | None = None
     topology_group: str = "0"
     gpm: GpmState = field(default_factory=GpmState)
+    energy_joules: float | None = None
+    """The energy counter as last read (on the slow schedule: each read costs about 4 ms)."""
+    gap_warned: bool = False
 
 
 class NvmlProbe:
@@ -127,6 +147,7 @@ class NvmlProbe:
         self._known_uuids: dict[int, str] = {}
         self._driver = ("", "")
         self._slow_at: float | None = None
+        self._samples_at: float | None = None
         self._reinit_at: float | None = None
         self._backoff_s = self._settings.reinit_backoff_s
         self._nvml = NvmlCalls()
@@ -248,13 +269,16 @@ class NvmlProbe:
         if slow:
             self._slow_at = now + self._settings.slow_interval_s
             self._read_topology()
+        drain = self._samples_at is None or now >= self._samples_at
+        if drain:
+            self._samples_at = now + self._settings.samples_interval_s
         readings = []
         for gpu in self._gpus:
             if gpu.up:
                 try:
                     if slow:
                         self._read_slow(gpu)
-                    readings.append(self._read_fast(gpu, now))
+                    readings.append(self._read_fast(gpu, now, drain=drain))
                     continue
                 except _GpuDownError as exc:
                     if exc.uuid is None:
@@ -274,7 +298,7 @@ class NvmlProbe:
             gpu.uuid, gpu.index, gpu.name, gpu.pci_bus_id, gpu.mig_mode, gpu.topology_group, False
         )
 
-    def _read_fast(self, gpu: _Gpu, now: float) -> GpuReading:
+    def _read_fast(self, gpu: _Gpu, now: float, *, drain: bool = True) -> GpuReading:
         h, u = gpu.handle, gpu.uuid
         total = used = reserved = None
         memory = self._call(
@@ -287,11 +311,10 @@ class NvmlProbe:
             if v1 is not None:
                 total, used = int(v1.total), int(v1.used)
         power = self._call(u, "nvmlDeviceGetPowerUsage", pynvml.nvmlDeviceGetPowerUsage, h)
-        energy = self._call(
-            u, "nvmlDeviceGetTotalEnergyConsumption", pynvml.nvmlDeviceGetTotalEnergyConsumption, h
-        )
-        samples = self._samples(gpu, pynvml.NVML_GPU_UTILIZATION_SAMPLES)
-        memory_samples = self._samples(gpu, pynvml.NVML_MEMORY_UTILIZATION_SAMPLES)
+        samples = memory_samples = None
+        if drain:
+            samples = self._samples(gpu, pynvml.NVML_GPU_UTILIZATION_SAMPLES)
+            memory_samples = self._samples(gpu, pynvml.NVML_MEMORY_UTILIZATION_SAMPLES)
         point = point_memory = None
         if not samples or not memory_samples:  # nothing new, or no samples at all
             rates = self._call(
@@ -311,13 +334,14 @@ class NvmlProbe:
             memory_used_bytes=used,
             memory_reserved_bytes=reserved,
             power_watts=None if power is None else power / 1000,
-            energy_joules=None if energy is None else energy / 1000,
+            energy_joules=gpu.energy_joules,
             processes=None if pids is None else len(pids),
             job_ids=self._jobs.jobs(gpu.index, pids or ()),
             utilization_samples=samples,
             memory_utilization_samples=memory_samples,
             utilization_percent=point,
             memory_utilization_percent=point_memory,
+            samples_pending=not drain,
             gpm=read_gpm(self._nvml, u, h, gpu.gpm, now, self._settings.gpm_interval_s),
             xid_errors=None if self.xids is None else self.xids.counts(u),
             mig_remaining=gpu.mig_remaining,
@@ -334,6 +358,8 @@ class NvmlProbe:
         if got is None:
             return None
         fresh = tuple(sorted(s for s in got if s[0] > cursor))
+        if fresh and cursor and not gpu.gap_warned:
+            self._check_gap(gpu, fresh, cursor)
         if fresh:
             if memory:
                 gpu.memory_cursor_us = fresh[-1][0]
@@ -341,12 +367,34 @@ class NvmlProbe:
                 gpu.cursor_us = fresh[-1][0]
         return fresh
 
+    def _check_gap(self, gpu: _Gpu, fresh: tuple[Sample, ...], cursor: int) -> None:
+        """Warn once if NVML's buffer no longer reached back to the last drain."""
+        steps = [b[0] - a[0] for a, b in itertools.pairwise(fresh)]
+        if not steps:
+            return
+        period = statistics.median(steps)
+        gap = fresh[0][0] - cursor
+        if gap > 3 * period and gap > 1_000_000:
+            gpu.gap_warned = True
+            log.warning(
+                "GPU %s: NVML kept no utilization samples for %.1f s before this drain (samples "
+                "%.0f ms apart): some were lost; lower --collect.samples-interval (now %g s)",
+                gpu.uuid,
+                gap / 1e6,
+                period / 1e3,
+                self._settings.samples_interval_s,
+            )
+
     def _free_gpm(self, gpu: _Gpu) -> None:
         free_gpm(self._nvml, gpu.uuid, gpu.gpm)
 
     def _read_slow(self, gpu: _Gpu) -> None:
-        """Processes, MIG mode and remaining MIG capacity."""
+        """Processes, MIG mode, remaining MIG capacity and the energy counter."""
         h, u = gpu.handle, gpu.uuid
+        energy = self._call(
+            u, "nvmlDeviceGetTotalEnergyConsumption", pynvml.nvmlDeviceGetTotalEnergyConsumption, h
+        )
+        gpu.energy_joules = None if energy is None else energy / 1000
         procs = self._call(
             u,
             "nvmlDeviceGetComputeRunningProcesses_v3",
