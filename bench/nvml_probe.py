@@ -11,8 +11,9 @@ Three parts, one Markdown report:
    thread's user + system time) microseconds per call. A call the GPU does not support is
    listed as such.
 2. The probe: ``NvmlProbe.read()`` once a second for ``--seconds`` seconds, as the agent
-   samples: with its defaults (sample buffers drained every 5 s, the energy counter read every
-   15 s) with the XID event thread and without it, then draining the buffers at every read.
+   samples: with its defaults (sample buffers drained every 10 s, the energy counter read every
+   15 s) with the XID event thread and without it, then draining the buffers every 5 s and at
+   every read.
    Wall and thread CPU per read (p50 and max), and the process's CPU seconds over the run (all
    threads, ``getrusage``) as a share of one core.
 3. The target of the node agent's issue, ≤ 1 % of one core at 8 GPUs, scaled from the per-GPU
@@ -38,6 +39,7 @@ from gpuadvisor.sources.nvml import NvmlProbe, NvmlSettings
 
 WITH_XID = "defaults, with XID events"
 WITHOUT_XID = "defaults, without XID events"
+EVERY_5_S = "buffers drained every 5 s, without XID events"
 EVERY_READ = "buffers drained at every read, without XID events"
 
 
@@ -238,6 +240,9 @@ def main() -> int:
         runs = {
             WITH_XID: probe_run(args.seconds, NvmlSettings(node="bench")),
             WITHOUT_XID: probe_run(args.seconds, NvmlSettings(node="bench", xid=None)),
+            EVERY_5_S: probe_run(
+                args.seconds, NvmlSettings(node="bench", xid=None, samples_interval_s=5.0)
+            ),
             EVERY_READ: probe_run(
                 args.seconds, NvmlSettings(node="bench", xid=None, samples_interval_s=0.0)
             ),

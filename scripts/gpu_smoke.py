@@ -210,6 +210,11 @@ def run_with_mapping(args: argparse.Namespace, out: Path, mapping: Path) -> int:
             f"--web.listen-address=127.0.0.1:{port}",
             "--collect.interval=1",
             f"--jobs.mapping-dir={mapping}",
+            *(
+                [f"--collect.samples-interval={args.samples_interval}"]
+                if args.samples_interval
+                else []
+            ),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -362,6 +367,11 @@ def main() -> int:
     )
     parser.add_argument("--ready-s", type=float, default=60.0)
     parser.add_argument("--backend", default="nvml")
+    parser.add_argument(
+        "--samples-interval",
+        help="the agent's --collect.samples-interval (default: the agent's own); the windows "
+        "must be longer than it for busy seconds to show the load",
+    )
     parser.add_argument("--min-rise", type=float, default=0.2, help="busy ratio rise to expect")
     parser.add_argument(
         "--load-command", nargs=argparse.REMAINDER, help="run this instead of the PyTorch load"

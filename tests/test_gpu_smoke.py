@@ -51,6 +51,8 @@ def test_the_smoke_script_passes_against_the_fake_nvml(fake_nvml: FakeNvml, tmp_
             "4",
             "--ready-s",
             "30",
+            "--samples-interval",
+            "1",  # windows of seconds here; on a GPU the defaults' windows outlast 10 s
             "--load-command",
             *load,
         ],

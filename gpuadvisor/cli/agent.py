@@ -181,9 +181,9 @@ def add_parser(sub: Any) -> None:
         "--collect.samples-interval",
         dest="samples_interval_s",
         type=float,
-        default=5.0,
+        default=10.0,
         help="seconds between drains of NVML's utilization sample buffers, 0-10; every sample "
-        "is still counted (NVML keeps about 14 s of them); 0 drains at every probe (default 5)",
+        "is still counted (NVML keeps about 14 s of them); 0 drains at every probe (default 10)",
     )
     p.add_argument(
         "--nvml.topology-level",

@@ -50,7 +50,7 @@ class AgentConfig:
     collect_timeout_s: float = 5.0
     collect_idle_threshold_ratio: float = 0.05
     collect_slow_interval_s: float = 15.0
-    collect_samples_interval_s: float = 5.0
+    collect_samples_interval_s: float = 10.0
     nvml_topology_level: str = "node"
     nvml_node: str | None = None
     jobs_mapping_dir: str | None = None

@@ -67,10 +67,11 @@ class NvmlSettings:
 
     topology_level: int = TOPOLOGY_LEVELS["node"]
     slow_interval_s: float = 15.0
-    samples_interval_s: float = 5.0
+    samples_interval_s: float = 10.0
     """How often the utilization sample buffers are drained (0: every read). Each drain is
-    about 2 ms of CPU per buffer on an H200 (bench/nvml_probe.py); the buffers reach back about
-    14 s there, so 5 s loses nothing."""
+    about 2.3 ms of CPU per buffer on an H200 (bench/nvml_probe.py); the buffers reach back
+    about 14 s there, so 10 s loses nothing while the probe keeps its 1 s pace (a drain that
+    finds a gap says so)."""
     gpm_interval_s: float = 5.0
     reinit_backoff_s: float = 1.0
     reinit_backoff_max_s: float = 60.0
