@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Record `squeue --json` from a real single-node Slurm with 8 fake GPUs, run inside a Debian
-# chroot, in the head-of-line scenario of tests/data/slurm/README.md.
+# Record `squeue --json` from a real single-node Slurm with 8 fake GPUs, run inside a Debian or
+# Ubuntu chroot, in the head-of-line scenario of tests/data/slurm/README.md.
 #
 #   scripts/record_squeue.sh CHROOT OUT_FILE [SQUEUE_ARG...]
 #
@@ -21,6 +21,15 @@
 #           --no-install-recommends slurmctld slurmd slurm-client munge'
 #       umount $c/proc
 #   done
+#   # Ubuntu noble (Slurm 23.11): every Ubuntu release uses the gutsy script; the chroot gets
+#   # ubuntu-keyring, so apt inside checks signatures. libpmix2t64 too: without it the mpi/pmix
+#   # plugins fail to load, and slurmctld 23.11 (which passes a stale errno to assoc_mgr_init
+#   # when there is no accounting storage) seems to take that failure for a database that is
+#   # down: no job ever starts ("sched: JobId=1 has invalid account" in slurmctld.log).
+#   debootstrap --variant=minbase --no-check-gpg --components=main,universe noble \
+#       /srv/chroot-noble http://archive.ubuntu.com/ubuntu /usr/share/debootstrap/scripts/gutsy
+#   # sources.list: add noble-updates and noble-security (main universe), then as above with
+#   #   ... slurmctld slurmd slurm-client munge libpmix2t64
 #
 # Everything runs in private namespaces (unshare: mount, PID, UTS, network): the host name is
 # gpu01, the daemons listen on the namespace's own 127.0.0.1, the bind mounts of /dev and /sys and
@@ -153,10 +162,15 @@ cat >"$root/gres.conf" <<EOF
 AutoDetect=off
 NodeName=$host Name=gpu Type=h100 File=$dir/dev/nvidia[0-7]
 EOF
-# slurmd (24.11, 26.05) loads a cgroup plugin even with proctrack/linuxproc and task/none, and
-# stops ("No filesystem mounted on /sys/fs/cgroup") where /sys is a plain bind, as here.
+# slurmd loads a cgroup plugin even with proctrack/linuxproc and task/none, and stops ("No
+# filesystem mounted on /sys/fs/cgroup") where /sys is a plain bind, as here. 24.11 and 26.05 take
+# `disabled`; 23.11 has no such plugin ("cannot find cgroup plugin for disabled"), but its
+# cgroup/v1 only looks at the file system when a cgroup plugin (proctrack, task...) asks.
+release=$(in_chroot slurmd -V | grep -oE '[0-9]+\.[0-9]+' | head -n 1)
+cgroup_plugin=disabled
+if [[ $release == 2[0-3].* ]]; then cgroup_plugin=cgroup/v1; fi
 cat >"$root/cgroup.conf" <<EOF
-CgroupPlugin=disabled
+CgroupPlugin=$cgroup_plugin
 EOF
 
 in_chroot mungekey --create --force --keyfile="$dir/munge/munge.key"
@@ -222,5 +236,7 @@ if [[ ${squeue_args[0]:-} == --json=* ]]; then
 else
     in_chroot squeue --json "${squeue_args[@]}" >"$out.tmp"
 fi
+# 23.11 asked for --json=v0.0.39 prints nothing and exits 0: that plugin has no squeue response.
+[[ -s $out.tmp ]] || { rm -f "$out.tmp"; fail "squeue ${squeue_args[*]} printed nothing"; }
 mv "$out.tmp" "$out"
 echo "record_squeue.sh: wrote $out ($(wc -c <"$out") bytes)" >&2

@@ -1,8 +1,8 @@
 """``squeue --json`` → QueueSnapshot for Slurm 22.05 to 26.05, and running the command itself.
 
 The hand-written fixtures in tests/data/slurm describe one queue in five releases' shapes; the
-recorded ones (scripts/record_squeue.sh: real Slurm 24.11 and 26.05) hold the head-of-line queue
-that script submits, and the recorded real 22.05 output in ../shared is parsed too. Running
+recorded ones (scripts/record_squeue.sh: real Slurm 23.11, 24.11 and 26.05) hold the head-of-line
+queue that script submits, and the recorded real 22.05 output in ../shared is parsed too. Running
 squeue goes through a small script standing in for the binary (tests/fake_squeue.py), so that our
 real subprocess path is what is tested.
 """
@@ -45,12 +45,16 @@ FIXTURES = {
     "24.11": "v0.0.42",
 }
 RECORDED = {
+    "squeue-23.11-recorded.json": ("v0.0.40", "23.11", "23.11.4"),
     "squeue-24.11-recorded.json": ("v0.0.42", "24.11", "24.11.5"),
     "squeue-26.05-v0.0.43-recorded.json": ("v0.0.43", "25.05", "26.05.5"),
     "squeue-26.05-v0.0.44-recorded.json": ("v0.0.44", "25.11", "26.05.5"),
     "squeue-26.05-recorded.json": ("v0.0.45", "26.05", "26.05.5"),
 }
 """Recorded file → (format, the release whose own format it is, the Slurm that wrote it)."""
+NO_QOS = "Slurm accounting storage is disabled. Could not query the following: [QOS]."
+RECORDED_WARNINGS = {"squeue-23.11-recorded.json": (f"{NO_QOS} (8 times)",)}
+"""What squeue warned of, where it did: 23.11 without slurmdbd, once for each of the 8 jobs."""
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "slurm-22.05"
 T0 = 1796040000.0
 
@@ -118,7 +122,8 @@ def test_recorded_squeue_of_real_slurm_parses_to_the_submitted_queue(name: str) 
     assert doc["meta"]["slurm"]["release"] == recorded_by
     result = parse_squeue(path.read_bytes(), time_s=T0, source=str(path))
     assert (result.format.version, result.format.slurm) == (version, release)
-    assert (result.finished_jobs, result.warnings) == (1, ())  # job 1, COMPLETED
+    assert result.finished_jobs == 1  # job 1, COMPLETED
+    assert result.warnings == RECORDED_WARNINGS.get(name, ())
     entries = result.snapshot.entries
     assert [
         (
@@ -149,15 +154,18 @@ def test_recorded_squeue_of_real_slurm_parses_to_the_submitted_queue(name: str) 
     assert priorities == sorted(priorities, reverse=True) and len(set(priorities)) == len(entries)
 
 
-def test_recorded_tres_per_task_and_unlimited_time_have_the_real_shapes() -> None:
-    # The spellings the hand-written fixtures missed: tres_per_task with '=', and --cpus-per-task
-    # in it; no time limit is {set: false, infinite: true}; a pending job's job_resources is null.
-    for name in RECORDED:
-        jobs = {job["job_id"]: job for job in json.loads((DATA / name).read_text())["jobs"]}
-        assert (jobs[6]["tres_per_task"], jobs[8]["tres_per_task"]) == ("gres/gpu=1", "cpu=2")
-        assert jobs[3]["time_limit"] == {"set": False, "infinite": True, "number": 0}
-        assert jobs[4]["job_resources"] is None
-        assert jobs[1]["job_state"] == ["COMPLETED"] and jobs[1]["gres_detail"] == []
+@pytest.mark.parametrize("name", RECORDED)
+def test_recorded_tres_per_task_and_unlimited_time_have_the_real_shapes(name: str) -> None:
+    # The spellings the hand-written fixtures missed: tres_per_task with '=' from 24.11 on (':' in
+    # 23.11), and --cpus-per-task in it; no time limit is {set: false, infinite: true}; a pending
+    # job's job_resources is null ({} in 23.11); a finished job's gres_detail is empty.
+    jobs = {job["job_id"]: job for job in json.loads((DATA / name).read_text())["jobs"]}
+    old = RECORDED[name][2].startswith("23.")
+    per_task = ("gres/gpu:1", "cpu:2") if old else ("gres/gpu=1", "cpu=2")
+    assert (jobs[6]["tres_per_task"], jobs[8]["tres_per_task"]) == per_task
+    assert jobs[3]["time_limit"] == {"set": False, "infinite": True, "number": 0}
+    assert jobs[4]["job_resources"] == ({} if old else None)
+    assert jobs[1]["job_state"] == ["COMPLETED"] and jobs[1]["gres_detail"] == []
 
 
 @pytest.mark.shared
@@ -350,6 +358,16 @@ def test_warnings_reported_by_squeue_are_kept() -> None:
     doc = load("23.11")
     doc["warnings"] = [{"description": "partial data", "source": "x"}]
     assert parse_squeue(json.dumps(doc), time_s=0).warnings == ("partial data",)
+
+
+def test_a_warning_repeated_for_every_job_is_kept_once() -> None:
+    doc = load("23.11")
+    qos = {"description": NO_QOS, "source": ""}
+    doc["warnings"] = [qos, qos, {"description": "partial data", "source": "x"}, qos]
+    assert parse_squeue(json.dumps(doc), time_s=0).warnings == (
+        f"{NO_QOS} (3 times)",
+        "partial data",
+    )
 
 
 @pytest.mark.parametrize(

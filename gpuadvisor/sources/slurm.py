@@ -3,14 +3,15 @@
 The output's shape is chosen by ``meta.plugin`` (``meta.plugins`` in 23.02): the data parser
 (``data_parser/v0.0.39`` … ``v0.0.45``) or, in 22.05, the OpenAPI plugin (``openapi/v0.0.38``).
 What differs between them, as far as the queue goes (Slurm's ``src/plugins/data_parser``, and
-recorded output of 22.05, 24.11 and 26.05 in tests/data/slurm):
+recorded output of 22.05, 23.11, 24.11 and 26.05 in tests/data/slurm):
 
 - numbers: plain integers in v0.0.38 (``null`` or 0xFFFFFFFE when unset, 0xFFFFFFFF when
   infinite); ``{"set", "infinite", "number"}`` objects from v0.0.39 on, where v0.0.39 still
   writes times as plain integers;
 - ``job_state``: a string up to v0.0.39, a list of flags (base state first) from v0.0.40 on;
 - TRES strings: ``gres:gpu:4`` up to 23.02, ``gres/gpu:4`` (``gres/gpu:h100:4``) after, where
-  24.11 and later write ``tres_per_task`` as ``gres/gpu=1`` (``cpu=2`` for ``--cpus-per-task``).
+  24.11 and later write ``tres_per_task`` as ``gres/gpu=1`` (``cpu=2`` for ``--cpus-per-task``;
+  23.11 wrote ``gres/gpu:1``, ``cpu:2``).
 
 v0.0.43 (25.05), v0.0.44 (25.11) and v0.0.45 (26.05) only add job fields not read here
 (``submit_line``, ``step_id``…; v0.0.45 drops ``power``). A newer Slurm still writes the three
@@ -352,17 +353,23 @@ def _newer_hint(version: str) -> str:
 
 
 def _messages(doc: Mapping[str, object], key: str) -> tuple[str, ...]:
+    """The texts of ``errors`` or ``warnings``, each once, in order, with how often it came.
+
+    Slurm 23.11 without accounting storage repeats one warning for every job listed ("Slurm
+    accounting storage is disabled. Could not query the following: [QOS]."), recorded in
+    tests/data/slurm: one line, not one per job."""
     items = doc.get(key)
     if not isinstance(items, list):
         return ()
-    texts = []
+    counts: dict[str, int] = {}
     for item in items:
         if isinstance(item, Mapping):
             text = item.get("description") or item.get("error") or item.get("warning")
-            texts.append(str(text) if text else json.dumps(item, sort_keys=True))
+            shown = str(text) if text else json.dumps(item, sort_keys=True)
         else:
-            texts.append(str(item))
-    return tuple(texts)
+            shown = str(item)
+        counts[shown] = counts.get(shown, 0) + 1
+    return tuple(text if n == 1 else f"{text} ({n} times)" for text, n in counts.items())
 
 
 def parse_squeue(data: bytes | str, *, time_s: float, source: str = SQUEUE_SOURCE) -> SqueueResult:
