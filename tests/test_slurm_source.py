@@ -46,6 +46,7 @@ FIXTURES = {
 }
 RECORDED = {
     "squeue-23.11-recorded.json": ("v0.0.40", "23.11", "23.11.4"),
+    "squeue-24.11-v0.0.41-recorded.json": ("v0.0.41", "24.05", "24.11.5"),
     "squeue-24.11-recorded.json": ("v0.0.42", "24.11", "24.11.5"),
     "squeue-26.05-v0.0.43-recorded.json": ("v0.0.43", "25.05", "26.05.5"),
     "squeue-26.05-v0.0.44-recorded.json": ("v0.0.44", "25.11", "26.05.5"),
