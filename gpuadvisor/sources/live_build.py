@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal, cast
 
 from gpuadvisor.model import (
     Allocation,
@@ -105,14 +106,26 @@ def group_by(samples: Iterable[Sample], label: str) -> dict[str, list[Sample]]:
     return out
 
 
+IndexKind = Literal["values", "firsts", "sorted", "groups"]
+
+
 @dataclass(frozen=True, slots=True)
 class Index:
     """A view of one query's answer that a builder reads: ``values`` (``value_per`` of the one
     label), ``firsts`` (``first_by``), ``sorted`` (``sorted_by``) or ``groups`` (``group_by``
     of the one label)."""
 
-    kind: str
+    kind: IndexKind
     labels: tuple[str, ...]
+
+    def make(self, samples: Sequence[Sample]) -> object:
+        if self.kind == "values":
+            return value_per(samples, *self.labels)
+        if self.kind == "firsts":
+            return first_by(samples, *self.labels)
+        if self.kind == "sorted":
+            return sorted_by(samples, *self.labels)
+        return group_by(samples, *self.labels)
 
 
 Plan = Mapping[str, tuple[Index, ...]]
@@ -145,7 +158,7 @@ class Answers:
             self._samples[name] = samples
             return
         for index in planned:
-            self._indexes[(name, index)] = _make(index, samples)
+            self._indexes[(name, index)] = index.make(samples)
 
     def get(self, name: str, default: Sequence[Sample] = ()) -> Sequence[Sample]:
         """A query's samples (``default`` if it was not answered)."""
@@ -162,32 +175,21 @@ class Answers:
         except KeyError:
             if name in self.plan and name in self._present:
                 raise KeyError(f"query {name!r} has no planned index {index}") from None
-            made = self._indexes[(name, index)] = _make(index, self._samples.get(name, ()))
+            made = self._indexes[(name, index)] = index.make(self._samples.get(name, ()))
             return made
 
     def values(self, name: str, label: str) -> dict[str, float]:
-        return self._index(name, Index("values", (label,)))  # type: ignore[return-value]
+        return cast(dict[str, float], self._index(name, Index("values", (label,))))
 
     def firsts(self, name: str, *labels: str) -> dict[tuple[str, ...], Sample]:
-        return self._index(name, Index("firsts", labels))  # type: ignore[return-value]
+        return cast(dict[tuple[str, ...], Sample], self._index(name, Index("firsts", labels)))
 
-    def sorted(self, name: str, *labels: str) -> dict[tuple[str, ...], Sample]:
-        return self._index(name, Index("sorted", labels))  # type: ignore[return-value]
+    def ordered(self, name: str, *labels: str) -> dict[tuple[str, ...], Sample]:
+        """``firsts`` in key order."""
+        return cast(dict[tuple[str, ...], Sample], self._index(name, Index("sorted", labels)))
 
     def groups(self, name: str, label: str) -> dict[str, list[Sample]]:
-        return self._index(name, Index("groups", (label,)))  # type: ignore[return-value]
-
-
-def _make(index: Index, samples: Sequence[Sample]) -> object:
-    if index.kind == "values":
-        return value_per(samples, *index.labels)
-    if index.kind == "firsts":
-        return first_by(samples, *index.labels)
-    if index.kind == "sorted":
-        return sorted_by(samples, *index.labels)
-    if index.kind == "groups":
-        return group_by(samples, *index.labels)
-    raise ValueError(f"unknown index kind {index.kind!r}")
+        return cast(dict[str, list[Sample]], self._index(name, Index("groups", (label,))))
 
 
 def gpu_index(text: str) -> int | None:

@@ -105,7 +105,7 @@ def _queue(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]:
         if (i := gpu_index(gpu)) is not None:
             told.setdefault(job_id, {}).setdefault(node, []).append(i)
     entries: list[QueueEntry] = []
-    for (job_id,), info in r.sorted("job_info", "job_id").items():
+    for (job_id,), info in r.ordered("job_info", "job_id").items():
         state = info.label("state").upper()
         subject = f"job {job_id}"
         if not job_id:
