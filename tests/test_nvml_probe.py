@@ -201,6 +201,18 @@ def test_buffers_drained_every_samples_interval_lose_no_sample(fake_nvml: FakeNv
     assert busy_seconds(slow) == busy_seconds(slow[:6])
 
 
+def test_a_gpu_without_sample_buffers_integrates_its_point_utilization_every_read(
+    fake_nvml: FakeNvml,
+) -> None:
+    old = make_gpu(0, util=((0.0, 40),), unsupported=("nvmlDeviceGetSamples",))
+    node = make_node(fake_nvml, [old], samples_interval_s=10.0)
+    readings = [(t, gpu(node.read(t), 0)) for t in (1.0, 2.0, 3.0, 4.0)]
+    assert not any(r.samples_pending for _, r in readings)  # nothing to wait for
+    assert all(r.utilization_samples is None for _, r in readings)
+    assert busy_seconds(readings) == pytest.approx(0.4 * 3)
+    assert node.probe.calls["nvmlDeviceGetSamples"] == 2  # once per buffer, then remembered
+
+
 def test_a_buffer_that_no_longer_reaches_back_is_warned_about_once(
     fake_nvml: FakeNvml, caplog: pytest.LogCaptureFixture
 ) -> None:

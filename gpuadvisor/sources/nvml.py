@@ -128,6 +128,9 @@ class _Gpu:
     energy_joules: float | None = None
     """The energy counter as last read (on the slow schedule: each read costs about 4 ms)."""
     gap_warned: bool = False
+    no_samples: bool = False
+    """Neither sample buffer can be read on this GPU: the point utilization is all there is, so
+    it is integrated at every read rather than waiting for drains."""
 
 
 class NvmlProbe:
@@ -313,9 +316,11 @@ class NvmlProbe:
                 total, used = int(v1.total), int(v1.used)
         power = self._call(u, "nvmlDeviceGetPowerUsage", pynvml.nvmlDeviceGetPowerUsage, h)
         samples = memory_samples = None
+        drain = drain or gpu.no_samples
         if drain:
             samples = self._samples(gpu, pynvml.NVML_GPU_UTILIZATION_SAMPLES)
             memory_samples = self._samples(gpu, pynvml.NVML_MEMORY_UTILIZATION_SAMPLES)
+            gpu.no_samples = samples is None and memory_samples is None
         point = point_memory = None
         if not samples or not memory_samples:  # nothing new, or no samples at all
             rates = self._call(
