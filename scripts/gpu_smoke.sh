@@ -7,6 +7,11 @@
 # For a machine with an NVIDIA GPU and no network: Python, nvidia-ml-py, aiohttp,
 # prometheus-client, pyyaml and PyTorch may already be installed; anything else travels as
 # wheels in .whl/ at the repository root (installed here into a private folder, no index).
+# The agent imports bcrypt (for --web.config.file) as well; for a machine of Python 3.12 on
+# x86-64, fetched where pip can reach PyPI:
+#
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#       --platform manylinux_2_28_x86_64 -d .whl bcrypt==5.0.0 nvidia-ml-py==13.615.71
 set -euo pipefail
 out=${1:?usage: scripts/gpu_smoke.sh OUT_DIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
