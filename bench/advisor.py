@@ -61,16 +61,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from gpuadvisor.analysis.cycle import analyse
-from gpuadvisor.analysis.hysteresis import Change
+from gpuadvisor.analysis.advice.cycle import analyse
+from gpuadvisor.analysis.advice.hysteresis import Change
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import LiveState, QueueEntry
 from gpuadvisor.model.queue import PENDING, RUNNING
 from gpuadvisor.services.advisor import Advisor, AdvisorSettings
-from gpuadvisor.sinks.advisor_exposition import AdvisorStatus
-from gpuadvisor.sources.live_state import LiveSettings, read_live_state
-from gpuadvisor.sources.profiles import GPUADVISOR
-from gpuadvisor.sources.prometheus import PrometheusClient, PrometheusSettings, QueryResult
+from gpuadvisor.sinks.exposition.advisor import AdvisorStatus
+from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings, QueryResult
+from gpuadvisor.sources.prometheus.live import LiveSettings, read_live_state
+from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
 
 HOST = "127.0.0.1"
 GPUS_PER_NODE = 8

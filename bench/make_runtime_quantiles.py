@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 
 from gpuadvisor.simulation.generator import RuntimeDistribution
-from gpuadvisor.sources.philly_runtimes import read_runtimes
+from gpuadvisor.sources.traces.philly_runtimes import read_runtimes
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_INPUT = REPO.parent / "shared" / "traces" / "philly-runtime" / "philly_runtime.csv"

@@ -6,7 +6,7 @@ Needs a real NVIDIA driver (run by hand on a GPU machine, like ``scripts/gpu_smo
 part of ``make test``, which exercises the same code against the fake libnvidia-ml).
 Three parts, one Markdown report:
 
-1. Per call: each NVML query the probe makes (``gpuadvisor/sources/nvml.py``, ``nvml_gpm.py``,
+1. Per call: each NVML query the probe makes (``gpuadvisor/sources/nvml/probe.py``, ``nvml_gpm.py``,
    ``nvml_events.py``) on GPU 0, ``--repeats`` times in a row: mean wall and CPU (this
    thread's user + system time) microseconds per call. A call the GPU does not support is
    listed as such.
@@ -35,7 +35,7 @@ from typing import Any
 
 import pynvml
 
-from gpuadvisor.sources.nvml import NvmlProbe, NvmlSettings
+from gpuadvisor.sources.nvml.probe import NvmlProbe, NvmlSettings
 
 WITH_XID = "defaults, with XID events"
 WITHOUT_XID = "defaults, without XID events"

@@ -20,7 +20,7 @@ import random
 import statistics
 import time
 
-from gpuadvisor.analysis.orders import ORDERS
+from gpuadvisor.analysis.scheduling.orders import ORDERS
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES, generate_workload

@@ -121,7 +121,7 @@ def samples(text: str) -> dict[str, dict[str, float]]:
 
 
 def advertised() -> list[str]:
-    from gpuadvisor.sinks.exposition import AGENT_METRICS  # noqa: PLC0415 (after sys.path setup)
+    from gpuadvisor.sinks.exposition.agent import AGENT_METRICS  # noqa: PLC0415 (after sys.path setup)
 
     return [m.name for m in AGENT_METRICS]
 

@@ -4,7 +4,7 @@ the queue; jobs 4 (1 GPU, 30 min) and 5 (2 GPUs, 20 min) wait behind it with 2 G
 
 from __future__ import annotations
 
-from gpuadvisor.analysis.advice import AdviceSettings, advise
+from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.model import ClusterSnapshot, Kind, RunningJob
 from gpuadvisor.model.duration import format_duration

@@ -16,11 +16,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuadvisor.analysis.hysteresis import Change, HysteresisSettings
+from gpuadvisor.analysis.advice.hysteresis import Change, HysteresisSettings
 from gpuadvisor.model import Kind, LiveState, SourceHealth
 from gpuadvisor.services.advisor import Advisor, AdvisorSettings, OutboxDispatcher, create_app
-from gpuadvisor.sinks.advisor_exposition import AdvisorStatus
-from gpuadvisor.sinks.delivery import Coalescing, Cycle, Outbox
+from gpuadvisor.sinks.delivery.outbox import Coalescing, Cycle, Outbox
+from gpuadvisor.sinks.exposition.advisor import AdvisorStatus
 from tests.test_advice import head_of_line_snapshot
 
 Client = TestClient[web.Request, web.Application]

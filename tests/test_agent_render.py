@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from prometheus_client.utils import floatToGoString
 
-from gpuadvisor.analysis.utilization import (
+from gpuadvisor.analysis.agent_state import (
     HISTOGRAM_BOUNDS,
     AgentState,
     CollectorRun,
@@ -29,9 +29,9 @@ from gpuadvisor.analysis.utilization import (
     record_collector,
 )
 from gpuadvisor.model.gpu import GpmRatios, GpuReading, NodeReading, NvmlErrorCount
-from gpuadvisor.sinks.agent_render import CachedExposition, TextRenderer, sample_value
-from gpuadvisor.sinks.exposition import agent_registry
-from gpuadvisor.sources.simgpu import SimulatedProbe, default_spec
+from gpuadvisor.sinks.exposition.agent import agent_registry
+from gpuadvisor.sinks.exposition.agent_text import CachedExposition, TextRenderer, sample_value
+from gpuadvisor.sources.simnode.node import SimulatedProbe, default_spec
 from tests.test_exposition import T0, fixed_state
 
 VERSION = "0.1.0"

@@ -26,8 +26,8 @@ from gpuadvisor.services.agent import (
     Sampler,
     create_app,
 )
-from gpuadvisor.sources.gpu import ProbeUnavailableError
-from gpuadvisor.sources.simgpu import SAMPLE_INTERVAL_US, SimulatedProbe, default_spec
+from gpuadvisor.sources.probe import ProbeUnavailableError
+from gpuadvisor.sources.simnode.node import SAMPLE_INTERVAL_US, SimulatedProbe, default_spec
 from tests.ports import free_port
 
 T0 = 1_700_000_000.0

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuadvisor.sinks.advisor_exposition import ADVISOR_METRICS
-from gpuadvisor.sinks.exposition import AGENT_METRICS, MetricDef
-from gpuadvisor.sinks.queue_exposition import QUEUE_METRICS
+from gpuadvisor.sinks.exposition.advisor import ADVISOR_METRICS
+from gpuadvisor.sinks.exposition.agent import AGENT_METRICS
+from gpuadvisor.sinks.exposition.metrics import MetricDef
+from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS
 from tests.harness.process import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent

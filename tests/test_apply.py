@@ -25,7 +25,7 @@ from aiohttp import web
 
 from gpuadvisor.cli import main
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
-from gpuadvisor.sinks.payload import recommendation_json
+from gpuadvisor.sinks.delivery.payload import recommendation_json
 from tests.harness.slurm import SlurmCluster, submit_head_of_line
 from tests.ports import free_port
 

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.idle import split_idle
-from gpuadvisor.analysis.placement import PlacementContext, first_fit
-from gpuadvisor.analysis.plans import Ending, Reservation
-from gpuadvisor.analysis.reservations import WholeGpuWalk, capacity_reservation
+from gpuadvisor.analysis.scheduling.placement import PlacementContext, first_fit
+from gpuadvisor.analysis.scheduling.plans import Ending, Reservation
+from gpuadvisor.analysis.scheduling.reservations import WholeGpuWalk, capacity_reservation
 from gpuadvisor.model import Allocation, Cluster, Job
 from tests.builders import make_capacity, make_cluster, make_job, on
 

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuadvisor.sinks.webhook import verify_signature
-from gpuadvisor.sources.slurm import parse_squeue
+from gpuadvisor.sinks.delivery.webhook import verify_signature
+from gpuadvisor.sources.slurm.parse import parse_squeue
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.process import ManagedProcess

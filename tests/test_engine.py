@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuadvisor.analysis.buckets import END, PendingBuckets
+from gpuadvisor.analysis.scheduling.buckets import END, PendingBuckets
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Job
 from gpuadvisor.simulation.engine import SimulationConfig, prepare_jobs, simulate

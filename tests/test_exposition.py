@@ -18,7 +18,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuadvisor.analysis.utilization import (
+from gpuadvisor.analysis.agent_state import (
     AgentState,
     CollectorRun,
     advance,
@@ -26,10 +26,10 @@ from gpuadvisor.analysis.utilization import (
     record_collector,
 )
 from gpuadvisor.model.gpu import GpmRatios, GpuReading, NodeReading, NvmlErrorCount
-from gpuadvisor.sinks.agent_render import TextRenderer
-from gpuadvisor.sinks.exposition import AGENT_METRICS, agent_registry
-from gpuadvisor.sinks.metrics_doc import metrics_markdown
-from gpuadvisor.sources.simgpu import SimulatedProbe, default_spec
+from gpuadvisor.sinks.exposition.agent import AGENT_METRICS, agent_registry
+from gpuadvisor.sinks.exposition.agent_text import TextRenderer
+from gpuadvisor.sinks.exposition.doc import metrics_markdown
+from gpuadvisor.sources.simnode.node import SimulatedProbe, default_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "agent_metrics.golden.prom"

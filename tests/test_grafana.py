@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from gpuadvisor.sinks.advisor_exposition import ADVISOR_METRICS
-from gpuadvisor.sinks.exposition import AGENT_METRICS
-from gpuadvisor.sinks.queue_exposition import QUEUE_METRICS
+from gpuadvisor.sinks.exposition.advisor import ADVISOR_METRICS
+from gpuadvisor.sinks.exposition.agent import AGENT_METRICS
+from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS
 from tests.fake_nvml import GIB, FakeMigProfile, make_gpu
 from tests.fake_nvml.fixtures import FakeNvml
 from tests.fake_nvml.scenario import (

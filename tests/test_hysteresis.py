@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuadvisor.analysis.hysteresis import Change, Debounced, HysteresisSettings, Tracked, step
+from gpuadvisor.analysis.advice.hysteresis import (
+    Change,
+    Debounced,
+    HysteresisSettings,
+    Tracked,
+    step,
+)
 from gpuadvisor.model import Gain, Kind, Recommendation
 
 

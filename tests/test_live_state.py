@@ -8,14 +8,15 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from gpuadvisor.analysis.advice import advise
+from gpuadvisor.analysis.advice.reorder import advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.model import Kind, LiveState
-from gpuadvisor.sources.live_builders import GPUADVISOR_PLAN
-from gpuadvisor.sources.live_state import (
+from gpuadvisor.sources.prometheus.builders import GPUADVISOR_PLAN
+from gpuadvisor.sources.prometheus.client import Sample
+from gpuadvisor.sources.prometheus.live import (
     Answers as Indexed,
 )
-from gpuadvisor.sources.live_state import (
+from gpuadvisor.sources.prometheus.live import (
     LiveBuild,
     LiveSettings,
     build_gpuadvisor,
@@ -23,7 +24,6 @@ from gpuadvisor.sources.live_state import (
     build_live_state,
     prometheus_down,
 )
-from gpuadvisor.sources.prometheus import Sample
 
 NOW = 1_700_000_600.0
 T0 = 1_700_000_000.0

@@ -10,11 +10,11 @@ from typing import TypeVar
 import pynvml
 import pytest
 
-from gpuadvisor.analysis.utilization import AgentState, advance
+from gpuadvisor.analysis.agent_state import AgentState, advance
 from gpuadvisor.model.gpu import NodeReading
-from gpuadvisor.sinks.exposition import render
-from gpuadvisor.sources.nvml import NvmlProbe, NvmlSettings
-from gpuadvisor.sources.nvml_events import XidSettings, XidWatcher
+from gpuadvisor.sinks.exposition.agent import render
+from gpuadvisor.sources.nvml.events import XidSettings, XidWatcher
+from gpuadvisor.sources.nvml.probe import NvmlProbe, NvmlSettings
 from tests.fake_nvml import FakeGpu, XidEvent, make_gpu
 from tests.fake_nvml.fixtures import FakeNvml
 

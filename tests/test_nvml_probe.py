@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from gpuadvisor.analysis.utilization import UtilizationSettings, advance_gpu
+from gpuadvisor.analysis.agent_state import UtilizationSettings, advance_gpu
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.gpu import GpmRatios, GpuReading, NodeReading
-from gpuadvisor.sources.gpu import ProbeUnavailableError
 from gpuadvisor.sources.jobmap import JobMap
-from gpuadvisor.sources.nvml import TOPOLOGY_LEVELS, NvmlProbe, NvmlSettings
+from gpuadvisor.sources.nvml.probe import TOPOLOGY_LEVELS, NvmlProbe, NvmlSettings
+from gpuadvisor.sources.probe import ProbeUnavailableError
 from tests.fake_nvml import (
     GIB,
     GPM_DRAM_BANDWIDTH,
@@ -286,8 +286,8 @@ def test_library_not_found_gives_the_hint(tmp_path: Path) -> None:
     if ctypes.util.find_library("nvidia-ml"):
         pytest.skip("a real GPU driver (libnvidia-ml) is installed here: it cannot go missing")
     script = (
-        "from gpuadvisor.sources.nvml import NvmlProbe\n"
-        "from gpuadvisor.sources.gpu import ProbeUnavailableError\n"
+        "from gpuadvisor.sources.nvml.probe import NvmlProbe\n"
+        "from gpuadvisor.sources.probe import ProbeUnavailableError\n"
         "try:\n    NvmlProbe().read()\n"
         "except ProbeUnavailableError as exc:\n    print(exc)\n"
     )

@@ -5,16 +5,16 @@ from __future__ import annotations
 import math
 
 from gpuadvisor.analysis.capacity import Capacity
-from gpuadvisor.analysis.endfit import end_fit
 from gpuadvisor.analysis.estimates import estimate_runtime
-from gpuadvisor.analysis.orders import (
+from gpuadvisor.analysis.scheduling.endfit import end_fit
+from gpuadvisor.analysis.scheduling.orders import (
     DEFAULT_PLACEMENT,
     ORDERS,
     Ending,
     OrderSettings,
     QueueView,
 )
-from gpuadvisor.analysis.placement import PLACEMENTS, PlacementContext, first_fit
+from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext, first_fit
 from gpuadvisor.model import Job
 from tests.builders import make_capacity, make_cluster, make_job, on
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.fragmentation import Shape, WorkloadMix
-from gpuadvisor.analysis.placement import PLACEMENTS, PlacementContext
+from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job, Node
 
 WHOLE_MIX = WorkloadMix(((Shape(1), 1.0),))

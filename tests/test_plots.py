@@ -18,7 +18,7 @@ from gpuadvisor.model import Cluster
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint
-from gpuadvisor.sinks.plots import binned_allocation, write_plots
+from gpuadvisor.sinks.report.plots import binned_allocation, write_plots
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 NAMES = ["allocation_over_time.png", "wait_by_size.png", "idle_breakdown.png"]

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.sinks.exposition import METRICS_BY_NAME
-from gpuadvisor.sources.profiles import (
+from gpuadvisor.sinks.exposition.agent import METRICS_BY_NAME
+from gpuadvisor.sources.prometheus.profiles import (
     GPUADVISOR,
     KUBERNETES,
     PROFILES,

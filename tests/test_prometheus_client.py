@@ -23,13 +23,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.sources.live_state import read_live_state
-from gpuadvisor.sources.profiles import GPUADVISOR
-from gpuadvisor.sources.prometheus import (
+from gpuadvisor.sources.prometheus.client import (
     PrometheusClient,
     PrometheusError,
     PrometheusSettings,
 )
+from gpuadvisor.sources.prometheus.live import read_live_state
+from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
 from tests.ports import free_port
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -24,15 +24,15 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from gpuadvisor.analysis.advice import advise
+from gpuadvisor.analysis.advice.reorder import advise
+from gpuadvisor.analysis.agent_state import AgentState, advance
 from gpuadvisor.analysis.estimates import estimate_runtime
-from gpuadvisor.analysis.utilization import AgentState, advance
 from gpuadvisor.model import Kind, LiveState
-from gpuadvisor.sinks.exposition import agent_registry
-from gpuadvisor.sources.live_state import LiveBuild, LiveSettings, read_live
-from gpuadvisor.sources.profiles import GPUADVISOR, KUBERNETES, Profile, label_matcher
-from gpuadvisor.sources.prometheus import PrometheusClient, PrometheusSettings
-from gpuadvisor.sources.simgpu import SimSpec, SimulatedProbe
+from gpuadvisor.sinks.exposition.agent import agent_registry
+from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
+from gpuadvisor.sources.prometheus.live import LiveBuild, LiveSettings, read_live
+from gpuadvisor.sources.prometheus.profiles import GPUADVISOR, KUBERNETES, Profile, label_matcher
+from gpuadvisor.sources.simnode.node import SimSpec, SimulatedProbe
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 

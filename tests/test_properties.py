@@ -7,11 +7,11 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuadvisor.analysis.buckets import PendingBuckets
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.estimates import estimate_runtime
-from gpuadvisor.analysis.orders import ORDERS, Ending, OrderSettings, Plan, QueueView
-from gpuadvisor.analysis.placement import PLACEMENTS, PlacementContext
+from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
+from gpuadvisor.analysis.scheduling.orders import ORDERS, Ending, OrderSettings, Plan, QueueView
+from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from tests.builders import make_job

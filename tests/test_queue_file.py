@@ -9,7 +9,7 @@ import pytest
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.queue import QueueEntry
-from gpuadvisor.sources.queue_file import QueueFileSource, parse_queue_file, read_queue_file
+from gpuadvisor.sources.queuefile import QueueFileSource, parse_queue_file, read_queue_file
 
 T0 = 1796040000.0
 

@@ -25,8 +25,8 @@ from gpuadvisor.cli import main
 from gpuadvisor.cli.queue import parse_listen
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.queue import POLLER, Poller, QueueSettings, create_app
-from gpuadvisor.sinks.queue_exposition import QUEUE_METRICS
-from gpuadvisor.sources.squeue import SlurmQueueSource, SqueueSettings
+from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS
+from gpuadvisor.sources.slurm.squeue import SlurmQueueSource, SqueueSettings
 from tests.fake_squeue import write_fake_squeue
 from tests.harness.process import ManagedProcess
 from tests.ports import free_port

@@ -17,7 +17,7 @@ from gpuadvisor.model.duration import format_duration
 from gpuadvisor.model.job import SIZE_CLASSES
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import generate_workload
-from gpuadvisor.sinks.report import (
+from gpuadvisor.sinks.report.tables import (
     format_pp,
     progress_bar,
     render_size_table,

@@ -21,15 +21,22 @@ from aiohttp.test_utils import TestServer
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
-from gpuadvisor.sinks.alertmanager import (
+from gpuadvisor.sinks.delivery.alertmanager import (
     AlertmanagerSink,
     AlertmanagerTarget,
     alert_labels,
     alerts_json,
 )
-from gpuadvisor.sinks.delivery import Active, Cycle, Outbox, OutboxSettings, Outcome, SinkError
-from gpuadvisor.sinks.http import HttpSettings, TlsSettings
-from gpuadvisor.sinks.payload import iso_utc
+from gpuadvisor.sinks.delivery.http import HttpSettings, TlsSettings
+from gpuadvisor.sinks.delivery.outbox import (
+    Active,
+    Cycle,
+    Outbox,
+    OutboxSettings,
+    Outcome,
+    SinkError,
+)
+from gpuadvisor.sinks.delivery.payload import iso_utc
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.ports import free_port
 

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 import pytest
 
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation
-from gpuadvisor.sinks.delivery import (
+from gpuadvisor.sinks.delivery.outbox import (
     Active,
     Coalescing,
     Cycle,

@@ -17,8 +17,15 @@ from aiohttp.test_utils import TestServer
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
-from gpuadvisor.sinks.delivery import Active, Cycle, Outbox, OutboxSettings, Outcome, SinkError
-from gpuadvisor.sinks.slack import (
+from gpuadvisor.sinks.delivery.outbox import (
+    Active,
+    Cycle,
+    Outbox,
+    OutboxSettings,
+    Outcome,
+    SinkError,
+)
+from gpuadvisor.sinks.delivery.slack import (
     MAX_BLOCKS,
     MAX_SECTION_CHARS,
     MAX_TOP_N,

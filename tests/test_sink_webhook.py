@@ -17,9 +17,9 @@ from aiohttp.test_utils import TestServer
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
-from gpuadvisor.sinks.delivery import Active, Cycle, SinkError
-from gpuadvisor.sinks.payload import recommendation_json
-from gpuadvisor.sinks.webhook import (
+from gpuadvisor.sinks.delivery.outbox import Active, Cycle, SinkError
+from gpuadvisor.sinks.delivery.payload import recommendation_json
+from gpuadvisor.sinks.delivery.webhook import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     WebhookSettings,

@@ -20,15 +20,15 @@ import pytest
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.queue import QueueEntry
-from gpuadvisor.sources.slurm import (
+from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
+from gpuadvisor.sources.slurm.parse import (
     FORMATS,
     gres_detail_indices,
     parse_squeue,
     squeue_format,
     tres_gpus,
 )
-from gpuadvisor.sources.slurm_hostlist import HostlistError, expand_hostlist
-from gpuadvisor.sources.squeue import (
+from gpuadvisor.sources.slurm.squeue import (
     QueueSourceError,
     SlurmQueueSource,
     SqueueSettings,

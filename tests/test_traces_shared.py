@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpuadvisor.simulation.generator import MIXES, PHILLY_RUNTIMES, RuntimeDistribution
-from gpuadvisor.sources.philly_runtimes import read_runtimes
 from gpuadvisor.sources.traces import load_trace, read_nodes, read_trace
+from gpuadvisor.sources.traces.philly_runtimes import read_runtimes
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 OPENB = SHARED / "alibaba-gpu-v2023" / "csv"

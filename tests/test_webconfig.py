@@ -27,7 +27,7 @@ from gpuadvisor.services.webconfig import (
     load_web_config,
     web_security,
 )
-from gpuadvisor.sources.simgpu import SimulatedProbe, default_spec
+from gpuadvisor.sources.simnode.node import SimulatedProbe, default_spec
 
 ONCE = AgentSettings(interval_s=3600.0, probe_timeout_s=2.0)
 PASSWORD = "s3cret-scrape"

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuadvisor.analysis.capacity import Capacity
-from gpuadvisor.analysis.placement import PlacementContext, first_fit
+from gpuadvisor.analysis.scheduling.placement import PlacementContext, first_fit
 from gpuadvisor.model import MILLI_PER_GPU, Job
 
 _CTX = PlacementContext()

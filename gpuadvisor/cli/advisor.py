@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gpuadvisor.analysis.hysteresis import HysteresisSettings
+from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
 from gpuadvisor.cli.listen import parse_listen_address
 from gpuadvisor.config.advisor import DEFAULT_LISTEN, AdvisorConfig, load_advisor_config
 from gpuadvisor.errors import ConfigError
@@ -25,13 +25,13 @@ from gpuadvisor.services.advisor import (
     status_json,
 )
 from gpuadvisor.services.webconfig import web_security
-from gpuadvisor.sinks.alertmanager import AlertmanagerSink
-from gpuadvisor.sinks.delivery import Outbox, Sink
-from gpuadvisor.sinks.slack import SlackSink
-from gpuadvisor.sinks.webhook import WebhookSink
-from gpuadvisor.sources.live_state import read_live_state
-from gpuadvisor.sources.profiles import profile
-from gpuadvisor.sources.prometheus import PrometheusClient, PrometheusSettings
+from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerSink
+from gpuadvisor.sinks.delivery.outbox import Outbox, Sink
+from gpuadvisor.sinks.delivery.slack import SlackSink
+from gpuadvisor.sinks.delivery.webhook import WebhookSink
+from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
+from gpuadvisor.sources.prometheus.live import read_live_state
+from gpuadvisor.sources.prometheus.profiles import profile
 
 log = logging.getLogger(__name__)
 

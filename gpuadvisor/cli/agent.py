@@ -13,15 +13,15 @@ from aiohttp import web
 
 from gpuadvisor.cli.agent_config import add_config_flags, apply_agent_config
 from gpuadvisor.cli.listen import AGENT_PORT, parse_listen_address
-from gpuadvisor.config.sim_spec import load_sim_spec
+from gpuadvisor.config.simnode import load_sim_spec
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.agent import AgentSettings, create_app
 from gpuadvisor.services.webconfig import web_security
-from gpuadvisor.sources.gpu import GpuProbe
 from gpuadvisor.sources.jobmap import JobMap
-from gpuadvisor.sources.nvml import TOPOLOGY_LEVELS, NvmlProbe, NvmlSettings
-from gpuadvisor.sources.sim_schedule import node_spec, read_schedule
-from gpuadvisor.sources.simgpu import SimSpec, SimulatedProbe, default_spec
+from gpuadvisor.sources.nvml.probe import TOPOLOGY_LEVELS, NvmlProbe, NvmlSettings
+from gpuadvisor.sources.probe import GpuProbe
+from gpuadvisor.sources.simnode.node import SimSpec, SimulatedProbe, default_spec
+from gpuadvisor.sources.simnode.schedule import node_spec, read_schedule
 
 DEFAULT_PORT = AGENT_PORT
 """Outside the 9100-9999 range allocated to Prometheus exporters, and clear of the Kubernetes,

@@ -11,9 +11,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from gpuadvisor.analysis.advice import advise
+from gpuadvisor.analysis.advice.reorder import advise
 from gpuadvisor.analysis.estimates import estimate_runtime
-from gpuadvisor.analysis.orders import OrderSettings
+from gpuadvisor.analysis.scheduling.orders import OrderSettings
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.outputs import prepare_folder
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Recommendation
@@ -22,8 +22,8 @@ from gpuadvisor.simulation.compare import PolicyRun, compare
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.results import SimulationResult
 from gpuadvisor.simulation.workload import offered_load
-from gpuadvisor.sinks.plots import write_plots
-from gpuadvisor.sinks.report import (
+from gpuadvisor.sinks.report.plots import write_plots
+from gpuadvisor.sinks.report.tables import (
     progress_bar,
     render_size_table,
     render_table,

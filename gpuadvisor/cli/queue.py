@@ -16,9 +16,13 @@ from gpuadvisor.cli.listen import QUEUE_PORT, parse_listen_address
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.queue import Poller, QueueSettings, QueueSource, create_app
 from gpuadvisor.services.webconfig import DEFAULT_MAX_REQUESTS, web_security
-from gpuadvisor.sinks.queue_exposition import queue_registry
-from gpuadvisor.sources.queue_file import QueueFileSource
-from gpuadvisor.sources.squeue import DEFAULT_MAX_OUTPUT_BYTES, SlurmQueueSource, SqueueSettings
+from gpuadvisor.sinks.exposition.queue import queue_registry
+from gpuadvisor.sources.queuefile import QueueFileSource
+from gpuadvisor.sources.slurm.squeue import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    SlurmQueueSource,
+    SqueueSettings,
+)
 
 DEFAULT_PORT = QUEUE_PORT
 DEFAULT_LISTEN_ADDRESS = f":{DEFAULT_PORT}"

@@ -12,8 +12,8 @@ from typing import Any
 
 from rich.console import Console
 
-from gpuadvisor.analysis.orders import ORDERS, OrderSettings
-from gpuadvisor.analysis.placement import PLACEMENTS
+from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
+from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.outputs import prepare_file, prepare_folder
 from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
@@ -23,9 +23,14 @@ from gpuadvisor.simulation.engine import ESTIMATE_MODES, SimulationConfig
 from gpuadvisor.simulation.generator import MIXES, generate_workload
 from gpuadvisor.simulation.inflation import run_inflation
 from gpuadvisor.simulation.workload import offered_load, scale_to_load
-from gpuadvisor.sinks.plots import write_plots
-from gpuadvisor.sinks.report import progress_bar, render_size_table, render_table, results_json
-from gpuadvisor.sinks.schedule import write_schedule
+from gpuadvisor.sinks.report.plots import write_plots
+from gpuadvisor.sinks.report.schedule import write_schedule
+from gpuadvisor.sinks.report.tables import (
+    progress_bar,
+    render_size_table,
+    render_table,
+    results_json,
+)
 from gpuadvisor.sources.traces import READERS, read_nodes, read_trace
 
 PROTOCOLS = ("replay", "inflation")

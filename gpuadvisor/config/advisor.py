@@ -15,23 +15,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from gpuadvisor.analysis.advice import AdviceSettings
-from gpuadvisor.analysis.cycle import CycleSettings
-from gpuadvisor.analysis.hysteresis import HysteresisSettings
-from gpuadvisor.analysis.orders import ORDERS, OrderSettings
-from gpuadvisor.analysis.placement import PLACEMENTS
-from gpuadvisor.analysis.reclaim import ReclaimSettings
+from gpuadvisor.analysis.advice.cycle import CycleSettings
+from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
+from gpuadvisor.analysis.advice.reclaim import ReclaimSettings
+from gpuadvisor.analysis.advice.reorder import AdviceSettings
+from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
+from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.config.values import count, listen_address, ratio, seconds, text
 from gpuadvisor.config.yamlfile import YamlMap, did_you_mean, load_yaml_map
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.sinks.alertmanager import AlertmanagerTarget
-from gpuadvisor.sinks.delivery import OutboxSettings
-from gpuadvisor.sinks.http import HttpSettings, TlsSettings
-from gpuadvisor.sinks.slack import SlackSettings
-from gpuadvisor.sinks.webhook import WebhookSettings
-from gpuadvisor.sources.live_state import LiveSettings
-from gpuadvisor.sources.profiles import PROFILES, Profile, profile
-from gpuadvisor.sources.prometheus import PrometheusSettings
+from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerTarget
+from gpuadvisor.sinks.delivery.http import HttpSettings, TlsSettings
+from gpuadvisor.sinks.delivery.outbox import OutboxSettings
+from gpuadvisor.sinks.delivery.slack import SlackSettings
+from gpuadvisor.sinks.delivery.webhook import WebhookSettings
+from gpuadvisor.sources.prometheus.client import PrometheusSettings
+from gpuadvisor.sources.prometheus.live import LiveSettings
+from gpuadvisor.sources.prometheus.profiles import PROFILES, Profile, profile
 
 SCHEDULERS = {"slurm": "scontrol commands", "none": "advice in words only"}
 DEFAULT_LISTEN = ":19844"

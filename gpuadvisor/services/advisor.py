@@ -22,13 +22,19 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gpuadvisor import __version__
-from gpuadvisor.analysis.cycle import CycleSettings, Findings, analyse
-from gpuadvisor.analysis.hysteresis import Change, Debounced, HysteresisSettings, Tracked, step
+from gpuadvisor.analysis.advice.cycle import CycleSettings, Findings, analyse
+from gpuadvisor.analysis.advice.hysteresis import (
+    Change,
+    Debounced,
+    HysteresisSettings,
+    Tracked,
+    step,
+)
 from gpuadvisor.model import LiveState, SourceHealth
-from gpuadvisor.sinks.advisor_exposition import AdvisorMetrics, AdvisorStatus
-from gpuadvisor.sinks.delivery import Active, Cycle, Outbox, Outcome
-from gpuadvisor.sinks.payload import iso_utc, recommendation_json
-from gpuadvisor.sources.live_state import gc_paused
+from gpuadvisor.sinks.delivery.outbox import Active, Cycle, Outbox, Outcome
+from gpuadvisor.sinks.delivery.payload import iso_utc, recommendation_json
+from gpuadvisor.sinks.exposition.advisor import AdvisorMetrics, AdvisorStatus
+from gpuadvisor.sources.prometheus.live import gc_paused
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from gpuadvisor import __version__
-from gpuadvisor.analysis.utilization import (
+from gpuadvisor.analysis.agent_state import (
     AgentState,
     CollectorRun,
     UtilizationSettings,
@@ -35,9 +35,9 @@ from gpuadvisor.analysis.utilization import (
     record_collector,
 )
 from gpuadvisor.model.gpu import NodeReading
-from gpuadvisor.sinks.agent_render import CachedExposition
-from gpuadvisor.sinks.exposition import agent_registry
-from gpuadvisor.sources.gpu import GpuProbe, ProbeUnavailableError
+from gpuadvisor.sinks.exposition.agent import agent_registry
+from gpuadvisor.sinks.exposition.agent_text import CachedExposition
+from gpuadvisor.sources.probe import GpuProbe, ProbeUnavailableError
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from gpuadvisor.errors import InputError
-from gpuadvisor.sinks.payload import iso_utc
+from gpuadvisor.sinks.delivery.payload import iso_utc
 
 API_PATH: Final = "/api/v1/recommendations"
 MAX_DOCUMENT_BYTES: Final = 16 * 1024 * 1024

@@ -27,7 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from gpuadvisor import __version__
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.model.queue import QueueSnapshot
-from gpuadvisor.sinks.queue_exposition import QueueStatus, queue_registry
+from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from gpuadvisor.analysis.fragmentation import WorkloadMix
-from gpuadvisor.analysis.orders import ORDERS
-from gpuadvisor.analysis.placement import PLACEMENTS
+from gpuadvisor.analysis.scheduling.orders import ORDERS
+from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.engine import SimulationConfig, prepare_jobs, simulate

@@ -20,12 +20,12 @@ import random
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
-from gpuadvisor.analysis.buckets import PendingBuckets
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
 from gpuadvisor.analysis.fragmentation import WorkloadMix
 from gpuadvisor.analysis.idle import split_idle
-from gpuadvisor.analysis.orders import (
+from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
+from gpuadvisor.analysis.scheduling.orders import (
     DEFAULT_PLACEMENT,
     ORDERS,
     Ending,
@@ -33,7 +33,7 @@ from gpuadvisor.analysis.orders import (
     Plan,
     QueueView,
 )
-from gpuadvisor.analysis.placement import PLACEMENTS, PlacementContext
+from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint, Totals

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.fragmentation import WorkloadMix
-from gpuadvisor.analysis.placement import PLACEMENTS, Placement, PlacementContext
+from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, Placement, PlacementContext
 from gpuadvisor.model import Cluster, Job
 
 

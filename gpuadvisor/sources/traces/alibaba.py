@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job, Node
-from gpuadvisor.sources.traces.table import Header, Row, open_table, parsed
+from gpuadvisor.sources.table import Header, Row, open_table, parsed
 from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
 
 FORMAT = "alibaba"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job
+from gpuadvisor.sources.table import read_header
 from gpuadvisor.sources.traces import alibaba, generic, helios, philly, tiresias
-from gpuadvisor.sources.traces.table import read_header
 from gpuadvisor.sources.traces.trace import Trace
 
 TraceReader = Callable[[str | Path], Trace]

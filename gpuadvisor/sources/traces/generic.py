@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO
 
 from gpuadvisor.model import MILLI_PER_GPU, Job
-from gpuadvisor.sources.traces.table import Header, Row, open_table, parsed
+from gpuadvisor.sources.table import Header, Row, open_table, parsed
 from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
 
 FORMAT = "generic"

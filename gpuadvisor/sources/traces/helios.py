@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from gpuadvisor.model import Job
-from gpuadvisor.sources.traces.table import Header, Row, open_table, parsed
+from gpuadvisor.sources.table import Header, Row, open_table, parsed
 from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
 
 FORMAT = "helios"

@@ -32,7 +32,7 @@ from typing import Any
 
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model import Job
-from gpuadvisor.sources.traces.table import timestamp_s
+from gpuadvisor.sources.table import timestamp_s
 from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
 
 FORMAT = "philly"

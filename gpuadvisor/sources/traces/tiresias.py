@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
-from gpuadvisor.sources.traces.table import Header, Row, open_table, parsed
+from gpuadvisor.sources.table import Header, Row, open_table, parsed
 from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
 
 FORMAT = "tiresias"

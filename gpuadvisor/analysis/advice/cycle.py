@@ -1,0 +1,86 @@
+"""One advisor cycle, pure: from the live state to the findings the advisor exposes and sends.
+
+The findings hold the idle split (why free GPUs sit idle), fragmentation against the pending
+queue's shapes, and the recommendations (`advice` and `reclaim`). When an input is not trusted
+(stale or down) the cycle finds nothing: no numbers and no advice from data it cannot vouch for.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from gpuadvisor.analysis.advice.reclaim import ReclaimSettings, reclaim_idle
+from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise, capacity_of
+from gpuadvisor.analysis.estimates import estimate_runtime
+from gpuadvisor.analysis.fragmentation import Fragmentation, WorkloadMix, measure
+from gpuadvisor.analysis.idle import IdleSplit, split_idle
+from gpuadvisor.model import MILLI_PER_GPU, Job, Kind, LiveState, Recommendation
+
+_PER_JOB_GAIN = frozenset({Kind.START_NOW, Kind.RECLAIM_IDLE})
+
+
+@dataclass(frozen=True, slots=True)
+class CycleSettings:
+    """What the advice and the idle-reclaim checks need."""
+
+    advice: AdviceSettings = field(default_factory=AdviceSettings)
+    reclaim: ReclaimSettings = field(default_factory=ReclaimSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    """What one cycle found. ``trusted`` False: inputs were stale, everything else is empty."""
+
+    trusted: bool
+    recommendations: tuple[Recommendation, ...] = ()
+    gpus: int = 0
+    allocated_gpus: float = 0.0
+    idle: IdleSplit | None = None
+    fragmentation: Fragmentation | None = None
+    pending_jobs: int = 0
+    running_jobs: int = 0
+
+    @property
+    def expected_gain_ratio(self) -> float:
+        """GPUs the advice would make busy now, as a share of all GPUs (0-1). Counted from the
+        per-job kinds only: ``queue-blocked`` sums the ``start-now`` gains it lists."""
+        if not self.gpus:
+            return 0.0
+        busy = sum(r.gain.gpus_busy_now for r in self.recommendations if r.kind in _PER_JOB_GAIN)
+        return min(1.0, busy / self.gpus)
+
+
+def _waiting_shapes(pending: tuple[Job, ...]) -> list[tuple[Job, int]]:
+    counts: Counter[tuple[object, ...]] = Counter()
+    first: dict[tuple[object, ...], Job] = {}
+    for job in pending:
+        counts[job.fit_key] += 1
+        first.setdefault(job.fit_key, job)
+    return [(first[key], count) for key, count in counts.items()]
+
+
+def analyse(live: LiveState, settings: CycleSettings = CycleSettings()) -> Findings:
+    """The findings of one cycle on ``live``."""
+    if not live.trusted:
+        return Findings(trusted=False)
+    snapshot = live.snapshot
+    capacity = capacity_of(snapshot)
+    pending = snapshot.pending
+    mix = WorkloadMix.of_jobs(pending)
+    valid_until = snapshot.time_s + settings.advice.validity_s
+    advice = advise(snapshot, estimate_runtime, mix=mix, settings=settings.advice)
+    reclaim = reclaim_idle(live, settings.reclaim, valid_until)
+    recommendations = tuple(
+        sorted(advice + reclaim, key=lambda r: (-r.gain.gpus_busy_now, r.kind, r.job_id))
+    )
+    return Findings(
+        trusted=True,
+        recommendations=recommendations,
+        gpus=snapshot.cluster.gpus,
+        allocated_gpus=(capacity.total_milli - capacity.free_total_milli) / MILLI_PER_GPU,
+        idle=split_idle(capacity, _waiting_shapes(pending)),
+        fragmentation=measure(capacity, mix) if mix else None,
+        pending_jobs=len(pending),
+        running_jobs=len(snapshot.running),
+    )

@@ -1,0 +1,103 @@
+"""End-fit placement: keep nodes on their way to becoming wholly free.
+
+Multi-node jobs need whole free nodes. A node that still runs a few jobs will be whole once
+they end; a small job placed there delays that only if it runs past them. So a job goes to the
+node it delays least: one whose running jobs are expected to end after it does (then the
+tightest such node), else the node whose jobs end latest; a wholly free node only when no busy
+one admits it. FGD's fragment measure, made for a cluster where nothing leaves, does the
+opposite here: it counts the free GPUs of a nearly empty node as a fragment for small jobs to
+fill, which keeps that node from ever becoming whole.
+
+Without timing (no expected ends known) the delay is the same everywhere and end-fit is
+best-fit that spares wholly free nodes. Among equals it keeps a multi-GPU job inside one
+topology group, then goes to the first-ranked node.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpuadvisor.analysis.capacity import Capacity, tightest_group
+from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
+
+if TYPE_CHECKING:
+    from gpuadvisor.analysis.scheduling.placement import PlacementContext
+
+INF = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """What a time-aware placement consults: the time, a job's runtime estimate, and until when
+    each node's running jobs are expected to run (``inf``: not known; ``-inf``: none run)."""
+
+    now_s: float
+    estimate: Callable[[Job], float | None]
+    busy_until: Callable[[int], float]
+
+
+def end_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
+    """The node (or nodes) a job delays least from becoming wholly free (see module notes)."""
+    timing = ctx.timing
+    end = -INF  # without timing every node delays the job's end by nothing
+    if timing is not None:
+        estimate = timing.estimate(job)
+        end = INF if estimate is None else timing.now_s + estimate
+    memo = ctx.costs("end-fit", job)  # node state -> (wholly free, spans groups, milli left)
+    rank = ctx.node_rank
+    options: list[tuple[float, float, float, float, int, int]] = []
+    for state, members in capacity.state_classes().items():
+        static = memo.get(state, ())
+        if static == ():
+            rep = next(iter(members))
+            static = _static(capacity, job, rep) if capacity.node_admits(rep, job) else None
+            memo[state] = static
+        if static is None:
+            continue
+        whole, spans, left = static
+        if whole or timing is None:
+            if job.nodes == 1:
+                n = ctx.first_ranked([members])
+                options.append((whole, 0.0, spans, left, rank[n] if rank else n, n))
+            else:
+                options.extend(
+                    (whole, 0.0, spans, left, rank[n] if rank else n, n) for n in members
+                )
+            continue
+        busy = timing.busy_until
+        for n in members:
+            until = busy(n)
+            delay = 0.0 if until >= end else end - max(until, timing.now_s)
+            options.append((whole, delay, spans, left, rank[n] if rank else n, n))
+    if len(options) < job.nodes:
+        return None
+    chosen = [o[-1] for o in sorted(options)[: job.nodes]] if job.nodes > 1 else [min(options)[-1]]
+    return Allocation(tuple((n, _gpus(capacity, job, n)) for n in chosen), job.gpu_milli)
+
+
+def _static(capacity: Capacity, job: Job, node: int) -> tuple[float, float, float]:
+    """What does not change with time: (wholly free, would span topology groups, milli left)."""
+    free = capacity.free_milli[node]
+    whole = all(f == MILLI_PER_GPU for f in free)
+    spans = False
+    if job.gpus > 1 and not job.fractional:
+        spans = tightest_group(free, capacity.cluster.nodes[node].groups, job.gpus) is None
+    return float(whole), float(spans), float(sum(free) - job.gpu_milli_total)
+
+
+def _gpus(capacity: Capacity, job: Job, node: int) -> tuple[int, ...]:
+    """A fractional job gets the GPU with the least free that holds it; a whole-GPU job the
+    tightest topology group that holds it, else the lowest-numbered whole GPUs."""
+    free = capacity.free_milli[node]
+    if not job.gpus:
+        return ()
+    if job.fractional:
+        return (min((g for g, f in enumerate(free) if f >= job.gpu_milli), key=free.__getitem__),)
+    if job.gpus > 1:
+        grouped = tightest_group(free, capacity.cluster.nodes[node].groups, job.gpus)
+        if grouped is not None:
+            return grouped
+    return tuple([g for g, f in enumerate(free) if f == MILLI_PER_GPU][: job.gpus])

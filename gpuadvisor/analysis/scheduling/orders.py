@@ -1,0 +1,162 @@
+"""Queue orders: which pending jobs start now, and which get a reservation.
+
+Every order is one configuration of a single backfilling scheduler pass:
+
+- ``fifo``: strict first-in-first-out; the first job that does not fit blocks all behind it.
+- ``fifo-skip``: first-in-first-out, but a job that does not fit is skipped (no reservations).
+- ``easy``: EASY backfill; the first blocked job gets a reservation at the earliest time it can
+  start (from the running jobs' estimated ends), and later jobs may start now only where they do
+  not delay it (they end before it, or use GPUs it does not need).
+- ``conservative``: every blocked job gets a reservation (up to ``max_reservations``).
+- ``sjf``: shortest estimated runtime first, skipping what does not fit (no reservations).
+- ``advisor``: EASY plus a starvation bound: a job that has waited longer than
+  ``starvation_s`` also gets a reservation (and is tried in queue order). Among the other jobs
+  behind the head, those that fill the most idle GPUs start first (largest first, then queue
+  order), so idle capacity is packed rather than nibbled. Placement is the caller's (in a
+  replay the advisor's is ``end-fit``: it keeps nodes on their way to becoming whole).
+
+A policy returns a ``Plan`` (starts and reservations); the caller applies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from gpuadvisor.analysis.scheduling.passes import SchedulingPass
+from gpuadvisor.analysis.scheduling.placement import Placement, PlacementContext
+from gpuadvisor.analysis.scheduling.plans import (
+    INF,
+    Ending,
+    Estimate,
+    OrderSettings,
+    Plan,
+    QueueView,
+    Reservation,
+    Start,
+)
+from gpuadvisor.analysis.scheduling.reservations import reservation_placement
+from gpuadvisor.model import Job
+
+__all__ = [
+    "DEFAULT_PLACEMENT",
+    "INF",
+    "ORDERS",
+    "Ending",
+    "Estimate",
+    "Order",
+    "OrderSettings",
+    "Plan",
+    "QueueView",
+    "Reservation",
+    "Start",
+    "reservation_placement",
+    "shortest_key",
+    "submit_key",
+]
+
+DEFAULT_SETTINGS = OrderSettings()
+
+ReserveRule = Callable[[int, int, float, OrderSettings], bool]
+"""(blocked jobs before this one, reservations made so far, its wait so far, settings) ->
+whether this blocked job gets a reservation."""
+
+
+def _reserve_none(nth: int, reserved: int, wait_s: float, s: OrderSettings) -> bool:
+    return False
+
+
+def _reserve_head(nth: int, reserved: int, wait_s: float, s: OrderSettings) -> bool:
+    return nth == 0
+
+
+def _reserve_all(nth: int, reserved: int, wait_s: float, s: OrderSettings) -> bool:
+    return True
+
+
+def _reserve_head_or_starved(nth: int, reserved: int, wait_s: float, s: OrderSettings) -> bool:
+    return nth == 0 or (wait_s >= s.starvation_s and reserved <= s.max_starved_reservations)
+
+
+def submit_key(job: Job, estimate_s: float | None) -> tuple[float, float]:
+    return (job.submit_time_s, 0.0)
+
+
+def shortest_key(job: Job, estimate_s: float | None) -> tuple[float, float]:
+    return (INF if estimate_s is None else estimate_s, job.submit_time_s)
+
+
+@dataclass(frozen=True)
+class Order:
+    """A queue order: its sort key, whether the first blocked job stops the pass, who reserves."""
+
+    name: str
+    key: Callable[[Job, float | None], tuple[float, float]]
+    strict: bool
+    reserve: ReserveRule
+    description: str
+    fill_largest_first: bool = False
+
+    @property
+    def submit_ordered(self) -> bool:
+        """Whether the queue is in submit-time order (its key starts with the submit time)."""
+        return self.key is submit_key
+
+    def plan(
+        self,
+        view: QueueView,
+        placement: Placement,
+        ctx: PlacementContext,
+        settings: OrderSettings = DEFAULT_SETTINGS,
+    ) -> Plan:
+        return SchedulingPass(self, view, placement, ctx, settings).run()
+
+    def plan_arrivals(
+        self,
+        view: QueueView,
+        arrived: Sequence[Job],
+        previous: Plan,
+        placement: Placement,
+        ctx: PlacementContext,
+        settings: OrderSettings = DEFAULT_SETTINGS,
+    ) -> Plan:
+        """Plan an instant at which jobs only arrived since ``previous`` (nothing ended or
+        started). Jobs queued before were already tried against at least this much capacity
+        and kept their reservations, so only ``arrived`` can start now, and only where the
+        previous reservations allow. A job that crossed the starvation bound since then gets
+        its reservation at the next full pass (the next time a job ends)."""
+        if not previous.blocked:
+            return self.plan(view, placement, ctx, settings)
+        if self.strict:
+            return replace(previous, starts=())
+        return SchedulingPass(self, view, placement, ctx, settings).run_arrivals(arrived, previous)
+
+
+ORDERS: dict[str, Order] = {
+    "fifo": Order("fifo", submit_key, True, _reserve_none, "strict FIFO: the head blocks"),
+    "fifo-skip": Order("fifo-skip", submit_key, False, _reserve_none, "FIFO, skip what won't fit"),
+    "easy": Order("easy", submit_key, False, _reserve_head, "EASY backfill (head reserved)"),
+    "conservative": Order(
+        "conservative", submit_key, False, _reserve_all, "conservative backfill (all reserved)"
+    ),
+    "sjf": Order("sjf", shortest_key, False, _reserve_none, "shortest estimated runtime first"),
+    "advisor": Order(
+        "advisor",
+        submit_key,
+        False,
+        _reserve_head_or_starved,
+        "EASY + starvation bound, largest-fill backfill, end-fit placement",
+        fill_largest_first=True,
+    ),
+}
+
+DEFAULT_PLACEMENT: dict[str, str] = {
+    "fifo": "first-fit",
+    "fifo-skip": "first-fit",
+    "easy": "first-fit",
+    "conservative": "first-fit",
+    "sjf": "first-fit",
+    "advisor": "end-fit",
+}
+"""The placement each order runs with unless told otherwise (the advisor's: ``end-fit``, which
+keeps nodes on their way to becoming wholly free for multi-node jobs)."""

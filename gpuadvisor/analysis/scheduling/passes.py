@@ -1,0 +1,384 @@
+"""One scheduling pass of a queue order: start what fits in queue order, reserve for blocked
+jobs as the order says, and backfill behind them without delaying any reservation.
+
+A reservation is the earliest expected time a blocked job fits (``reservations``), on GPUs
+that are busy now where possible. A job may start ahead of a reserved one only where it ends
+before the reservation starts or uses GPUs the reservation does not need. Work is saved where
+it cannot matter: reservations are only worked out once a job behind could start, shapes that
+fit nowhere are passed over, and failures are remembered per (shape, reservations that guard
+it). Capacity only shrinks during a pass, so a shape that failed against some reservations
+fails against any longer prefix of them for the rest of the pass.
+
+Given the engine's pending buckets (``QueueView.buckets``), the jobs behind the blocked ones
+are decided bucket by bucket (``Scan``): a pass then touches shapes, not jobs. Without them
+(the live advisor, or explaining) it goes job by job; both plan the same.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from gpuadvisor.analysis.capacity import Capacity, withheld_gpus
+from gpuadvisor.analysis.scheduling.buckets import FitKey
+from gpuadvisor.analysis.scheduling.endfit import Timing
+from gpuadvisor.analysis.scheduling.placement import Placement, PlacementContext
+from gpuadvisor.analysis.scheduling.plans import (
+    INF,
+    Ending,
+    OrderSettings,
+    Plan,
+    QueueView,
+    Reservation,
+    Start,
+)
+from gpuadvisor.analysis.scheduling.reservations import earliest_reservation
+from gpuadvisor.analysis.scheduling.scan import Scan
+from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
+
+
+class PassRules(Protocol):
+    """What a pass needs of its order (``orders.Order``)."""
+
+    @property
+    def key(self) -> Callable[[Job, float | None], tuple[float, float]]: ...
+
+    @property
+    def strict(self) -> bool: ...
+
+    @property
+    def fill_largest_first(self) -> bool: ...
+
+    @property
+    def submit_ordered(self) -> bool: ...
+
+    def reserve(self, nth: int, reserved: int, wait_s: float, s: OrderSettings) -> bool: ...
+
+
+@dataclass
+class SchedulingPass:
+    """One scheduling pass. Mutable scratch state, private to ``Order.plan``."""
+
+    order: PassRules
+    view: QueueView
+    placement: Placement
+    ctx: PlacementContext
+    settings: OrderSettings
+    cap: Capacity | None = None  # lazily copied from view.capacity on the first start
+    starts: list[Start] = field(default_factory=list)
+    started: list[Ending] = field(default_factory=list)  # this pass's starts by expected end
+    reservations: list[Reservation] = field(default_factory=list)
+    reservation_ends: list[float] = field(default_factory=list)
+    blocked: list[Job] = field(default_factory=list)
+    owed: list[Job] = field(default_factory=list)
+    passed_over: int = 0  # jobs passed over: counted, not listed (outside explain mode)
+    more_blocked: int = 0  # blocked jobs counted but not listed in ``blocked``
+    unfit: set[FitKey] = field(default_factory=set)
+    reservation_starts: list[float] = field(default_factory=list)  # sorted
+    reservations_by_start: list[Reservation] = field(default_factory=list)
+    masked_unfit: set[tuple[FitKey, int]] = field(default_factory=set)  # (shape, guard) failed
+    masked_cache: dict[int, Capacity] = field(default_factory=dict)
+    withheld_cache: dict[int, dict[int, set[int]]] = field(default_factory=dict)
+    epoch: int = 0  # bumped whenever a reservation is added (every guard level may change)
+    busy_now: list[float] | None = None  # view.busy_until with this pass's starts applied
+    timed_ctx: PlacementContext | None = None
+
+    @property
+    def capacity(self) -> Capacity:
+        return self.cap if self.cap is not None else self.view.capacity
+
+    def run(self) -> Plan:
+        view, settings = self.view, self.settings
+        pending = view.pending
+        total = self.capacity.total_milli
+        for position, job in enumerate(pending):
+            if self.capacity.used_milli >= total and job.gpus and not settings.explain:
+                break  # nothing that needs a GPU can start; reservations would change nothing
+            allocation = self._try_start(job)
+            if allocation is not None:
+                self._start(job, allocation)
+                continue
+            self.blocked.append(job)
+            if self.order.strict:
+                if settings.explain:
+                    self._reserve(job)
+                break
+            if self.order.reserve(0, 0, view.now_s - job.submit_time_s, settings):
+                self._owe(job)
+            lo = position + 1
+            hi = min(len(pending), lo + settings.backfill_depth)
+            if view.buckets is not None and not settings.explain and self._scannable:
+                Scan(self, view.buckets, lo, hi).run()
+            elif self.order.fill_largest_first:
+                self._starved_then_fill(pending[lo:hi])
+            else:
+                self._backfill(pending[lo:hi])
+            break
+        return self.result()
+
+    @property
+    def _scannable(self) -> bool:
+        """Whether ``Scan`` can do this order's backfill (the advisor's split into starved
+        and other jobs needs a queue in submit order), and pays: when most buckets hold a
+        single job (estimates with noise), going job by job is cheaper."""
+        queue = self.view.buckets
+        if queue is None or queue.buckets * 4 > len(queue):
+            return False
+        return self.order.submit_ordered or not self.order.fill_largest_first
+
+    def run_arrivals(self, arrived: Sequence[Job], previous: Plan) -> Plan:
+        """The pass at an instant when jobs only arrived since ``previous``: the previous
+        reservations stand, and only ``arrived`` are tried (see ``Order.plan_arrivals``)."""
+        view = self.view
+        for reservation in previous.reservations:
+            estimate = view.estimate(reservation.job)
+            self._add_reservation(reservation, reservation.end_s(estimate))
+        self.owed = list(previous.owed)
+        self.blocked = list(previous.blocked)
+        self.more_blocked = previous.more_blocked
+        position = {id(job): i for i, job in enumerate(arrived)}
+        key = self.order.key
+        candidates = sorted(arrived, key=lambda j: (*key(j, view.estimate(j)), position[id(j)]))
+        if self.order.fill_largest_first:
+            self._fill(candidates)
+        else:
+            for job in candidates:
+                allocation = self._try_start(job)
+                if allocation is not None:
+                    self._start(job, allocation)
+                else:
+                    self.blocked.append(job)
+        return self.result()
+
+    def result(self) -> Plan:
+        return Plan(
+            tuple(self.starts),
+            tuple(self.reservations),
+            tuple(self.blocked),
+            tuple(self.owed),
+            self.more_blocked,
+        )
+
+    def _backfill(self, window: Iterable[Job], *, hand_over: bool = False) -> int | None:
+        """Behind the first blocked job: try each in queue order, reserving where the order says.
+
+        Once no later job may get a reservation, a job whose shape fits nowhere is passed over
+        without a try (the long queues of saturated clusters are mostly such jobs); with
+        ``hand_over``, the pass stops there instead, for the caller to go on bucket by bucket.
+        Returns how many jobs of ``window`` it went through, or None if it stopped because
+        nothing that needs a GPU can start any more."""
+        view, settings = self.view, self.settings
+        total = self.capacity.total_milli
+        unfit, explain = self.unfit, settings.explain
+        may_reserve = True
+        done = 0
+        for job in window:
+            if not may_reserve and hand_over:
+                return done
+            done += 1
+            if self.capacity.used_milli >= total and job.gpus and not explain:
+                return None  # nothing behind can start: the rest is not looked at
+            if not may_reserve and job.fit_key in unfit:
+                self.passed_over += 1
+                continue
+            allocation = self._try_start(job)
+            if allocation is not None:
+                self._start(job, allocation)
+                continue
+            nth = len(self.blocked) + self.more_blocked + self.passed_over
+            self.blocked.append(job)
+            if not may_reserve:
+                continue
+            reserved = len(self.reservations) + len(self.owed)
+            wait = view.now_s - job.submit_time_s
+            if reserved < settings.max_reservations and self.order.reserve(
+                nth, reserved, wait, settings
+            ):
+                self._owe(job)
+                reserved += 1
+            # Could any later job still be given one (the most deserving: waited forever)?
+            may_reserve = explain or (
+                reserved < settings.max_reservations
+                and self.order.reserve(nth + 1, reserved, INF, settings)
+            )
+        return done
+
+    def _starved_then_fill(self, window: Sequence[Job]) -> None:
+        """The advisor behind the first blocked job: starved jobs first, in queue order (they
+        start or get a reservation); then the rest fill idle GPUs largest first."""
+        cut = self.view.now_s - self.settings.starvation_s
+        starved = [j for j in window if j.submit_time_s <= cut or not j.gpus]
+        if starved:
+            self._backfill(starved)
+            rest = [j for j in window if j.submit_time_s > cut and j.gpus]
+        else:
+            rest = list(window)
+        if rest:
+            self._fill(rest)
+
+    def _fill(self, deferred: Sequence[Job]) -> None:
+        """Start deferred jobs (in queue order) largest first, then in queue order, while they
+        fit.
+
+        Only shapes that fit the free capacity at all are looked at, and a job whose shape
+        already failed against the same reservations is passed over without another try.
+        Outside explain mode the jobs passed over are counted, not listed."""
+        cap = self.capacity
+        example = {job.fit_key: job for job in deferred}
+        fitting = {k for k, job in example.items() if k not in self.unfit and cap.fits(job)}
+        self.unfit.update(k for k in example if k not in fitting)
+        by_shape: dict[FitKey, list[Job]] = {}
+        for job in deferred:
+            if job.fit_key in fitting:
+                by_shape.setdefault(job.fit_key, []).append(job)
+        self._pass_over([job for job in deferred if job.fit_key not in fitting])
+        total = cap.total_milli
+        for shape, jobs in sorted(by_shape.items(), key=lambda kv: -kv[1][0].gpu_milli_total):
+            for i, job in enumerate(jobs):
+                if shape in self.unfit or self.capacity.used_milli >= total:
+                    self._pass_over(jobs[i:])
+                    break
+                if self.reservation_starts and (shape, self.guard_of(job)) in self.masked_unfit:
+                    self._pass_over((job,))
+                    continue
+                allocation = self._try_start(job)
+                if allocation is not None:
+                    self._start(job, allocation)
+                else:
+                    self._pass_over((job,))
+
+    def _pass_over(self, jobs: Sequence[Job]) -> None:
+        """Jobs left waiting this pass: listed when explaining, else only counted."""
+        if self.settings.explain:
+            self.blocked.extend(jobs)
+        else:
+            self.passed_over += len(jobs)
+
+    def guard_of(self, job: Job) -> int:
+        """How many reservations start before ``job`` would end if it started now: a prefix of
+        them by start time, whose GPUs it may not take."""
+        estimate = self.view.estimate(job)
+        end = INF if estimate is None else self.view.now_s + estimate
+        return bisect.bisect_left(self.reservation_starts, end)
+
+    def _owe(self, job: Job) -> None:
+        """Give ``job`` a reservation: now when explaining, else once a job behind it could
+        start (until then nothing can take what it needs, and the work may be saved)."""
+        if self.settings.explain:
+            self._reserve(job)
+        else:
+            self.owed.append(job)
+
+    def _try_start(self, job: Job) -> Allocation | None:
+        shape = job.fit_key
+        if shape in self.unfit:
+            return None
+        guarded = self.guard_of(job) if self.reservations and not self.owed else 0
+        if guarded and (shape, guarded) in self.masked_unfit:
+            return None
+        cap = self.capacity
+        if not cap.fits(job):
+            self.unfit.add(shape)
+            return None
+        if self.owed:
+            owed, self.owed = self.owed, []
+            for waiting in owed:
+                self._reserve(waiting)
+            guarded = self.guard_of(job) if self.reservations else 0
+            if guarded and (shape, guarded) in self.masked_unfit:
+                return None
+        if not guarded:
+            return self.placement(cap, job, self._ctx())
+        masked = self.masked_cache.get(guarded)
+        if masked is None:
+            held = self._held(guarded)
+            if self._fits_excluding(job, guarded, held):  # cheaper than a masked copy
+                masked = cap.copy()
+                for holder, held_allocation in held:
+                    masked.withhold(holder, held_allocation)
+                self.masked_cache[guarded] = masked
+        placed = None
+        if masked is not None and masked.fits(job):
+            placed = self.placement(masked, job, self._ctx())
+        if placed is None:
+            self.masked_unfit.add((shape, guarded))
+        return placed
+
+    def _ctx(self) -> PlacementContext:
+        """The placement context, with the running jobs' expected ends when the view has them."""
+        if self.view.busy_until is None:
+            return self.ctx
+        if self.timed_ctx is None:
+            # the list's own __getitem__: end-fit asks it for every candidate node of every start
+            timing = Timing(self.view.now_s, self.view.estimate, self._busy_now().__getitem__)
+            self.timed_ctx = replace(self.ctx, timing=timing)
+        return self.timed_ctx
+
+    def _busy_now(self) -> list[float]:
+        """Per node, until when its jobs are expected to run, this pass's starts included (a
+        copy of the view's, made once per pass and updated in place)."""
+        if self.busy_now is None:
+            assert self.view.busy_until is not None
+            self.busy_now = list(self.view.busy_until)
+        return self.busy_now
+
+    def _held(self, guarded: int) -> list[tuple[Job, Allocation]]:
+        """The reservations that guard a job: the first ``guarded`` by start time."""
+        return [
+            (r.job, r.allocation)
+            for r in self.reservations_by_start[:guarded]
+            if r.allocation is not None
+        ]
+
+    def _fits_excluding(self, job: Job, guarded: int, held: list[tuple[Job, Allocation]]) -> bool:
+        if job.gpus and job.gpu_milli == MILLI_PER_GPU and not (job.cpu_milli or job.memory_mib):
+            withheld = self.withheld_cache.get(guarded)
+            if withheld is None:
+                withheld = self.withheld_cache[guarded] = withheld_gpus(held)
+            return not held or self.capacity.fits_withholding(job, withheld)
+        return self.capacity.fits_excluding(job, held)
+
+    def _start(self, job: Job, allocation: Allocation, ahead: int = 0) -> None:
+        """Start ``job``; ``ahead``: jobs queued before it that a bucket scan went past and has
+        not counted yet."""
+        if self.cap is None:
+            self.cap = self.view.capacity.copy()
+        self.cap.allocate(job, allocation)
+        self.masked_cache.clear()
+        estimate = self.view.estimate(job)
+        ending = Ending(INF if estimate is None else self.view.now_s + estimate, job, allocation)
+        at = bisect.bisect_right([e.expected_end_s for e in self.started], ending.expected_end_s)
+        self.started.insert(at, ending)
+        if self.view.busy_until is not None:
+            busy = self._busy_now()
+            for node, _ in allocation.parts:
+                busy[node] = max(busy[node], ending.expected_end_s)
+        overtakes = len(self.blocked) + self.more_blocked + self.passed_over + ahead
+        self.starts.append(Start(job, allocation, overtakes=overtakes))
+
+    def _reserve(self, job: Job) -> None:
+        """Find the earliest expected time ``job`` fits, honouring earlier reservations."""
+        reservation, end = earliest_reservation(
+            job,
+            self.view.estimate(job),
+            self.view.now_s,
+            self.capacity,
+            self.view.running,
+            self.started,
+            list(zip(self.reservations, self.reservation_ends, strict=True)),
+        )
+        self._add_reservation(reservation, end)
+
+    def _add_reservation(self, reservation: Reservation, end: float) -> None:
+        self.reservations.append(reservation)
+        self.reservation_ends.append(end)
+        at = bisect.bisect_right(self.reservation_starts, reservation.time_s)
+        self.reservation_starts.insert(at, reservation.time_s)
+        self.reservations_by_start.insert(at, reservation)
+        # the guard prefixes shift: cached masks and failures keyed by them are stale
+        self.masked_cache.clear()
+        self.withheld_cache.clear()
+        self.masked_unfit.clear()
+        self.epoch += 1

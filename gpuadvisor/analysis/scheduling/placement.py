@@ -1,0 +1,357 @@
+"""Placement: which nodes and GPUs a job gets. Each policy is a function returning an Allocation.
+
+- ``first-fit``: the lowest-numbered nodes that admit the job.
+- ``best-fit``: the nodes left tightest, scored as FGD's reference simulator does (free CPU and
+  free GPU milli after placement, each normalised by the largest node, quantised to 0-100).
+- ``fgd``: fragmentation-gradient descent (Weng et al., ATC'23): the node whose fragmentation
+  F_n, relative to the workload mix, grows least, scored as sigmoid(-growth/1000) quantised to
+  0-100 like the reference; a fractional job gets the GPU that scores best.
+- ``random``: any admitting node; a fractional job any GPU it fits on.
+- ``topology``: best-fit that keeps a multi-GPU job inside one topology group where it can.
+- ``advisor``: fgd, with ties going to a node that keeps a multi-GPU job inside one topology
+  group, whose GPUs it then gets from the tightest such group. (Scoring the exact, unquantised
+  growth of F_n instead placed about 1 point less on FGD's protocol, so the advisor keeps
+  FGD's quantised score.)
+- ``end-fit``: the node the job delays least from becoming wholly free, by the running jobs'
+  expected ends (``endfit``); what the advisor order places with in a replay.
+
+Ties between equally scored nodes go to the node ranked first by the context's ``node_rank``
+(default: the lowest node number). FGD's reference simulator does the same with node names
+that carry a random prefix, so its runs rank nodes by a random permutation; the inflation
+protocol passes one. Policies score one node per class of identical nodes
+(:meth:`Capacity.state_classes`) and memoise the scores per node state.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gpuadvisor.analysis.capacity import Capacity, NodeState, tightest_group
+from gpuadvisor.analysis.fragmentation import WorkloadMix, modelled_cpu_free, node_fragment_milli
+from gpuadvisor.analysis.scheduling.endfit import Timing, end_fit
+from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
+
+Cost = tuple[float, ...]
+"""A node's score for a job as a cost: lower is better."""
+
+_EMPTY_MIX = WorkloadMix(())
+
+_CACHE_LIMIT = 200_000
+
+
+@dataclass(frozen=True)
+class PlacementContext:
+    """What placements may consult besides capacity: the workload mix and a seeded generator.
+
+    ``rng`` is required by ``random``. ``node_rank[n]`` orders nodes for breaking ties (lowest
+    first; empty: by node number). ``timing`` (when the running jobs are expected to end) is
+    what ``end-fit`` places by; a scheduling pass sets it. The caches are keyed by node state
+    and job shape, so one context may serve many capacities of one cluster.
+    """
+
+    mix: WorkloadMix = _EMPTY_MIX
+    rng: random.Random | None = None
+    node_rank: tuple[int, ...] = ()
+    timing: Timing | None = None
+    fragment_cache: dict[tuple[str, tuple[int, ...], int], float] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    cost_cache: dict[tuple[object, ...], dict[NodeState, Cost | None]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    _levels: list[tuple[int, ...]] = field(default_factory=list, compare=False, repr=False)
+
+    def fragment(self, free: Sequence[int], gpu_model: str, cpu_free: int | None = None) -> float:
+        """F_n of a node in this state, memoised by (GPU model, free GPUs, CPU level)."""
+        if not self._levels:
+            self._levels.append(self.mix.cpu_levels)
+        level = -1 if cpu_free is None else bisect_right(self._levels[0], cpu_free)
+        key = (gpu_model, tuple(sorted(free)), level)
+        value = self.fragment_cache.get(key)
+        if value is None:
+            value = node_fragment_milli(free, gpu_model, self.mix, cpu_free)
+            if len(self.fragment_cache) > _CACHE_LIMIT:
+                self.fragment_cache.clear()
+            self.fragment_cache[key] = value
+        return value
+
+    def costs(self, policy: str, job: Job, *extra: object) -> dict[NodeState, Cost | None]:
+        """The memo of ``policy``'s node costs for jobs shaped like ``job`` (None: inadmissible)."""
+        key: tuple[object, ...] = (policy, job.gpus, job.nodes, job.gpu_milli, job.gpu_models)
+        key += (job.cpu_milli, job.memory_mib, *extra)
+        memo = self.cost_cache.get(key)
+        if memo is None:
+            if len(self.cost_cache) > _CACHE_LIMIT // 100:
+                self.cost_cache.clear()
+            memo = self.cost_cache[key] = {}
+        return memo
+
+    def require_rng(self, policy: str) -> random.Random:
+        if self.rng is None:
+            raise RuntimeError(
+                f"placement {policy!r} needs a random generator: pass rng= in its context"
+            )
+        return self.rng
+
+    def first_ranked(self, groups: Sequence[dict[int, None]]) -> int:
+        """The first node by ``node_rank`` among the members of ``groups``."""
+        rank = self.node_rank
+        if not rank:
+            return min(min(g) for g in groups)
+        return min((min(g, key=rank.__getitem__) for g in groups), key=rank.__getitem__)
+
+
+Placement = Callable[[Capacity, Job, PlacementContext], Allocation | None]
+NodeCost = Callable[[Capacity, Job, int, PlacementContext], Cost]
+GpuPick = Callable[[Capacity, Job, int, PlacementContext], tuple[int, ...]]
+
+
+# -- node choice over classes of identical nodes ------------------------------------------
+
+
+def _choose(
+    capacity: Capacity,
+    job: Job,
+    ctx: PlacementContext,
+    policy: str,
+    cost: NodeCost,
+    *,
+    uniform: bool = False,
+    extra: tuple[object, ...] = (),
+) -> list[int] | None:
+    """The ``job.nodes`` admitting nodes of least cost, or None if too few admit the job.
+
+    Ties go to the first-ranked node, or (``uniform``) to one drawn uniformly at random.
+    """
+    memo = ctx.costs(policy, job, *extra)
+    best: Cost | None = None
+    tied: list[dict[int, None]] = []
+    ranked: list[tuple[Cost, dict[int, None]]] = []
+    for state, members in capacity.state_classes().items():
+        value = memo.get(state, _UNSCORED)
+        if value is _UNSCORED:
+            rep = next(iter(members))
+            value = cost(capacity, job, rep, ctx) if capacity.node_admits(rep, job) else None
+            memo[state] = value
+        if value is None:
+            continue
+        if job.nodes > 1:
+            ranked.append((value, members))
+        elif best is None or value < best:
+            best, tied = value, [members]
+        elif value == best:
+            tied.append(members)
+    if job.nodes > 1:
+        return _several(ranked, job.nodes, ctx)
+    if best is None:
+        return None
+    if uniform:
+        pick = ctx.require_rng(policy).randrange(sum(len(m) for m in tied))
+        for members in tied:
+            if pick < len(members):
+                return [list(members)[pick]]
+            pick -= len(members)
+    return [ctx.first_ranked(tied)]
+
+
+def _several(
+    ranked: list[tuple[Cost, dict[int, None]]], count: int, ctx: PlacementContext
+) -> list[int] | None:
+    """The ``count`` nodes of least cost, ties by rank (multi-node jobs)."""
+    rank = ctx.node_rank
+    order = sorted(
+        ((cost, rank[n] if rank else n, n) for cost, members in ranked for n in members),
+        key=lambda t: (t[0], t[1]),
+    )
+    return [n for _, _, n in order[:count]] if len(order) >= count else None
+
+
+_UNSCORED: Cost = (math.inf,)
+
+
+def _place(
+    capacity: Capacity, job: Job, nodes: list[int] | None, gpus: GpuPick, ctx: PlacementContext
+) -> Allocation | None:
+    if nodes is None:
+        return None
+    return Allocation(tuple((n, gpus(capacity, job, n, ctx)) for n in nodes), job.gpu_milli)
+
+
+# -- GPU choice inside one node -----------------------------------------------------------
+
+
+def _lowest_whole(free: Sequence[int], count: int) -> tuple[int, ...]:
+    return tuple([g for g, f in enumerate(free) if f == MILLI_PER_GPU][:count])
+
+
+def _fitting(capacity: Capacity, job: Job, node: int) -> list[int]:
+    return [g for g, f in enumerate(capacity.free_milli[node]) if f >= job.gpu_milli]
+
+
+def _first_gpus(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> tuple[int, ...]:
+    if not job.gpus:
+        return ()
+    if job.fractional:
+        return (_fitting(capacity, job, node)[0],)
+    return _lowest_whole(capacity.free_milli[node], job.gpus)
+
+
+def _tightest_gpus(
+    capacity: Capacity, job: Job, node: int, ctx: PlacementContext
+) -> tuple[int, ...]:
+    if job.fractional:
+        free = capacity.free_milli[node]
+        return (min(_fitting(capacity, job, node), key=lambda g: free[g]),)
+    return _first_gpus(capacity, job, node, ctx)
+
+
+def _random_gpus(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> tuple[int, ...]:
+    if job.fractional:
+        options = _fitting(capacity, job, node)
+        return (options[ctx.require_rng("random").randrange(len(options))],)
+    return _first_gpus(capacity, job, node, ctx)
+
+
+def _topology_gpus(
+    capacity: Capacity, job: Job, node: int, ctx: PlacementContext
+) -> tuple[int, ...]:
+    if job.gpus > 1 and not job.fractional:
+        groups = capacity.cluster.nodes[node].groups
+        grouped = tightest_group(capacity.free_milli[node], groups, job.gpus)
+        if grouped is not None:
+            return grouped
+    return _tightest_gpus(capacity, job, node, ctx)
+
+
+# -- policies -----------------------------------------------------------------------------
+
+
+def first_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
+    nodes = _choose(capacity, job, ctx, "first-fit", lambda c, j, n, x: (0.0,))
+    return _place(capacity, job, nodes, _first_gpus, ctx)
+
+
+def _best_fit_cost(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> Cost:
+    """Minus FGD's BestFit score: 100 * (1 - mean over CPU and GPU of free-after / largest)."""
+    cluster = capacity.cluster
+    spec = cluster.nodes[node]
+    gpu_left = sum(capacity.free_milli[node]) - job.gpu_milli_total
+    gpu_term = gpu_left / (cluster.max_node_gpus * MILLI_PER_GPU or 1)
+    if spec.cpu_milli:
+        max_cpu = max(n.cpu_milli for n in cluster.nodes)
+        cpu_term = (capacity.cpu_free[node] - job.cpu_milli) / max_cpu
+        left = 0.5 * cpu_term + 0.5 * gpu_term
+    else:
+        left = gpu_term
+    return (-float(int((1.0 - left) * 100)),)
+
+
+def best_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
+    nodes = _choose(capacity, job, ctx, "best-fit", _best_fit_cost, extra=(id(capacity.cluster),))
+    return _place(capacity, job, nodes, _tightest_gpus, ctx)
+
+
+def _after(capacity: Capacity, job: Job, node: int, gpus: Sequence[int]) -> list[int]:
+    after = list(capacity.free_milli[node])
+    for g in gpus:
+        after[g] -= job.gpu_milli
+    return after
+
+
+def _fgd_growths(
+    capacity: Capacity, job: Job, node: int, ctx: PlacementContext
+) -> list[tuple[float, tuple[int, ...]]]:
+    """Growth of F_n for each way of placing ``job`` on ``node``: [(growth, GPUs), ...]."""
+    free = capacity.free_milli[node]
+    model = capacity.model_of[node]
+    cpu = modelled_cpu_free(capacity, node)
+    before = ctx.fragment(free, model, cpu)
+    cpu_after = None if cpu is None else cpu - job.cpu_milli
+    options: list[tuple[int, ...]] = [_lowest_whole(free, job.gpus)]
+    if job.fractional:
+        options = [(g,) for g in _fitting(capacity, job, node)]
+    return [
+        (ctx.fragment(_after(capacity, job, node, gpus), model, cpu_after) - before, gpus)
+        for gpus in options
+    ]
+
+
+def _fgd_score(growth: float) -> int:
+    """FGD's score: sigmoid of the fragmentation decrease in GPUs, as an integer 0-100."""
+    return int(100.0 / (1.0 + math.exp(growth / MILLI_PER_GPU)))
+
+
+def _fgd_cost(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> Cost:
+    return (-float(max(_fgd_score(g) for g, _ in _fgd_growths(capacity, job, node, ctx))),)
+
+
+def _fgd_gpus(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> tuple[int, ...]:
+    best: tuple[int, tuple[int, ...]] | None = None
+    for growth, gpus in _fgd_growths(capacity, job, node, ctx):
+        score = _fgd_score(growth)
+        if best is None or score > best[0]:
+            best = (score, gpus)
+    return best[1] if best else ()
+
+
+def fgd(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
+    """Fragmentation-gradient descent: the node (and GPU) whose fragmentation grows least."""
+    nodes = _choose(capacity, job, ctx, "fgd", _fgd_cost)
+    return _place(capacity, job, nodes, _fgd_gpus, ctx)
+
+
+def random_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
+    ctx.require_rng("random")
+    nodes = _choose(capacity, job, ctx, "random", lambda c, j, n, x: (0.0,), uniform=True)
+    return _place(capacity, job, nodes, _random_gpus, ctx)
+
+
+def _spans_groups(capacity: Capacity, job: Job, node: int) -> int:
+    if job.gpus <= 1 or job.fractional:
+        return 0
+    groups = capacity.cluster.nodes[node].groups
+    return int(tightest_group(capacity.free_milli[node], groups, job.gpus) is None)
+
+
+def _topology_cost(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> Cost:
+    left = float(sum(capacity.free_milli[node]) - job.gpu_milli_total)
+    return (float(_spans_groups(capacity, job, node)), float(capacity.whole_free[node]), left)
+
+
+def topology_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
+    """Best-fit that keeps each per-node part inside one topology group where possible."""
+    nodes = _choose(capacity, job, ctx, "topology", _topology_cost)
+    return _place(capacity, job, nodes, _topology_gpus, ctx)
+
+
+def _advisor_cost(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> Cost:
+    return (*_fgd_cost(capacity, job, node, ctx), float(_spans_groups(capacity, job, node)))
+
+
+def _advisor_gpus(
+    capacity: Capacity, job: Job, node: int, ctx: PlacementContext
+) -> tuple[int, ...]:
+    if job.gpus > 1 and not job.fractional:
+        return _topology_gpus(capacity, job, node, ctx)
+    return _fgd_gpus(capacity, job, node, ctx)
+
+
+def advisor(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
+    """The advisor's placement: fragmentation gradient with topology-aware tie-breaks."""
+    nodes = _choose(capacity, job, ctx, "advisor", _advisor_cost)
+    return _place(capacity, job, nodes, _advisor_gpus, ctx)
+
+
+PLACEMENTS: dict[str, Placement] = {
+    "first-fit": first_fit,
+    "best-fit": best_fit,
+    "fgd": fgd,
+    "random": random_fit,
+    "topology": topology_fit,
+    "advisor": advisor,
+    "end-fit": end_fit,
+}

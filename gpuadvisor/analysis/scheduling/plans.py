@@ -1,0 +1,95 @@
+"""What a scheduling pass sees and decides: the queue view, running jobs' expected ends, starts,
+reservations and the plan; and the settings of a pass."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
+from gpuadvisor.model import Allocation, Job
+
+INF = math.inf
+
+Estimate = Callable[[Job], float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """A running job, when it is expected to end (``inf`` when unknown), and where it runs."""
+
+    expected_end_s: float
+    job: Job
+    allocation: Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start ``job`` on ``allocation`` now; ``overtakes`` counts earlier-queued jobs it passes."""
+
+    job: Job
+    allocation: Allocation
+    overtakes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """The earliest time ``job`` can start without being overtaken (``inf``: not known)."""
+
+    job: Job
+    time_s: float
+    allocation: Allocation | None
+
+    def end_s(self, estimate_s: float | None) -> float:
+        return INF if estimate_s is None else self.time_s + estimate_s
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Starts and reservations of one pass. ``owed``: jobs that are due a reservation which was
+    not worked out because no job behind them could have used the free GPUs anyway.
+    ``more_blocked``: blocked jobs counted but not listed in ``blocked`` (outside explain mode,
+    a pass decides the jobs behind the reservations bucket by bucket and only counts them)."""
+
+    starts: tuple[Start, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    blocked: tuple[Job, ...] = ()
+    owed: tuple[Job, ...] = ()
+    more_blocked: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    """What a policy sees: the time, the queue in its order, running jobs by expected end.
+
+    ``buckets``, when given, holds the same pending jobs (``buckets.jobs`` is ``pending``) by
+    fit key and estimate class, so that a pass can decide for many jobs at once.
+    ``busy_until``, when given, is per node the latest expected end of its running jobs
+    (``-inf``: none run), for placements that place by time (``end-fit``)."""
+
+    now_s: float
+    pending: Sequence[Job]
+    running: Sequence[Ending]
+    capacity: Capacity
+    estimate: Estimate
+    buckets: PendingBuckets | None = None
+    busy_until: Sequence[float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OrderSettings:
+    """Tunables of a scheduling pass.
+
+    ``backfill_depth`` bounds how many jobs past the first blocked one are tried (Slurm's
+    ``bf_max_job_test``). The advisor reserves for the head and for at most
+    ``max_starved_reservations`` jobs that waited over ``starvation_s``. ``explain`` computes
+    reservations even when nothing could start (the live advisor wants them, the simulator
+    does not)."""
+
+    starvation_s: float = 6 * 3600.0
+    max_starved_reservations: int = 2
+    max_reservations: int = 32
+    backfill_depth: int = 1000
+    explain: bool = False

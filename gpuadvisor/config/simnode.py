@@ -1,0 +1,290 @@
+"""A simulated node described in YAML (``gpuadvisor agent --backend sim --sim.spec FILE``).
+
+The format is documented in docs/agent.md::
+
+    node: gpu-07                 # default: --sim.node
+    gpus: 8                      # default: --sim.gpus
+    group_size: 4                # default: --sim.group-size; or explicit topology groups:
+    # groups: [[0, 1, 2, 3], [4, 5, 6, 7]]
+    period: 2m                   # optional: the timelines repeat every period
+    timelines:                   # by GPU: an index (3), a range (0-3) or a list ("0,2,5")
+      0-3:
+        utilization: [[0, 90], [30s, 0]]    # [start, percent] steps
+        jobs: [[0, "1001"], [90, ""]]       # [start, job id]; "" frees; a list: shared GPU
+
+Times are seconds (``30``) or durations (``500ms``, ``30s``, ``2m``, ``1h``) from the agent's
+first reading. The file is composed (``yaml.compose``), not loaded, so that every error names the
+file, the line and the field (``timelines.0-3.jobs[1]``). GPUs without a timeline are idle and
+free; a GPU named by two keys is an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TypeVar
+
+import yaml
+
+from gpuadvisor.config.values import count, number, seconds, text
+from gpuadvisor.config.yamlfile import config_error, did_you_mean
+from gpuadvisor.errors import ConfigError
+from gpuadvisor.sources.simnode.node import Jobs, JobTimeline, SimSpec, Timeline
+
+KEYS = ("node", "gpus", "group_size", "groups", "period", "timelines")
+TIMELINE_KEYS = ("utilization", "jobs")
+
+_TAG = "tag:yaml.org,2002:"
+_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+_V = TypeVar("_V")
+_Entries = dict[str, tuple[yaml.Node, yaml.Node]]
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+def _compose(path: str) -> yaml.Node | None:
+    try:
+        with open(path, encoding="utf-8") as stream:
+            source = stream.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text: {exc.reason}", path=path) from exc
+    try:
+        node: yaml.Node | None = yaml.compose(source, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "syntax error"
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(f"not valid YAML: {problem}", path=path, line=line) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}", path=path) from exc
+    return node
+
+
+class _File:
+    """Typed, error-raising reads of one composed spec file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def error(self, node: yaml.Node, field: str, message: str) -> ConfigError:
+        return config_error(message, path=self.path, line=_line(node), field=field)
+
+    def mapping(self, node: yaml.Node, field: str, keys: tuple[str, ...] = ()) -> _Entries:
+        """Entries by key text; integer keys are allowed (GPU indices); ``keys``: the known."""
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(node, field or "/", "expected a mapping of keys to values")
+        entries: _Entries = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag not in (
+                _TAG + "str",
+                _TAG + "int",
+            ):
+                raise self.error(key_node, field or "/", "keys must be strings or GPU indices")
+            key = str(key_node.value)
+            where = f"{field}.{key}" if field else key
+            if keys and key not in keys:
+                hint = did_you_mean(key, keys)
+                known = ", ".join(keys)
+                raise self.error(key_node, where, f"unknown key{hint}; known keys here: {known}")
+            if key in entries:
+                first = _line(entries[key][0])
+                raise self.error(key_node, where, f"duplicate key (first set on line {first})")
+            entries[key] = (key_node, value_node)
+        return entries
+
+    def sequence(self, node: yaml.Node, field: str, what: str) -> list[yaml.Node]:
+        if not isinstance(node, yaml.SequenceNode):
+            raise self.error(node, field, f"expected a list of {what}")
+        return list(node.value)
+
+    def scalar(self, node: yaml.Node, field: str, check: Callable[[object], _V]) -> _V:
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.error(node, field, "expected a single value, not a list or mapping")
+        value: object = yaml.SafeLoader("").construct_object(node)
+        try:
+            return check(value)
+        except ValueError as exc:
+            raise self.error(node, field, str(exc)) from None
+
+    def pair(self, node: yaml.Node, field: str, what: str) -> tuple[yaml.Node, yaml.Node]:
+        items = self.sequence(node, field, what)
+        if len(items) != 2:
+            raise self.error(node, field, f"expected [start, {what}], got {len(items)} items")
+        return items[0], items[1]
+
+
+def whole(minimum: int) -> Callable[[object], int]:
+    """A check: a whole number >= ``minimum``."""
+    check = count(minimum)
+
+    def read(value: object) -> int:
+        return int(check(value) or 0)
+
+    return read
+
+
+def start_seconds(value: object) -> float:
+    """A step's start: seconds >= 0 (``0``, ``12.5``) or a duration (``30s``, ``2m``)."""
+    try:
+        out = number(value)
+    except ValueError:
+        try:
+            return seconds(value)
+        except ValueError:
+            expected = "expected seconds (30) or a duration (500ms, 30s, 2m, 1h)"
+            raise ValueError(f"{expected}, got {value!r}") from None
+    if out < 0:
+        raise ValueError(f"must be >= 0 seconds, got {value!r}")
+    return out
+
+
+def percent(value: object) -> float:
+    out = number(value)
+    if not 0 <= out <= 100:
+        raise ValueError(f"must be a percentage between 0 and 100, got {value!r}")
+    return out
+
+
+def job_id(value: object) -> str:
+    """A job id: a string ("" frees the GPU) or a whole number; never a float or a boolean."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError(f'expected a job id (a string, or "" for free), got {value!r}')
+
+
+def gpu_indices(key: str) -> tuple[int, ...]:
+    """``3``, ``0-3`` or ``0,2,5`` → GPU indices."""
+    out: list[int] = []
+    for part in key.split(","):
+        match = _RANGE.match(part)
+        if match:
+            first, last = int(match[1]), int(match[2])
+            if last < first:
+                raise ValueError(f"range {part.strip()!r} runs backwards")
+            out.extend(range(first, last + 1))
+        elif part.strip().isdigit():
+            out.append(int(part))
+        else:
+            raise ValueError(f"expected a GPU index (3), a range (0-3) or a list (0,2,5): {key!r}")
+    return tuple(out)
+
+
+def _utilization(file: _File, node: yaml.Node, field: str) -> Timeline:
+    steps = []
+    items = file.sequence(node, field, "[start, percent] steps")
+    for i, item in enumerate(items):
+        where = f"{field}[{i}]"
+        start, value = file.pair(item, where, "percent")
+        steps.append((file.scalar(start, where, start_seconds), file.scalar(value, where, percent)))
+    _require_time_order(file, items, field, [s for s, _ in steps])
+    return tuple(steps)
+
+
+def _jobs(file: _File, node: yaml.Node, field: str) -> JobTimeline:
+    steps: list[tuple[float, Jobs]] = []
+    items = file.sequence(node, field, "[start, job id] steps")
+    for i, item in enumerate(items):
+        where = f"{field}[{i}]"
+        start, value = file.pair(item, where, "job id")
+        jobs: Jobs
+        if isinstance(value, yaml.SequenceNode):
+            jobs = tuple(
+                file.scalar(v, f"{where}[1][{k}]", job_id) for k, v in enumerate(value.value)
+            )
+        else:
+            jobs = file.scalar(value, where, job_id)
+        steps.append((file.scalar(start, where, start_seconds), jobs))
+    _require_time_order(file, items, field, [s for s, _ in steps])
+    return tuple(steps)
+
+
+def _require_time_order(
+    file: _File, items: list[yaml.Node], field: str, starts: list[float]
+) -> None:
+    for i in range(1, len(starts)):
+        if starts[i] < starts[i - 1]:
+            raise file.error(
+                items[i], f"{field}[{i}]", f"starts at {starts[i]:g} s, before the step above it"
+            )
+
+
+def _groups(file: _File, key: yaml.Node, node: yaml.Node, gpus: int) -> tuple[tuple[int, ...], ...]:
+    groups = []
+    seen: set[int] = set()
+    for i, item in enumerate(file.sequence(node, "groups", "lists of GPU indices")):
+        where = f"groups[{i}]"
+        group = tuple(
+            file.scalar(g, f"{where}[{k}]", whole(0))
+            for k, g in enumerate(file.sequence(item, where, "GPU indices"))
+        )
+        for index in group:
+            if index >= gpus or index in seen:
+                problem = "is in two groups" if index in seen else f"is >= gpus ({gpus})"
+                raise file.error(item, where, f"GPU {index} {problem}")
+            seen.add(index)
+        groups.append(group)
+    if len(seen) != gpus:
+        missing = sorted(set(range(gpus)) - seen)
+        raise file.error(key, "groups", f"GPUs {missing} are in no group")
+    return tuple(groups)
+
+
+def load_sim_spec(path: str, *, node: str, gpus: int, group_size: int) -> SimSpec:
+    """The node ``path`` describes; ``node``, ``gpus`` and ``group_size`` (the ``--sim.*``
+    flags) apply where the file does not say."""
+    file = _File(path)
+    root = _compose(path)
+    if root is None:
+        return SimSpec(node, gpus, group_size)
+    entries = file.mapping(root, "", KEYS)
+
+    def get(key: str, check: Callable[[object], _V], default: _V) -> _V:
+        return file.scalar(entries[key][1], key, check) if key in entries else default
+
+    name = get("node", text, node)
+    n_gpus = get("gpus", whole(1), gpus)
+    size = get("group_size", whole(1), group_size)
+    if "group_size" in entries and "groups" in entries:
+        raise file.error(entries["groups"][0], "groups", "give group_size or groups, not both")
+    groups = _groups(file, *entries["groups"], n_gpus) if "groups" in entries else ()
+    period_s: float | None = get("period", seconds, None)
+    utilization: list[Timeline] = [()] * n_gpus
+    allocation: list[JobTimeline] = [()] * n_gpus
+    named_on: dict[int, int] = {}
+    if "timelines" in entries:
+        for key, (key_node, value_node) in file.mapping(
+            entries["timelines"][1], "timelines"
+        ).items():
+            field = f"timelines.{key}"
+            try:
+                indices = gpu_indices(key)
+            except ValueError as exc:
+                raise file.error(key_node, field, str(exc)) from None
+            for index in indices:
+                if index >= n_gpus:
+                    raise file.error(key_node, field, f"GPU {index}: the node has {n_gpus} GPUs")
+                if index in named_on:
+                    first = named_on[index]
+                    raise file.error(
+                        key_node, field, f"GPU {index} already has timelines (line {first})"
+                    )
+                named_on[index] = _line(key_node)
+            gpu = file.mapping(value_node, field, TIMELINE_KEYS)
+            util = (
+                _utilization(file, gpu["utilization"][1], f"{field}.utilization")
+                if "utilization" in gpu
+                else ()
+            )
+            jobs = _jobs(file, gpu["jobs"][1], f"{field}.jobs") if "jobs" in gpu else ()
+            for index in indices:
+                utilization[index], allocation[index] = util, jobs
+    try:
+        return SimSpec(name, n_gpus, size, tuple(utilization), tuple(allocation), period_s, groups)
+    except ConfigError as exc:  # the checks above should have caught it: name the file
+        raise ConfigError(exc.reason, path=path, column=exc.column) from None

@@ -1,0 +1,45 @@
+"""docs/metrics.md: every metric gpuadvisor exposes, generated from the three definition lists
+(agent, queue exporter, advisor), so the docs cannot drift from the code."""
+
+from __future__ import annotations
+
+from gpuadvisor.sinks.exposition.advisor import ADVISOR_METRICS
+from gpuadvisor.sinks.exposition.agent import AGENT_METRICS
+from gpuadvisor.sinks.exposition.metrics import metrics_table
+from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS
+
+
+def metrics_markdown() -> str:
+    """The text of docs/metrics.md."""
+    return "\n".join(
+        [
+            "# Metrics",
+            "",
+            "Generated from `AGENT_METRICS`, `QUEUE_METRICS` and `ADVISOR_METRICS`",
+            "(`gpuadvisor/sinks/exposition/`: `agent.py`, `queue.py`, `advisor.py`);",
+            "do not edit by hand. Regenerate with",
+            "`UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_exposition.py`.",
+            "",
+            "Names are a public API (DESIGN §4). `gpu_uuid` is the identity label; metadata",
+            "lives in `*_info` series joined in PromQL. A field a GPU does not support has no",
+            "series at all, never a fake zero. Host, cluster and instance labels come from",
+            "Prometheus target labels.",
+            "",
+            "## Node agent (`gpuadvisor agent`, one per GPU node, :19842)",
+            "",
+            metrics_table(AGENT_METRICS),
+            "## Queue exporter (`gpuadvisor queue`, one per scheduler, :19843)",
+            "",
+            "Beyond DESIGN §4: `gpuadvisor_queue_job_gpu_info` (the GPU indices the scheduler",
+            "assigned, where it tells), the exporter's own read time and last success, and",
+            "`gpuadvisor_queue_job_gpus` is the job's total (GPUs per node × nodes). While the",
+            "source fails, `gpuadvisor_queue_up` is 0 and no job series are served.",
+            "",
+            metrics_table(QUEUE_METRICS),
+            "## Advisor (`gpuadvisor advisor`, one per cluster, :19844)",
+            "",
+            "The `gpuadvisor_cluster_*` gauges are absent while an input is stale or down.",
+            "",
+            metrics_table(ADVISOR_METRICS),
+        ]
+    )

@@ -1,0 +1,171 @@
+"""The queue exporter's Prometheus exposition: metric definitions, the collector, the docs table.
+
+``QUEUE_METRICS`` names every queue metric (DESIGN §4; names are a public API). The collector
+renders the latest ``QueueStatus`` only, so a scrape never runs squeue. Job series exist only
+while the latest read succeeded: after a failed read the exporter says ``gpuadvisor_queue_up 0``
+and shows no jobs at all, rather than a queue that may no longer be true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Metric
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
+from gpuadvisor.sinks.exposition.metrics import MetricDef
+
+SOURCE = "source: the scheduler queue, squeue --json or a queue file"
+JOB = ("job_id",)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """What the exporter knows after its latest read of the queue source.
+
+    ``snapshot`` is the queue of the latest read, ``None`` when that read failed or none has run
+    yet; ``up`` is ``None`` before the first read."""
+
+    snapshot: QueueSnapshot | None = None
+    up: bool | None = None
+    last_success_s: float | None = None
+    read_duration_s: float | None = None
+    error: str = ""
+
+
+def _gauge(name: str, help_: str, labels: tuple[str, ...] = JOB) -> MetricDef:
+    return MetricDef(name, "gauge", help_, labels)
+
+
+QUEUE_METRICS: tuple[MetricDef, ...] = (
+    _gauge(
+        "gpuadvisor_queue_job_info",
+        f"Job metadata, always 1; state is the scheduler's word (PENDING, RUNNING…) ({SOURCE}).",
+        ("job_id", "user", "partition", "state"),
+    ),
+    _gauge(
+        "gpuadvisor_queue_job_gpus",
+        f"GPUs the job asks for in all: GPUs per node times nodes ({SOURCE}).",
+    ),
+    _gauge("gpuadvisor_queue_job_nodes", f"Nodes the job asks for or holds ({SOURCE})."),
+    _gauge(
+        "gpuadvisor_queue_job_submit_timestamp_seconds",
+        f"When the job was submitted, Unix time in seconds ({SOURCE}).",
+    ),
+    _gauge(
+        "gpuadvisor_queue_job_start_timestamp_seconds",
+        f"When the job started, Unix time in seconds; absent while it waits ({SOURCE}).",
+    ),
+    _gauge(
+        "gpuadvisor_queue_job_time_limit_seconds",
+        f"The job's time limit in seconds; absent when unlimited or unknown ({SOURCE}).",
+    ),
+    _gauge(
+        "gpuadvisor_queue_job_priority",
+        f"The scheduler's priority of the job, larger runs first ({SOURCE}).",
+    ),
+    _gauge(
+        "gpuadvisor_queue_job_node_info",
+        "A node the job holds, always 1: running jobs, and completing or suspended ones that "
+        f"still hold it ({SOURCE}).",
+        ("job_id", "node"),
+    ),
+    _gauge(
+        "gpuadvisor_queue_job_gpu_info",
+        "A GPU index the job holds on a node, always 1; only where the scheduler tells "
+        "(squeue's gres_detail, or gpu_indices in a queue file) "
+        f"({SOURCE}).",
+        ("job_id", "node", "gpu_index"),
+    ),
+    _gauge(
+        "gpuadvisor_queue_up",
+        "1 if the latest read of the queue source succeeded, else 0; no job series while 0 "
+        "(source: the queue exporter).",
+        (),
+    ),
+    _gauge(
+        "gpuadvisor_queue_last_success_timestamp_seconds",
+        "When the queue source was last read successfully, Unix time in seconds "
+        "(source: the queue exporter).",
+        (),
+    ),
+    _gauge(
+        "gpuadvisor_queue_read_duration_seconds",
+        "How long the latest read of the queue source took, in seconds "
+        "(source: the queue exporter).",
+        (),
+    ),
+    _gauge(
+        "gpuadvisor_build_info",
+        "gpuadvisor build metadata, always 1 (source: the queue exporter).",
+        ("version",),
+    ),
+)
+
+
+def _families() -> dict[str, GaugeMetricFamily]:
+    return {m.name: GaugeMetricFamily(m.name, m.help, labels=m.labels) for m in QUEUE_METRICS}
+
+
+def _job(families: dict[str, GaugeMetricFamily], entry: QueueEntry) -> None:
+    job = [entry.job_id]
+    info = [entry.job_id, entry.user, entry.partition, entry.state]
+    families["gpuadvisor_queue_job_info"].add_metric(info, 1)
+    families["gpuadvisor_queue_job_gpus"].add_metric(job, entry.gpus)
+    families["gpuadvisor_queue_job_nodes"].add_metric(job, entry.nodes)
+    families["gpuadvisor_queue_job_submit_timestamp_seconds"].add_metric(job, entry.submit_time_s)
+    if entry.start_time_s is not None:
+        start = families["gpuadvisor_queue_job_start_timestamp_seconds"]
+        start.add_metric(job, entry.start_time_s)
+    if entry.time_limit_s is not None:
+        families["gpuadvisor_queue_job_time_limit_seconds"].add_metric(job, entry.time_limit_s)
+    families["gpuadvisor_queue_job_priority"].add_metric(job, entry.priority)
+    for node in entry.node_names:
+        families["gpuadvisor_queue_job_node_info"].add_metric([entry.job_id, node], 1)
+    for node, indices in entry.gpu_indices:
+        for index in indices:
+            gpu = [entry.job_id, node, str(index)]
+            families["gpuadvisor_queue_job_gpu_info"].add_metric(gpu, 1)
+
+
+def render(status: QueueStatus, version: str) -> Iterator[Metric]:
+    """Fresh metric families for ``status``; empty families are left out."""
+    families = _families()
+    families["gpuadvisor_build_info"].add_metric([version], 1)
+    if status.up is not None:
+        families["gpuadvisor_queue_up"].add_metric([], 1 if status.up else 0)
+    if status.last_success_s is not None:
+        last = families["gpuadvisor_queue_last_success_timestamp_seconds"]
+        last.add_metric([], status.last_success_s)
+    if status.read_duration_s is not None:
+        duration = families["gpuadvisor_queue_read_duration_seconds"]
+        duration.add_metric([], status.read_duration_s)
+    if status.up and status.snapshot is not None:
+        for entry in status.snapshot.entries:
+            _job(families, entry)
+    return (f for f in families.values() if f.samples)
+
+
+class QueueCollector(Collector):
+    """Renders the latest queue status on every scrape; ``latest`` must not block."""
+
+    def __init__(self, latest: Callable[[], QueueStatus], version: str) -> None:
+        self._latest = latest
+        self._version = version
+
+    def collect(self) -> Iterator[Metric]:
+        return render(self._latest(), self._version)
+
+    def describe(self) -> Iterator[Metric]:
+        """Every family, without samples: registers the names for ``name[]`` filters."""
+        return iter(_families().values())
+
+
+def queue_registry(latest: Callable[[], QueueStatus], version: str) -> CollectorRegistry:
+    """A private registry holding only the queue collector (no process or platform metrics)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueCollector(latest, version))
+    return registry

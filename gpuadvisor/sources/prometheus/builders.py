@@ -1,0 +1,282 @@
+"""The builders of the two profiles: ``gpuadvisor`` (node agents + queue exporter) and
+``kubernetes`` (kube-state-metrics + dcgm-exporter or the agent). Pure: answers in, state out."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from gpuadvisor.errors import ModelError
+from gpuadvisor.model import (
+    Node,
+    QueueEntry,
+    SourceHealth,
+)
+from gpuadvisor.model.queue import PENDING, RUNNING
+from gpuadvisor.sources.prometheus.client import Sample
+from gpuadvisor.sources.prometheus.scratch import (
+    Answers,
+    Build,
+    Index,
+    LiveBuild,
+    Plan,
+    Results,
+    clamped_ratio,
+    finite,
+    first_by,
+    gpu_index,
+    sorted_by,
+)
+
+# -- gpuadvisor: node agent + queue exporter ------------------------------------------------------
+
+
+def _agents(b: Build, r: Answers) -> SourceHealth:
+    """Nodes with their GPUs from the agents; a stale or duplicated node is left out."""
+    ages = r.values("agent_age_seconds", "node")
+    for s in r.get("nvml_up", ()):
+        if s.value == 0:
+            where = s.label("instance", "?")
+            b.warn("nvml-down", f"agent {where}", "reports NVML down; its node is left out")
+    rows = r.get("node_gpus", ())
+    gpu_rows = r.groups("gpu_info", "node")
+    names = Counter(s.label("node") for s in rows)
+    for s in sorted(rows, key=lambda s: s.label("node")):
+        name = s.label("node")
+        subject = f"node {name or '(no name)'}"
+        if not name or names[name] > 1:
+            why = "has no node label" if not name else "is reported by more than one agent"
+            b.warn("duplicate-node" if name else "bad-value", subject, f"{why}; left out")
+        elif ages.get(name, 0.0) > b.max_age_s:
+            b.warn("stale", subject, f"agent scrape {ages[name]:.0f}s old; left out")
+        elif (gpus := b.count(s.value, subject, "node_gpus")) is not None:
+            b.nodes[name] = _node(b, name, gpus, gpu_rows.get(name, ()))
+    by_uuid = {uuid: at for at, uuid in b.uuids.items()}
+    observed: dict[tuple[str, str], list[int]] = {}
+    for uuid, job_id in r.firsts("gpu_jobs", "gpu_uuid", "job_id"):
+        at = by_uuid.get(uuid)
+        if at is not None and job_id:
+            observed.setdefault((job_id, at[0]), []).append(at[1])
+    b.observed = {key: tuple(sorted(set(gpus))) for key, gpus in observed.items()}
+    busy = r.values("gpu_busy_ratio", "gpu_uuid")
+    idle = r.values("gpu_allocated_idle_ratio", "gpu_uuid")
+    for at, uuid in b.uuids.items():
+        b.use[at] = (clamped_ratio(busy.get(uuid)), clamped_ratio(idle.get(uuid)))
+    fresh = [s for s in r.get("agent_age_seconds", ()) if s.label("node") in b.nodes]
+    down = "every agent is stale or unusable (see warnings)" if rows and not b.nodes else ""
+    if not rows and any(s.value == 0 for s in r.get("nvml_up", ())):
+        down = "NVML down on every agent"
+    return b.health("agents", fresh, present=bool(rows), down=down)
+
+
+def _node(b: Build, name: str, gpus: int, rows: Iterable[Sample]) -> Node:
+    """A node with topology groups from ``gpu_info`` when those cover every GPU index."""
+    groups: dict[str, list[int]] = {}
+    models: Counter[str] = Counter()
+    for s in rows:
+        labels = s.label_map
+        i = gpu_index(labels.get("gpu_index", ""))
+        if i is None or i >= gpus:
+            b.warn("bad-value", f"node {name}", f"GPU index {labels.get('gpu_index')!r} ignored")
+            continue
+        b.uuids[(name, i)] = labels.get("gpu_uuid", "")
+        groups.setdefault(labels.get("topology_group", ""), []).append(i)
+        models[labels.get("name", "")] += 1
+    topology = tuple(sorted(tuple(sorted(g)) for g in groups.values()))
+    covered = sorted(i for g in topology for i in g) == list(range(gpus))
+    if groups and not covered:
+        b.warn("topology", f"node {name}", "GPU info does not cover each GPU once; one group")
+    model = models.most_common(1)[0][0] if models else ""
+    return Node(name, gpus, model, topology if covered and len(topology) > 1 else ())
+
+
+JOB_FIELDS = ("job_gpus", "job_nodes", "job_submit_time", "job_start_time", "job_time_limit")
+
+
+def _queue(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]:
+    """The queue exporter's jobs as queue entries, and its health."""
+    per = {name: r.values(name, "job_id") for name in JOB_FIELDS}
+    priority = r.values("job_priority", "job_id")
+    nodes_of: dict[str, list[str]] = {}
+    for job_id, node in r.firsts("job_node", "job_id", "node"):
+        nodes_of.setdefault(job_id, []).append(node)
+    told: dict[str, dict[str, list[int]]] = {}
+    for job_id, node, gpu in r.firsts("job_gpu", "job_id", "node", "gpu_index"):
+        if (i := gpu_index(gpu)) is not None:
+            told.setdefault(job_id, {}).setdefault(node, []).append(i)
+    entries: list[QueueEntry] = []
+    for (job_id,), info in r.ordered("job_info", "job_id").items():
+        state = info.label("state").upper()
+        subject = f"job {job_id}"
+        if not job_id:
+            continue
+        gpus = b.count(per["job_gpus"].get(job_id), subject, "job_gpus")
+        nodes = b.count(per["job_nodes"].get(job_id), subject, "job_nodes")
+        submit = finite(per["job_submit_time"].get(job_id))
+        if submit is None:
+            b.warn("missing-field", subject, "no submit time; left out")
+        if gpus is None or nodes is None or submit is None:
+            continue
+        limit = finite(per["job_time_limit"].get(job_id))
+        try:
+            entries.append(
+                QueueEntry(
+                    job_id,
+                    info.label("user"),
+                    info.label("partition"),
+                    state,
+                    gpus,
+                    nodes,
+                    submit,
+                    start_time_s=finite(per["job_start_time"].get(job_id)),
+                    time_limit_s=limit if limit is not None and limit > 0 else None,
+                    priority=finite(priority.get(job_id)) or 0.0,
+                    node_names=_sorted_names(nodes_of.get(job_id)),
+                    gpu_indices=_sorted_indices(told.get(job_id)),
+                )
+            )
+        except ModelError as exc:
+            b.warn("bad-value", subject, f"{exc}; left out")
+    up = r.get("queue_up", ())
+    down = (
+        "gpuadvisor_queue_up is 0: the exporter cannot read the scheduler"
+        if any(s.value == 0 for s in up)
+        else ""
+    )
+    return entries, b.health("queue", r.get("queue_age_seconds", ()), present=bool(up), down=down)
+
+
+def _sorted_names(names: list[str] | None) -> tuple[str, ...]:
+    return () if names is None else tuple(sorted(names))
+
+
+def _sorted_indices(told: dict[str, list[int]] | None) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """GPU indices per node, both sorted; most jobs (the pending ones) have none."""
+    if told is None:
+        return ()
+    return tuple(sorted([(node, tuple(sorted(gpus))) for node, gpus in told.items()]))
+
+
+GPUADVISOR_PLAN: Plan = {
+    "gpu_info": (Index("groups", ("node",)),),
+    "gpu_jobs": (Index("firsts", ("gpu_uuid", "job_id")),),
+    "gpu_busy_ratio": (Index("values", ("gpu_uuid",)),),
+    "gpu_allocated_idle_ratio": (Index("values", ("gpu_uuid",)),),
+    **{name: (Index("values", ("job_id",)),) for name in (*JOB_FIELDS, "job_priority")},
+    "job_node": (Index("firsts", ("job_id", "node")),),
+    "job_gpu": (Index("firsts", ("job_id", "node", "gpu_index")),),
+    "job_info": (Index("sorted", ("job_id",)),),
+}
+"""How ``build_gpuadvisor`` reads each of the profile's large answers."""
+
+
+def build_gpuadvisor(
+    results: Results | Answers, *, now_s: float, max_age_s: float = 120.0
+) -> LiveBuild:
+    """The state from the ``gpuadvisor`` profile's answers (node agents + queue exporter)."""
+    r = results if isinstance(results, Answers) else Answers(GPUADVISOR_PLAN, results)
+    b = Build(now_s, max_age_s)
+    agents = _agents(b, r)
+    entries, queue = _queue(b, r)
+    b.add_queue(entries)
+    return b.finish((SourceHealth("prometheus", True), agents, queue))
+
+
+# -- kubernetes: kube-state-metrics + dcgm-exporter -----------------------------------------------
+
+
+def _pods(b: Build, r: Results | Answers) -> list[QueueEntry]:
+    """GPU pods as queue entries: a pod already bound to a node holds its GPUs (it is
+    starting), so only an unbound Pending pod waits."""
+    gpus_of = first_by(r.get("pod_gpus", ()), "namespace", "pod")
+    node_of = {
+        k: s.label("node") for k, s in first_by(r.get("pod_info", ()), "namespace", "pod").items()
+    }
+    created = first_by(r.get("pod_created", ()), "namespace", "pod")
+    started = first_by(r.get("pod_start_time", ()), "namespace", "pod")
+    phases: dict[tuple[str, ...], str] = {}
+    for key, s in sorted_by(r.get("pod_phase", ()), "namespace", "pod", "phase").items():
+        if phases.get(key[:2]) != "Running":  # a recreated pod's old series may say Pending
+            phases[key[:2]] = s.label("phase")
+    entries: list[QueueEntry] = []
+    for key, phase in sorted(phases.items()):
+        job_id = "/".join(key)
+        subject = f"pod {job_id}"
+        gpus = b.count(gpus_of[key].value if key in gpus_of else None, subject, "pod_gpus")
+        submit = finite(created[key].value) if key in created else None
+        if submit is None:
+            b.warn("missing-field", subject, "no creation time; left out")
+        if not gpus or submit is None:
+            continue
+        node = node_of.get(key, "")
+        state = PENDING if phase == "Pending" and not node else RUNNING
+        start = finite(started[key].value) if key in started else None
+        entries.append(
+            QueueEntry(
+                job_id,
+                key[0],
+                "",
+                state,
+                gpus,
+                1,
+                submit,
+                start_time_s=start if start is not None else submit,
+                node_names=(node,) if node else (),
+            )
+        )
+    return entries
+
+
+def _dcgm(b: Build, r: Results | Answers) -> SourceHealth:
+    """Utilization and pod attribution per GPU from dcgm-exporter; a GPU's pod places it."""
+    ages = r.get("gpu_utilization_age_seconds", ())
+    fresh = {s.label("UUID") for s in ages if s.value <= b.max_age_s}
+    rows = r.get("gpu_utilization_ratio", ())
+    stale = sum(1 for s in rows if s.label("UUID") not in fresh)
+    if 0 < stale < len(rows):
+        b.warn("stale", "gpu-utilization", f"{stale} GPUs' samples are over the age limit")
+    node_of = {
+        k: s.label("node") for k, s in first_by(r.get("pod_info", ()), "namespace", "pod").items()
+    }
+    observed: dict[tuple[str, str], list[int]] = {}
+    for s in rows:
+        node = node_of.get((s.label("namespace"), s.label("pod")), "")
+        i = gpu_index(s.label("gpu"))
+        if not (s.label("pod") and node and i is not None):
+            continue  # a free GPU, or one of a pod that requests no GPUs
+        job_id = f"{s.label('namespace')}/{s.label('pod')}"
+        observed.setdefault((job_id, node), []).append(i)
+        b.uuids[(node, i)] = s.label("UUID")
+        b.use[(node, i)] = (clamped_ratio(s.value) if s.label("UUID") in fresh else None, None)
+    b.observed = {key: tuple(sorted(set(gpus))) for key, gpus in observed.items()}
+    return b.health("gpu-utilization", ages, present=bool(rows))
+
+
+def build_kubernetes(
+    results: Results | Answers, *, now_s: float, max_age_s: float = 120.0
+) -> LiveBuild:
+    """The state from the ``kubernetes`` profile's answers (kube-state-metrics + dcgm-exporter).
+
+    A pod is a one-node job named ``namespace/pod`` whose user is its namespace and whose submit
+    time is its creation; kube-state-metrics has no numeric priority and no time limit, so the
+    pending order is creation time, and no time limit is set.
+    """
+    b = Build(now_s, max_age_s)
+    rows = results.get("node_gpus", ())
+    for (name,), s in sorted(sorted_by(rows, "node").items()):
+        gpus = b.count(s.value, f"node {name}", "node_gpus")
+        if name and gpus is not None:
+            b.nodes[name] = Node(name, gpus)
+    ksm = b.health("kube-state-metrics", results.get("ksm_age_seconds", ()), present=bool(rows))
+    dcgm = _dcgm(b, results)
+    b.add_queue(_pods(b, results))
+    return b.finish((SourceHealth("prometheus", True), ksm, dcgm))
+
+
+BUILDERS: dict[str, Callable[..., LiveBuild]] = {
+    "gpuadvisor": build_gpuadvisor,
+    "kubernetes": build_kubernetes,
+}
+
+PLANS: dict[str, Plan] = {"gpuadvisor": GPUADVISOR_PLAN, "kubernetes": {}}
+"""Each builder's reading plan (``Answers``); the ``kubernetes`` builder reads samples."""

@@ -1,0 +1,152 @@
+"""From a profile's query answers to the ``LiveState`` one advisor cycle starts from.
+
+``build_live_state`` is pure: no I/O, no clock (``now_s`` comes in), so recorded answers give
+identical states (the builders are in ``live_builders``, their shared scratch state in
+``live_build``). ``read_live_state`` runs the profile's queries concurrently at one instant and
+builds; when Prometheus itself fails it returns an empty snapshot with the ``prometheus`` source
+down and the error as the reason.
+
+Each source's health says whether the cycle may trust it: down when its data is missing, older
+than ``max_age_s``, or its own ``*_up`` metric says it cannot read what it exports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from gpuadvisor.model import Cluster, ClusterSnapshot, LiveState, SourceHealth
+from gpuadvisor.sources.prometheus.builders import (
+    BUILDERS,
+    PLANS,
+    build_gpuadvisor,
+    build_kubernetes,
+)
+from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusError
+from gpuadvisor.sources.prometheus.profiles import Profile
+from gpuadvisor.sources.prometheus.scratch import Answers, LiveBuild, LiveWarning, Results
+
+__all__ = [
+    "SOURCES",
+    "Answers",
+    "LiveBuild",
+    "LiveSettings",
+    "LiveWarning",
+    "Results",
+    "build_gpuadvisor",
+    "build_kubernetes",
+    "build_live_state",
+    "gc_paused",
+    "prometheus_down",
+    "read_live",
+    "read_live_state",
+]
+
+log = logging.getLogger(__name__)
+
+SOURCES: dict[str, tuple[str, ...]] = {
+    "gpuadvisor": ("prometheus", "agents", "queue"),
+    "kubernetes": ("prometheus", "kube-state-metrics", "gpu-utilization"),
+}
+"""The sources each profile kind reports, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSettings:
+    """How old a source may be, the utilization window, and the optional cluster matchers."""
+
+    max_age_s: float = 120.0
+    window_s: float = 300.0
+    selector: str = ""
+
+
+def build_live_state(
+    kind: str,
+    results: Results | Answers,
+    *,
+    now_s: float,
+    settings: LiveSettings = LiveSettings(),
+) -> LiveBuild:
+    """The state from the answers of a profile of ``kind`` (pure)."""
+    return BUILDERS[kind](results, now_s=now_s, max_age_s=settings.max_age_s)
+
+
+def prometheus_down(kind: str, now_s: float, reason: str) -> LiveState:
+    """An empty state: Prometheus could not be read, so no source could be either."""
+    first, *rest = SOURCES.get(kind, ("prometheus",))
+    return LiveState(
+        ClusterSnapshot(now_s, Cluster(())),
+        (),
+        (
+            SourceHealth(first, False, reason),
+            *(SourceHealth(s, False, "not read: Prometheus failed") for s in rest),
+        ),
+    )
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (nesting is fine).
+
+    A 10,000-GPU cluster's answers are some 100,000 samples, each a few small tuples, and
+    nearly none of them in a reference cycle: collecting while they are created only walks them
+    again and again (0.7 s of a cycle at 10,000 GPUs in bench/advisor.py). What
+    refcounting does not free is collected at the next collection after the pause.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+async def read_live(
+    client: MetricsQuery,
+    profile: Profile,
+    *,
+    now_s: float,
+    settings: LiveSettings = LiveSettings(),
+) -> LiveBuild:
+    """Run every query of ``profile`` at ``now_s`` concurrently, then build the state."""
+    with gc_paused():  # the answers are freed by refcount when _query_and_build returns
+        return await _query_and_build(client, profile, now_s, settings)
+
+
+async def _query_and_build(
+    client: MetricsQuery, profile: Profile, now_s: float, settings: LiveSettings
+) -> LiveBuild:
+    exprs = profile.render(selector=settings.selector, window_s=settings.window_s)
+    names = list(exprs)
+    answers = Answers(PLANS.get(profile.kind))
+
+    async def one(name: str) -> None:
+        # indexed here, as each answer arrives, while Prometheus still evaluates the others
+        answers.add(name, (await client.query(exprs[name], time_s=now_s)).samples)
+
+    done = await asyncio.gather(*(one(name) for name in names), return_exceptions=True)
+    for name, outcome in zip(names, done, strict=True):
+        if isinstance(outcome, PrometheusError):
+            return LiveBuild(prometheus_down(profile.kind, now_s, f"query {name}: {outcome}"))
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return build_live_state(profile.kind, answers, now_s=now_s, settings=settings)
+
+
+async def read_live_state(
+    client: MetricsQuery,
+    profile: Profile,
+    *,
+    now_s: float,
+    settings: LiveSettings = LiveSettings(),
+) -> LiveState:
+    """``read_live`` with what was left out logged, one line each."""
+    built = await read_live(client, profile, now_s=now_s, settings=settings)
+    for warning in built.warnings:
+        log.warning("left out of the live state (%s): %s", warning.reason, warning)
+    return built.state

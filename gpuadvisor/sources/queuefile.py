@@ -1,0 +1,275 @@
+"""A queue file (YAML, or JSON, which YAML reads too) → ``QueueSnapshot``, for schedulers without
+a built-in source and for tests and demos. The format is documented in docs/queue.md::
+
+    jobs:
+      - job_id: 101                  # required, string or integer
+        user: alice                  # required
+        partition: gpu               # required
+        state: RUNNING               # required: PENDING, RUNNING, ...
+        gpus_per_node: 4             # or gpus: the total (must split evenly); default 0
+        nodes: 2                     # default: the number of node_names, else 1
+        submit_time: 2026-11-30T10:00:00Z   # required: epoch seconds or ISO 8601 with a zone
+        start_time: 1796040060       # optional
+        time_limit: 7200             # seconds; absent, null or "unlimited": none
+        priority: 1000               # default 0
+        node_names: gpu-[01-02]      # a Slurm hostlist or a list of names
+        gpu_indices: {gpu-01: [0, 1, 2, 3], gpu-02: [4, 5, 6, 7]}
+        reason: ""                   # why it waits, free text
+
+The file is composed (``yaml.compose``), not loaded, so that every error names the file, the line
+and the field (``jobs[2].gpus``). Scalars are taken from their raw text: an unquoted ISO time
+is read as written, never turned into a naive datetime. Tabs in a ``.json`` file (legal JSON
+whitespace, not YAML) are read as spaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+
+from gpuadvisor.errors import InputError, ModelError
+from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
+from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
+
+JOB_KEYS = (
+    "job_id",
+    "user",
+    "partition",
+    "state",
+    "gpus_per_node",
+    "gpus",
+    "nodes",
+    "submit_time",
+    "start_time",
+    "time_limit",
+    "priority",
+    "node_names",
+    "gpu_indices",
+    "reason",
+)
+REQUIRED = ("job_id", "user", "partition", "state", "submit_time")
+UNLIMITED = frozenset({"unlimited", "infinite"})
+
+_TAG = "tag:yaml.org,2002:"
+_T = TypeVar("_T")
+_Entries = dict[str, tuple[yaml.Node, yaml.Node]]
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+class _File:
+    """Error-raising readers over one composed file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def error(self, node: yaml.Node, field: str, message: str) -> InputError:
+        return InputError(f"{field}: {message}", path=self.path, line=_line(node))
+
+    def mapping(self, node: yaml.Node, field: str) -> _Entries:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(node, field, "expected a mapping of keys to values")
+        entries: _Entries = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _TAG + "str":
+                raise self.error(key_node, field, "keys must be strings")
+            key = str(key_node.value)
+            if key in entries:
+                first = _line(entries[key][0])
+                raise self.error(
+                    key_node, f"{field}.{key}", f"duplicate key (first on line {first})"
+                )
+            entries[key] = (key_node, value_node)
+        return entries
+
+    def scalar(self, node: yaml.Node, field: str, kinds: tuple[str, ...], what: str) -> str:
+        """The raw text of a scalar whose resolved type is one of ``kinds`` (``int``, ``str``…)."""
+        if isinstance(node, yaml.ScalarNode) and node.tag.removeprefix(_TAG) in kinds:
+            return str(node.value)
+        shown = node.value if isinstance(node, yaml.ScalarNode) else "a list or mapping"
+        raise self.error(node, field, f"expected {what}, got {shown!r}")
+
+    def text(self, node: yaml.Node, field: str) -> str:
+        return self.scalar(node, field, ("str", "int"), "a string")
+
+    def number(self, node: yaml.Node, field: str) -> float:
+        raw = self.scalar(node, field, ("int", "float"), "a number")
+        value = float(yaml.SafeLoader("").construct_object(node))
+        if not math.isfinite(value):
+            raise self.error(node, field, f"expected a finite number, got {raw!r}")
+        return value
+
+    def count(self, node: yaml.Node, field: str) -> int:
+        raw = self.scalar(node, field, ("int",), "a whole number")
+        value = int(yaml.SafeLoader("").construct_object(node))
+        if value < 0:
+            raise self.error(node, field, f"must be >= 0, got {raw}")
+        return value
+
+    def timestamp(self, node: yaml.Node, field: str) -> float:
+        if isinstance(node, yaml.ScalarNode) and node.tag in (_TAG + "int", _TAG + "float"):
+            return self.number(node, field)
+        raw = self.scalar(node, field, ("str", "timestamp"), "epoch seconds or an ISO 8601 time")
+        try:
+            parsed = datetime.fromisoformat(raw)
+        except ValueError:
+            raise self.error(node, field, f"not an ISO 8601 time: {raw!r}") from None
+        if parsed.tzinfo is None:
+            raise self.error(node, field, f"{raw!r} has no time zone (add Z or +00:00)")
+        return parsed.timestamp()
+
+    def time_limit(self, node: yaml.Node, field: str) -> float | None:
+        unlimited = node.tag == _TAG + "null" or str(node.value).lower() in UNLIMITED
+        if isinstance(node, yaml.ScalarNode) and unlimited:
+            return None
+        seconds = self.number(node, field)
+        if seconds <= 0:
+            raise self.error(node, field, f"must be > 0 seconds (or 'unlimited'), got {seconds:g}")
+        return seconds
+
+    def node_names(self, node: yaml.Node, field: str) -> tuple[str, ...]:
+        if isinstance(node, yaml.SequenceNode):
+            return tuple(self.text(item, f"{field}[{i}]") for i, item in enumerate(node.value))
+        try:
+            return expand_hostlist(self.text(node, field))
+        except HostlistError as exc:
+            raise self.error(node, field, str(exc)) from None
+
+    def gpu_indices(
+        self, node: yaml.Node, field: str, node_names: tuple[str, ...]
+    ) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        pairs = []
+        for name, (key_node, value_node) in self.mapping(node, field).items():
+            where = f"{field}.{name}"
+            if name not in node_names:
+                raise self.error(key_node, where, f"not one of node_names {list(node_names)}")
+            if not isinstance(value_node, yaml.SequenceNode):
+                raise self.error(value_node, where, "expected a list of GPU indices")
+            indices = tuple(
+                self.count(item, f"{where}[{i}]") for i, item in enumerate(value_node.value)
+            )
+            pairs.append((name, indices))
+        return tuple(pairs)
+
+
+def _entry(file: _File, node: yaml.Node, field: str) -> QueueEntry:
+    entries = file.mapping(node, field)
+    for key, (key_node, _) in entries.items():
+        if key not in JOB_KEYS:
+            known = ", ".join(JOB_KEYS)
+            raise file.error(key_node, f"{field}.{key}", f"unknown key; known keys: {known}")
+    for key in REQUIRED:
+        if key not in entries:
+            raise file.error(node, f"{field}.{key}", "missing")
+
+    def get(key: str, read: Callable[[yaml.Node, str], _T], default: _T) -> _T:
+        return read(entries[key][1], f"{field}.{key}") if key in entries else default
+
+    names: tuple[str, ...] = get("node_names", file.node_names, ())
+    nodes = get("nodes", file.count, len(names) or 1)
+    if nodes < 1 or (names and nodes != len(names)):
+        problem = "must be >= 1" if nodes < 1 else f"is {nodes} but node_names has {len(names)}"
+        raise file.error(entries["nodes"][1], f"{field}.nodes", problem)
+    if "gpus" in entries and "gpus_per_node" in entries:
+        raise file.error(
+            entries["gpus"][0], f"{field}.gpus", "give gpus or gpus_per_node, not both"
+        )
+    per_node = get("gpus_per_node", file.count, 0)
+    total = get("gpus", file.count, per_node * nodes)
+    if total % nodes:
+        where = f"{field}.gpus"
+        raise file.error(
+            entries["gpus"][1], where, f"{total} GPUs do not split evenly over {nodes} nodes"
+        )
+    try:
+        return QueueEntry(
+            job_id=get("job_id", file.text, ""),
+            user=get("user", file.text, ""),
+            partition=get("partition", file.text, ""),
+            state=get("state", file.text, "").upper(),
+            gpus_per_node=total // nodes,
+            nodes=nodes,
+            submit_time_s=get("submit_time", file.timestamp, 0.0),
+            start_time_s=get("start_time", file.timestamp, None),
+            time_limit_s=get("time_limit", file.time_limit, None),
+            priority=get("priority", file.number, 0.0),
+            node_names=names,
+            gpu_indices=get("gpu_indices", lambda n, f: file.gpu_indices(n, f, names), ()),
+            reason=get("reason", file.text, ""),
+        )
+    except ModelError as exc:
+        raise file.error(node, field, str(exc)) from exc
+
+
+def parse_queue_file(text: str, *, path: str, time_s: float) -> QueueSnapshot:
+    """The queue in a queue file's ``text`` (``path`` names it in errors), read at ``time_s``."""
+    if path.endswith(".json"):
+        text = text.replace("\t", " ")
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "syntax error"
+        line = mark.line + 1 if mark is not None else None
+        raise InputError(f"not valid YAML or JSON: {problem}", path=path, line=line) from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML or JSON: {exc}", path=path) from exc
+    if root is None:
+        raise InputError("empty file: expected a mapping with 'jobs'", path=path, line=1)
+    file = _File(path)
+    top = file.mapping(root, "/")
+    for key, (key_node, _) in top.items():
+        if key != "jobs":
+            raise file.error(key_node, key, "unknown key; the top level holds only 'jobs'")
+    if "jobs" not in top:
+        raise file.error(root, "jobs", "missing")
+    jobs = top["jobs"][1]
+    if isinstance(jobs, yaml.ScalarNode) and jobs.tag == _TAG + "null":
+        return QueueSnapshot(time_s=time_s)
+    if not isinstance(jobs, yaml.SequenceNode):
+        raise file.error(jobs, "jobs", "expected a list of jobs")
+    entries = tuple(_entry(file, node, f"jobs[{i}]") for i, node in enumerate(jobs.value))
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        if entry.job_id in seen:
+            raise file.error(
+                jobs.value[i],
+                f"jobs[{i}].job_id",
+                f"{entry.job_id!r} repeats jobs[{seen[entry.job_id]}]",
+            )
+        seen[entry.job_id] = i
+    return QueueSnapshot(time_s=time_s, entries=entries)
+
+
+def read_queue_file(path: str | Path, *, time_s: float) -> QueueSnapshot:
+    """Read and parse the queue file at ``path``."""
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text: {exc.reason}", path=name) from exc
+    return parse_queue_file(text, path=name, time_s=time_s)
+
+
+class QueueFileSource:
+    """The queue as a queue file says it is now; the file is read again on every call."""
+
+    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self.name = str(path)
+
+    async def read(self) -> QueueSnapshot:
+        """Read the file in a worker thread; raises InputError naming file, line and field."""
+        return await asyncio.to_thread(read_queue_file, self.path, time_s=self._clock())
