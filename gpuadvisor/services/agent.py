@@ -9,14 +9,12 @@ no second call starts, and no scrape ever waits for it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import gzip
-import html
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +33,7 @@ from gpuadvisor.analysis.agent_state import (
     record_collector,
 )
 from gpuadvisor.model.gpu import NodeReading
+from gpuadvisor.services.web import collecting, every, healthy, landing_page, ready
 from gpuadvisor.sinks.exposition.agent import agent_registry
 from gpuadvisor.sinks.exposition.agent_text import CachedExposition
 from gpuadvisor.sources.probe import GpuProbe, ProbeUnavailableError
@@ -138,13 +137,7 @@ class Sampler:
 
     async def run(self) -> None:
         """Probe every ``interval_s`` on a fixed cadence; a late cycle is skipped, not bunched."""
-        loop = asyncio.get_running_loop()
-        next_at = loop.time()
-        while True:
-            await self.sample_once()
-            next_at += self._settings.interval_s
-            next_at = max(next_at, loop.time())
-            await asyncio.sleep(next_at - loop.time())
+        await every(self._settings.interval_s, self.sample_once)
 
     def close(self) -> None:
         """Close the probe in its own thread; a hung call is left behind, never joined."""
@@ -163,31 +156,12 @@ REGISTRY = web.AppKey("registry", CollectorRegistry)
 EXPOSITION = web.AppKey("exposition", CachedExposition)
 
 
-async def _run_sampler(app: web.Application) -> AsyncIterator[None]:
-    sampler = app[SAMPLER]
-    task = asyncio.create_task(sampler.run(), name="gpu-sampler")
-    yield
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    sampler.close()
-
-
 def snapshot_json(state: AgentState) -> dict[str, Any]:
     """The state as plain JSON values (tuples become lists)."""
     return dataclasses.asdict(state)
 
 
-LANDING = """<!doctype html>
-<html><head><title>gpuadvisor agent</title></head>
-<body><h1>gpuadvisor agent</h1>
-<p>version {version}, node {node}</p>
-<ul>
-<li><a href="/metrics">/metrics</a>: Prometheus exposition</li>
-<li><a href="/-/healthy">/-/healthy</a>, <a href="/-/ready">/-/ready</a></li>
-<li><a href="/debug/snapshot">/debug/snapshot</a>: the latest snapshot as JSON</li>
-</ul></body></html>
-"""
+SNAPSHOT_LINK = ("/debug/snapshot", "the latest snapshot as JSON")
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -217,19 +191,10 @@ async def metrics(request: web.Request) -> web.Response:
 async def landing(request: web.Request) -> web.Response:
     sampler = request.app[SAMPLER]
     reading = sampler.state.reading
-    node = html.escape(reading.node if reading else "(no sample yet)")
-    version = html.escape(request.app[SAMPLER].settings.version)
-    return web.Response(text=LANDING.format(version=version, node=node), content_type="text/html")
-
-
-async def healthy(request: web.Request) -> web.Response:
-    return web.Response(text="OK\n")
-
-
-async def ready(request: web.Request) -> web.Response:
-    if request.app[SAMPLER].ready:
-        return web.Response(text="ready\n")
-    return web.Response(status=503, text="not ready: no successful GPU sample yet\n")
+    node = reading.node if reading else "(no sample yet)"
+    line = f"version {sampler.settings.version}, node {node}"
+    page = landing_page("gpuadvisor agent", line, (SNAPSHOT_LINK,))
+    return web.Response(text=page, content_type="text/html")
 
 
 async def snapshot(request: web.Request) -> web.Response:
@@ -252,10 +217,15 @@ def create_app(
     app[SAMPLER] = sampler
     app[REGISTRY] = agent_registry(lambda: sampler.state, settings.version)
     app[EXPOSITION] = CachedExposition(settings.version)
-    app.cleanup_ctx.append(_run_sampler)
+    app.cleanup_ctx.append(collecting(SAMPLER, "gpu-sampler", Sampler.close))
     app.router.add_get("/", landing)
     app.router.add_get("/metrics", metrics)
-    app.router.add_get("/-/healthy", healthy)
-    app.router.add_get("/-/ready", ready)
+    app.router.add_get("/-/healthy", healthy())
+    app.router.add_get(
+        "/-/ready",
+        ready(
+            lambda app: app[SAMPLER].ready, not_ready="not ready: no successful GPU sample yet\n"
+        ),
+    )
     app.router.add_get("/debug/snapshot", snapshot)
     return app

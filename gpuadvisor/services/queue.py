@@ -11,12 +11,10 @@ logged once when it appears or changes, and recovery once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
-import html
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from gpuadvisor import __version__
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.model.queue import QueueSnapshot
+from gpuadvisor.services.web import collecting, every, healthy, landing_page, ready
 from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
 
 log = logging.getLogger(__name__)
@@ -105,36 +104,11 @@ class Poller:
 
     async def run(self) -> None:
         """Read every ``interval_s`` on a fixed cadence; a late cycle is skipped, not bunched."""
-        loop = asyncio.get_running_loop()
-        next_at = loop.time()
-        while True:
-            await self.read_once()
-            next_at += self.settings.interval_s
-            next_at = max(next_at, loop.time())
-            await asyncio.sleep(next_at - loop.time())
+        await every(self.settings.interval_s, self.read_once)
 
 
 POLLER = web.AppKey("poller", Poller)
 REGISTRY = web.AppKey("queue_registry", CollectorRegistry)
-
-
-async def _run_poller(app: web.Application) -> AsyncIterator[None]:
-    task = asyncio.create_task(app[POLLER].run(), name="queue-poller")
-    yield
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-
-
-LANDING = """<!doctype html>
-<html><head><title>gpuadvisor queue exporter</title></head>
-<body><h1>gpuadvisor queue exporter</h1>
-<p>version {version}, source {source}: {state}</p>
-<ul>
-<li><a href="/metrics">/metrics</a>: Prometheus exposition</li>
-<li><a href="/-/healthy">/-/healthy</a>, <a href="/-/ready">/-/ready</a></li>
-</ul></body></html>
-"""
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -159,22 +133,9 @@ async def landing(request: web.Request) -> web.Response:
         state = f"up, {len(status.snapshot.entries) if status.snapshot else 0} jobs"
     else:
         state = f"down: {status.error}"
-    text = LANDING.format(
-        version=html.escape(poller.settings.version),
-        source=html.escape(poller.source.name),
-        state=html.escape(state),
-    )
+    line = f"version {poller.settings.version}, source {poller.source.name}: {state}"
+    text = landing_page("gpuadvisor queue exporter", line)
     return web.Response(text=text, content_type="text/html")
-
-
-async def healthy(request: web.Request) -> web.Response:
-    return web.Response(text="OK\n")
-
-
-async def ready(request: web.Request) -> web.Response:
-    if request.app[POLLER].ready:
-        return web.Response(text="ready\n")
-    return web.Response(status=503, text="not ready: the queue source has not been read yet\n")
 
 
 def create_app(
@@ -191,9 +152,15 @@ def create_app(
     poller = Poller(source, settings, clock=clock)
     app[POLLER] = poller
     app[REGISTRY] = queue_registry(lambda: poller.status, settings.version)
-    app.cleanup_ctx.append(_run_poller)
+    app.cleanup_ctx.append(collecting(POLLER, "queue-poller"))
     app.router.add_get("/", landing)
     app.router.add_get("/metrics", metrics)
-    app.router.add_get("/-/healthy", healthy)
-    app.router.add_get("/-/ready", ready)
+    app.router.add_get("/-/healthy", healthy())
+    app.router.add_get(
+        "/-/ready",
+        ready(
+            lambda app: app[POLLER].ready,
+            not_ready="not ready: the queue source has not been read yet\n",
+        ),
+    )
     return app
