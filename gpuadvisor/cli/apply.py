@@ -8,27 +8,16 @@ same JSON from a file (``--from``). Exit 0 when every selected command ran (or o
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
 import shutil
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.recommendation import Kind
-from gpuadvisor.services.apply import (
-    Advice,
-    ApplyLog,
-    Plan,
-    Policy,
-    Verdict,
-    fetch_recommendations,
-    plan,
-    read_recommendations_file,
-    run_command,
-)
+from gpuadvisor.services.apply.plan import Plan, Policy, Verdict, plan
+from gpuadvisor.services.apply.runner import ApplyLog, Counts, carry_out
+from gpuadvisor.sources.advice import fetch_recommendations, read_recommendations_file
 
 DEFAULT_LOG = "gpuadvisor-apply.log"
 
@@ -127,67 +116,6 @@ def resolve_binary(name: str) -> str:
             "slurm-client, or give --scontrol PATH)"
         )
     return found
-
-
-def carry_out(
-    decided: Plan,
-    log: ApplyLog,
-    out: TextIO,
-    *,
-    yes: bool,
-    scontrol: str,
-    timeout_s: float,
-    now_s: float,
-) -> Counts:
-    """Print and log every step; with ``yes`` run the allowed commands, stopping a
-    recommendation at its first failed command (its commands belong together)."""
-    counts = Counts()
-    for step in decided.steps:
-        advice = step.advice
-        print(f"\n{heading(advice)}\n  {advice.action}", file=out)
-        if step.verdict is Verdict.EXPIRED or step.verdict is Verdict.NO_COMMAND:
-            print(f"  skipped: {step.reason}", file=out)
-            for argv in advice.commands or ((),):
-                log.write(now_s, advice, f"skipped-{step.verdict}", argv=argv, reason=step.reason)
-            continue
-        if step.verdict is Verdict.REFUSED:
-            print(f"  refused: {step.reason}", file=out)
-            for argv in advice.commands:
-                print(f"  not run: {shlex.join(argv)}", file=out)
-                log.write(now_s, advice, "refused", argv=argv, reason=step.reason)
-            continue
-        for argv in advice.commands:
-            if not yes:
-                print(f"  would run: {shlex.join(argv)}", file=out)
-                log.write(now_s, advice, "planned", argv=argv)
-                continue
-            result = run_command(argv, scontrol=scontrol, timeout_s=timeout_s, env=os.environ)
-            log.write(
-                time.time(), advice, "ok" if result.ok else "failed", argv=argv, result=result
-            )
-            if result.ok:
-                counts.ran += 1
-                print(f"  ran: {shlex.join(argv)} (exit 0, {result.duration_s:.2f}s)", file=out)
-                continue
-            counts.failed += 1
-            why = result.error or f"exit {result.exit_code}"
-            last = (result.stderr or result.stdout).strip().splitlines()[-1:]
-            print(f"  FAILED: {shlex.join(argv)} ({why}) {' '.join(last)}".rstrip(), file=out)
-            break
-    return counts
-
-
-@dataclass
-class Counts:
-    """Commands run to success and commands that failed or timed out."""
-
-    ran: int = 0
-    failed: int = 0
-
-
-def heading(advice: Advice) -> str:
-    subject = advice.subject or (f"job {advice.job_id}" if advice.job_id else "")
-    return " ".join(part for part in (f"[{advice.kind}]", subject, f"(id {advice.id})") if part)
 
 
 def summary(decided: Plan, counts: Counts, args: argparse.Namespace) -> str:

@@ -1,0 +1,57 @@
+"""``apply``'s plan, pure: which commands pass the allow-list, and one verdict per selected
+recommendation (run, expired, refused, no command), decided without running anything."""
+
+from __future__ import annotations
+
+from gpuadvisor.services.apply.plan import Policy, Verdict, plan, refusal
+from gpuadvisor.sources.advice import Advice
+
+NOW = 1_800_000_000.0
+TOP = Policy(frozenset({"start-now", "hold-node"}))
+UPDATE = Policy(TOP.kinds, allow_update=True)
+
+
+def advice(
+    index: int,
+    *commands: tuple[str, ...],
+    kind: str = "start-now",
+    valid_until_s: float = NOW + 60,
+) -> Advice:
+    return Advice(index, f"id{index}", kind, "", "do it", commands, valid_until_s)
+
+
+def test_scontrol_top_of_a_job_list_is_allowed_and_nothing_else_by_default() -> None:
+    assert refusal(("scontrol", "top", "4711,4712_3"), TOP) == ""
+    assert "one job list" in refusal(("scontrol", "top", "4711;reboot"), TOP)
+    assert "only scontrol" in refusal(("sh", "-c", "scontrol top 1"), TOP)
+    assert "not allowed (allowed: top)" in refusal(("scontrol", "cancel", "1"), TOP)
+    assert "--allow-update" in refusal(("scontrol", "update", "JobId=1", "Nice=5"), TOP)
+
+
+def test_scontrol_update_with_allow_update_may_set_only_the_listed_fields() -> None:
+    assert refusal(("scontrol", "update", "JobId=1", "ReqNodeList=gpu01"), UPDATE) == ""
+    assert "not 'TimeLimit=9'" in refusal(("scontrol", "update", "JobId=1", "TimeLimit=9"), UPDATE)
+    assert "JobId=<job>" in refusal(("scontrol", "update", "Nice=5"), UPDATE)
+
+
+def test_each_selected_recommendation_gets_one_verdict_and_others_are_counted() -> None:
+    steps = plan(
+        (
+            advice(0, ("scontrol", "top", "5")),
+            advice(1, ("scontrol", "top", "6"), valid_until_s=NOW),
+            advice(2, ("scontrol", "top", "7"), ("scontrol", "cancel", "7")),
+            advice(3),
+            advice(4, ("scontrol", "top", "8"), kind="reclaim-idle"),
+        ),
+        TOP,
+        NOW,
+    )
+    assert [(s.advice.index, s.verdict) for s in steps.steps] == [
+        (0, Verdict.RUN),
+        (1, Verdict.EXPIRED),
+        (2, Verdict.REFUSED),
+        (3, Verdict.NO_COMMAND),
+    ]
+    assert steps.steps[1].reason.startswith("expired at 2027-01-15T08:00:00.000Z")
+    assert "cancel" in steps.steps[2].reason
+    assert steps.not_selected == 1
