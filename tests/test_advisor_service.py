@@ -17,13 +17,19 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.analysis.advice.hysteresis import Change, HysteresisSettings
+from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import Kind, LiveState, SourceHealth
-from gpuadvisor.services.advisor import Advisor, AdvisorSettings, OutboxDispatcher, create_app
-from gpuadvisor.sinks.delivery.outbox import Coalescing, Cycle, Outbox
+from gpuadvisor.services.advisor import ADVISOR, Advisor, AdvisorSettings, create_app, run_once
+from gpuadvisor.sinks.delivery.outbox import Coalescing, Cycle
 from gpuadvisor.sinks.exposition.advisor import AdvisorStatus
+from gpuadvisor.sources.prometheus.client import PrometheusSettings
+from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
+from tests.fake_prometheus import head_of_line
 from tests.test_advice import head_of_line_snapshot
 
 Client = TestClient[web.Request, web.Application]
+NOW = 1_796_050_000.0
+PROMETHEUS = PrometheusSettings("http://prometheus.invalid:9090")
 UP = (SourceHealth("prometheus", True), SourceHealth("agents", True), SourceHealth("queue", True))
 QUEUE_STALE = (
     SourceHealth("prometheus", True),
@@ -151,18 +157,31 @@ def status_json(status: AdvisorStatus) -> dict[str, Any]:
     return {"recommendations": [r.id for r in status.active]}
 
 
+def config(interval_s: float = 30.0, **kw: Any) -> AdvisorConfig:
+    """The advisor's settings for a test: Prometheus is always a fake, advice held one cycle."""
+    hysteresis = HysteresisSettings(1, 1)
+    return AdvisorConfig(PROMETHEUS, interval_s=interval_s, hysteresis=hysteresis, **kw)
+
+
 async def test_http_endpoints_ready_after_a_cycle_and_metrics_pass_promtool() -> None:
-    advisor, _ = make(trusted(), hold=1)
-    app = create_app(advisor, status_json, run_cycles=False)
+    app = create_app(
+        config(),
+        query=head_of_line(NOW),
+        clock=lambda: NOW,
+        recommendations_json=status_json,
+        run_cycles=False,
+    )
     client: Client = TestClient(TestServer(app, host="127.0.0.1"))
     await client.start_server()
     try:
         assert (await client.get("/-/healthy")).status == 200
         assert (await client.get("/-/ready")).status == 503
+        advisor = app[ADVISOR]
         await advisor.cycle()
         assert (await client.get("/-/ready")).status == 200
         body = await (await client.get("/api/v1/recommendations")).json()
         assert body["recommendations"] == [r.id for r in advisor.status.active]
+        assert body["recommendations"]  # the head-of-line advice, held for one cycle
         text = await (await client.get("/metrics")).text()
     finally:
         await client.close()
@@ -174,10 +193,11 @@ async def test_http_endpoints_ready_after_a_cycle_and_metrics_pass_promtool() ->
 
 
 async def test_the_app_runs_cycles_for_its_lifetime() -> None:
-    advisor, recorder = make(trusted(), hold=1)
-    advisor.settings = AdvisorSettings(interval_s=0.05, hysteresis=HysteresisSettings(1, 1))
-    client: Client = TestClient(TestServer(create_app(advisor, status_json), host="127.0.0.1"))
+    prometheus = head_of_line(NOW)
+    app = create_app(config(interval_s=0.05), query=prometheus, clock=lambda: NOW)
+    client: Client = TestClient(TestServer(app, host="127.0.0.1"))
     await client.start_server()
+    advisor = app[ADVISOR]
     try:
         for _ in range(100):
             if advisor.cycles_run >= 2:
@@ -185,7 +205,8 @@ async def test_the_app_runs_cycles_for_its_lifetime() -> None:
             await asyncio.sleep(0.02)
     finally:
         await client.close()
-    assert advisor.cycles_run >= 2 and len(recorder.changes) == advisor.cycles_run
+    assert advisor.cycles_run >= 2
+    assert prometheus.queries == len(GPUADVISOR.names) * advisor.cycles_run  # none after close
 
 
 @dataclass
@@ -206,14 +227,9 @@ class RecordingSink:
 
 async def test_the_api_serves_the_active_advice_and_outboxes_deliver_it() -> None:
     sink = RecordingSink()
-    outcomes: list[tuple[str, str]] = []
-    outbox = Outbox(sink, on_outcome=lambda name, outcome: outcomes.append((name, outcome)))
-    dispatcher = OutboxDispatcher((outbox,), advisor_url="http://127.0.0.1:9403")
-    settings = AdvisorSettings(interval_s=0.05, hysteresis=HysteresisSettings(1, 1))
-    advisor = Advisor(reader(trusted()), dispatcher, settings)
-    client: Client = TestClient(
-        TestServer(create_app(advisor, outboxes=(outbox,)), host="127.0.0.1")
-    )
+    settings = config(interval_s=0.05, external_url="http://127.0.0.1:9403")
+    app = create_app(settings, query=head_of_line(NOW), sinks=(sink,), clock=lambda: NOW)
+    client: Client = TestClient(TestServer(app, host="127.0.0.1"))
     await client.start_server()
     try:
         for _ in range(200):
@@ -223,6 +239,7 @@ async def test_the_api_serves_the_active_advice_and_outboxes_deliver_it() -> Non
         body = await (await client.get("/api/v1/recommendations")).json()
         one = body["recommendations"][0]["id"]
         only = await (await client.get("/api/v1/recommendations", params={"id": one})).json()
+        text = await (await client.get("/metrics")).text()
     finally:
         await client.close()
     assert body["trusted"] is True
@@ -234,5 +251,24 @@ async def test_the_api_serves_the_active_advice_and_outboxes_deliver_it() -> Non
     first = sink.cycles[0]
     assert first.advisor_url == "http://127.0.0.1:9403"
     assert any(a.recommendation.job_id == "5" for a in first.new)
-    assert ("recording", "delivered") in outcomes
+    assert 'gpuadvisor_sink_deliveries_total{outcome="delivered",sink="recording"}' in text
+    assert app[ADVISOR].metrics.deliveries("recording", "delivered") >= 1
     assert sink.closed
+
+
+async def test_once_runs_one_cycle_without_hysteresis_and_says_whether_it_trusted_it() -> None:
+    held_twice = AdvisorConfig(PROMETHEUS, hysteresis=HysteresisSettings(2, 2))
+    body = await run_once(held_twice, query=head_of_line(NOW), clock=lambda: NOW)
+    assert body["trusted"] is True
+    assert body["cluster"] == {
+        "gpus": 8,
+        "allocated_gpus": 6.0,
+        "pending_jobs": 3,
+        "running_jobs": 2,
+    }
+    assert "5" in {r["job_id"] for r in body["recommendations"] if r["kind"] == "start-now"}
+    down = head_of_line(NOW)
+    down.down = "connection refused"
+    body = await run_once(held_twice, query=down, clock=lambda: NOW)
+    assert body["trusted"] is False and body["recommendations"] == [] and "cluster" not in body
+    assert body["sources"][0]["up"] is False

@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from gpuadvisor.config.advisor import load_advisor_config
+from gpuadvisor.cli import main
+from gpuadvisor.config.advisor import (
+    AdvisorConfig,
+    AdvisorOverrides,
+    advisor_config,
+    load_advisor_config,
+)
 from gpuadvisor.errors import ConfigError
+from gpuadvisor.sources.prometheus.client import PrometheusSettings
 
 EXAMPLE = Path(__file__).parent.parent / "deploy" / "advisor.yaml"
 ENV = {
@@ -32,7 +39,7 @@ def test_the_shipped_example_reads_with_every_section() -> None:
     assert config.live.max_age_s == 120.0 and config.live.window_s == 300.0
     assert config.cycle.advice.order == "advisor"
     assert config.cycle.advice.order_settings.starvation_s == 6 * 3600
-    assert config.cycle.reclaim.window_s == 300.0
+    assert config.effective_cycle.reclaim.window_s == 300.0
     assert config.hysteresis.hold_cycles == 2
     assert config.outbox.max_age_s == 900.0
     (am,) = config.alertmanagers
@@ -133,3 +140,55 @@ def test_a_bad_selector_fails_at_load(tmp_path: Path) -> None:
     path = write(tmp_path, "prometheus: {url: http://p:9090}\nselector: 'cluster=a'\n")
     with pytest.raises(ConfigError, match="selector"):
         load_advisor_config(path, env={})
+
+
+def test_a_file_that_sets_nothing_gets_the_defaults_of_the_settings_type(tmp_path: Path) -> None:
+    path = write(tmp_path, "prometheus: {url: http://127.0.0.1:9090}\n")
+    from_file = load_advisor_config(path, env={})
+    from_flags = advisor_config(None, AdvisorOverrides(prometheus_url="http://127.0.0.1:9090"))
+    assert from_file == from_flags == AdvisorConfig(PrometheusSettings("http://127.0.0.1:9090"))
+    assert from_file.effective_cycle.reclaim.window_s == from_file.live.window_s
+
+
+def test_flags_given_override_the_file_and_flags_not_given_leave_it(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "interval: 1m\n"
+        "web: {listen_address: ':9999'}\n"
+        "profile: kubernetes\n"
+        "prometheus: {url: http://127.0.0.1:9090, timeout: 3s}\n",
+    )
+    untouched = advisor_config(path, AdvisorOverrides(), env={})
+    assert untouched == load_advisor_config(path, env={})
+    assert untouched.interval_s == 60.0 and untouched.listen == (None, 9999)
+    flags = AdvisorOverrides(
+        prometheus_url="http://thanos:10902/prefix",
+        interval_s=5.0,
+        listen_address="127.0.0.1:19900",
+    )
+    config = advisor_config(path, flags, env={})
+    assert config.prometheus.url == "http://thanos:10902/prefix"
+    assert config.prometheus.timeout_s == 3.0  # the rest of the section stays the file's
+    assert config.interval_s == 5.0 and config.listen == ("127.0.0.1", 19900)
+    assert config.profile.name == "kubernetes"
+
+
+def test_without_a_file_the_flags_must_name_prometheus() -> None:
+    with pytest.raises(ConfigError, match=r"give --config FILE or at least --prometheus\.url"):
+        advisor_config(None, AdvisorOverrides(interval_s=5.0))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--interval", "0s"], "--interval: must be > 0 seconds, got '0s'"),
+        (["--interval", "soon"], "--interval: expected seconds (1.5) or a duration"),
+        (["--web.listen-address", "nowhere"], "--web.listen-address 'nowhere': expected HOST:PORT"),
+    ],
+)
+def test_a_bad_flag_is_named_before_anything_runs(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["advisor", "--prometheus.url", "http://127.0.0.1:9", "--once", *flags]
+    assert main(argv) == 2
+    assert f"gpuadvisor advisor: error: {message}" in capsys.readouterr().err

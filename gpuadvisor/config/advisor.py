@@ -13,7 +13,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gpuadvisor.analysis.advice.cycle import CycleSettings
 from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
@@ -36,14 +36,18 @@ from gpuadvisor.sources.prometheus.profiles import PROFILES, Profile, profile
 SCHEDULERS = {"slurm": "scontrol commands", "none": "advice in words only"}
 DEFAULT_LISTEN = ":19844"
 """The advisor's port; the agent uses 19842 and the queue exporter 19843."""
+DEFAULT_PROFILE = "gpuadvisor"
 
 
 @dataclass(frozen=True, slots=True)
 class AdvisorConfig:
-    """Everything ``gpuadvisor advisor`` needs, checked."""
+    """Everything ``gpuadvisor advisor`` needs, checked: the one settings type of the advisor.
+
+    Its field defaults are the advisor's defaults; the YAML file and the flags
+    (``AdvisorOverrides``) only ever replace them."""
 
     prometheus: PrometheusSettings
-    profile: Profile
+    profile: Profile = field(default_factory=lambda: profile(DEFAULT_PROFILE))
     live: LiveSettings = field(default_factory=LiveSettings)
     interval_s: float = 30.0
     listen_address: str = DEFAULT_LISTEN
@@ -60,10 +64,68 @@ class AdvisorConfig:
 
     @property
     def effective_cycle(self) -> CycleSettings:
-        """``cycle`` with the scheduler whose commands the advice carries."""
+        """``cycle`` with the scheduler whose commands the advice carries, and the reclaim
+        window set to the window the utilization queries average over (``live.window_s``)."""
         scheduler = self.scheduler or ("slurm" if self.profile.kind == "gpuadvisor" else "none")
         advice = dataclasses.replace(self.cycle.advice, scheduler=scheduler)
-        return dataclasses.replace(self.cycle, advice=advice)
+        reclaim = dataclasses.replace(self.cycle.reclaim, window_s=self.live.window_s)
+        return dataclasses.replace(self.cycle, advice=advice, reclaim=reclaim)
+
+    @property
+    def listen(self) -> tuple[str | None, int]:
+        """``listen_address`` (checked: ``HOST:PORT``, ``:PORT``, ``[v6]:PORT``) as (host or None
+        for every interface, port)."""
+        host, _, port = self.listen_address.rpartition(":")
+        return (host.strip("[]") or None), int(port)
+
+    def overridden(self, flags: AdvisorOverrides) -> AdvisorConfig:
+        """This configuration with the values given on the command line over it."""
+        changes: dict[str, Any] = {}
+        if flags.prometheus_url is not None:
+            changes["prometheus"] = dataclasses.replace(self.prometheus, url=flags.prometheus_url)
+        if flags.profile is not None:
+            changes["profile"] = profile(flags.profile)
+        if flags.interval_s is not None:
+            changes["interval_s"] = flags.interval_s
+        if flags.listen_address is not None:
+            changes["listen_address"] = flags.listen_address
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class AdvisorOverrides:
+    """Values given on the command line, each ``None`` when not given (then the file's value,
+    or the default of ``AdvisorConfig``, stands). Checked by whoever parsed them."""
+
+    prometheus_url: str | None = None
+    profile: str | None = None
+    interval_s: float | None = None
+    listen_address: str | None = None
+
+
+def advisor_default(name: str) -> Any:
+    """The default ``AdvisorConfig`` gives its field ``name`` (one home for every default)."""
+    (found,) = (f for f in dataclasses.fields(AdvisorConfig) if f.name == name)
+    if found.default_factory is not dataclasses.MISSING:
+        return found.default_factory()
+    return found.default
+
+
+def advisor_config(
+    path: str | None,
+    flags: AdvisorOverrides = AdvisorOverrides(),
+    *,
+    env: Mapping[str, str] | None = None,
+) -> AdvisorConfig:
+    """The advisor's settings: the file at ``path`` (if any), the flags over it. Without a
+    file the flags must at least name Prometheus."""
+    if path:
+        config = load_advisor_config(path, env=env)
+    elif flags.prometheus_url is not None:
+        config = AdvisorConfig(PrometheusSettings(flags.prometheus_url))
+    else:
+        raise ConfigError("advisor: give --config FILE or at least --prometheus.url URL")
+    return config.overridden(flags)
 
 
 T = TypeVar("T")
@@ -237,7 +299,7 @@ def _choice(m: YamlMap, key: str, choices: Mapping[str, object], default: str) -
     return value
 
 
-def _cycle(root: YamlMap, window_s: float) -> CycleSettings:
+def _cycle(root: YamlMap) -> CycleSettings:
     policy = root.section("policy")
     advice = AdviceSettings()
     if policy is not None:
@@ -247,7 +309,14 @@ def _cycle(root: YamlMap, window_s: float) -> CycleSettings:
         order_settings = dataclasses.replace(
             advice.order_settings,
             starvation_s=_get(policy, "starvation", seconds, OrderSettings().starvation_s),
-            max_starved_reservations=int(_get(policy, "max_starved_reservations", _count(0), 2)),
+            max_starved_reservations=int(
+                _get(
+                    policy,
+                    "max_starved_reservations",
+                    _count(0),
+                    advice.order_settings.max_starved_reservations,
+                )
+            ),
         )
         advice = AdviceSettings(
             order=_choice(policy, "order", ORDERS, advice.order),
@@ -255,14 +324,13 @@ def _cycle(root: YamlMap, window_s: float) -> CycleSettings:
             order_settings=order_settings,
             validity_s=_get(policy, "validity", seconds, advice.validity_s),
         )
-    reclaim = ReclaimSettings(window_s=window_s)
+    reclaim = ReclaimSettings()  # its window is the live window (``effective_cycle``)
     reclaim_map = root.section("reclaim")
     if reclaim_map is not None:
         reclaim_map.reject_unknown({"idle_ratio", "min_gpus"})
         reclaim = ReclaimSettings(
             idle_ratio=_get(reclaim_map, "idle_ratio", ratio, reclaim.idle_ratio),
             min_gpus=_get(reclaim_map, "min_gpus", _count(1), reclaim.min_gpus),
-            window_s=window_s,
         )
     return CycleSettings(advice=advice, reclaim=reclaim)
 
@@ -369,16 +437,16 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
     root = load_yaml_map(path)
     base = os.path.dirname(os.path.abspath(path))
     root.reject_unknown(TOP_KEYS)
-    interval = _get(root, "interval", seconds, 30.0)
+    interval = _get(root, "interval", seconds, advisor_default("interval_s"))
     web = root.section("web")
-    listen, web_config, external = DEFAULT_LISTEN, None, ""
+    listen, web_config, external = advisor_default("listen_address"), None, ""
     if web is not None:
         web.reject_unknown({"listen_address", "config_file", "external_url"})
-        listen = str(_get(web, "listen_address", listen_address, DEFAULT_LISTEN))
+        listen = str(_get(web, "listen_address", listen_address, listen))
         web_config = _path(web, "config_file", base)
         external = web.string("external_url") or ""
     prometheus = _prometheus(root.section("prometheus"), base, environ)
-    name = _choice(root, "profile", PROFILES, "gpuadvisor")
+    name = _choice(root, "profile", PROFILES, DEFAULT_PROFILE)
     overrides = root.string_map("queries")
     chosen = _built(root, lambda: profile(name, overrides))
     live = LiveSettings(
@@ -392,8 +460,8 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
     if hyst is not None:
         hyst.reject_unknown({"hold_cycles", "clear_cycles"})
         hysteresis = HysteresisSettings(
-            hold_cycles=_get(hyst, "hold_cycles", _count(1), 2),
-            clear_cycles=_get(hyst, "clear_cycles", _count(1), 2),
+            hold_cycles=_get(hyst, "hold_cycles", _count(1), hysteresis.hold_cycles),
+            clear_cycles=_get(hyst, "clear_cycles", _count(1), hysteresis.clear_cycles),
         )
     outbox = OutboxSettings()
     box = root.section("outbox")
@@ -418,7 +486,7 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
         listen_address=listen,
         web_config_file=web_config,
         external_url=external,
-        cycle=_cycle(root, live.window_s),
+        cycle=_cycle(root),
         hysteresis=hysteresis,
         outbox=outbox,
         alertmanagers=alertmanagers,

@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gpuadvisor import __version__
@@ -30,11 +31,18 @@ from gpuadvisor.analysis.advice.hysteresis import (
     Tracked,
     step,
 )
+from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import LiveState, SourceHealth
-from gpuadvisor.sinks.delivery.outbox import Active, Cycle, Outbox, Outcome
+from gpuadvisor.services.web import healthy, ready
+from gpuadvisor.services.webconfig import web_security
+from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerSink
+from gpuadvisor.sinks.delivery.outbox import Active, Cycle, Outbox, Outcome, Sink
 from gpuadvisor.sinks.delivery.payload import iso_utc, recommendation_json
+from gpuadvisor.sinks.delivery.slack import SlackSink
+from gpuadvisor.sinks.delivery.webhook import WebhookSink
 from gpuadvisor.sinks.exposition.advisor import AdvisorMetrics, AdvisorStatus
-from gpuadvisor.sources.prometheus.live import gc_paused
+from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusClient
+from gpuadvisor.sources.prometheus.live import gc_paused, read_live_state
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +58,18 @@ class Dispatcher(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class AdvisorSettings:
-    """How often to run a cycle and how advice is judged and debounced."""
+    """How often to run a cycle and how advice is judged and debounced (from ``AdvisorConfig``,
+    which owns the defaults)."""
 
-    interval_s: float = 30.0
+    interval_s: float
     cycle: CycleSettings = field(default_factory=CycleSettings)
     hysteresis: HysteresisSettings = field(default_factory=HysteresisSettings)
     version: str = __version__
 
 
 class Advisor:
-    """Runs cycles and keeps the latest status; ``clock`` is wall time, ``timer`` measures."""
+    """Runs cycles and keeps the latest status; ``clock`` is wall time, ``timer`` measures.
+    ``metrics``: the registry the cycles are counted in (default: its own)."""
 
     def __init__(
         self,
@@ -67,6 +77,7 @@ class Advisor:
         dispatcher: Dispatcher,
         settings: AdvisorSettings,
         *,
+        metrics: AdvisorMetrics | None = None,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -78,7 +89,8 @@ class Advisor:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="advisor-cycle")
         self._debounced = Debounced()
         self.status = AdvisorStatus()
-        self.metrics = AdvisorMetrics(lambda: self.status, settings.version)
+        self.metrics = metrics or AdvisorMetrics(lambda: self.status, settings.version)
+        """Its registry; one passed in must read this advisor's ``status``."""
         self.cycles_run = 0
         self._last_problem = ""
 
@@ -193,68 +205,194 @@ def status_json(status: AdvisorStatus) -> dict[str, Any]:
 
 RecommendationsJson = Callable[[AdvisorStatus], dict[str, Any]]
 
+ADVISOR = web.AppKey("advisor", Advisor)
+DISPATCHER = web.AppKey("dispatcher", OutboxDispatcher)
+"""Holds one outbox per sink."""
+PROMETHEUS = web.AppKey("prometheus", PrometheusClient)
+"""The Prometheus client the app made (absent when a ``MetricsQuery`` was passed in)."""
+RECOMMENDATIONS_JSON: web.AppKey[RecommendationsJson] = web.AppKey("recommendations_json")
+
+
+def sinks_of(config: AdvisorConfig) -> tuple[Sink, ...]:
+    """One sink per ``sinks:`` entry of the configuration, in the file's order by kind."""
+    sinks: list[Sink] = [AlertmanagerSink(t) for t in config.alertmanagers]
+    sinks += [SlackSink(s) for s in config.slack]
+    sinks += [WebhookSink(w) for w in config.webhooks]
+    return tuple(sinks)
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """The advisor with what it reads from and delivers to."""
+
+    advisor: Advisor
+    dispatcher: OutboxDispatcher
+    client: PrometheusClient | None
+    """The Prometheus client made here, to close; None when a ``MetricsQuery`` was passed in."""
+
+
+def compose(
+    config: AdvisorConfig,
+    *,
+    query: MetricsQuery | None = None,
+    sinks: Sequence[Sink] | None = None,
+    clock: Callable[[], float] = time.time,
+    timer: Callable[[], float] = time.perf_counter,
+    hold_cycles: int | None = None,
+) -> Parts:
+    """Build the advisor from its settings: its metrics, the Prometheus client (unless ``query``
+    is given), the sinks (``sinks_of(config)`` unless given) and one outbox per sink.
+
+    ``hold_cycles`` replaces the configured hysteresis hold (``--once`` holds for one cycle)."""
+    client = None
+    if query is None:
+        client = query = PrometheusClient(config.prometheus)
+    source: MetricsQuery = query
+
+    async def read_state(now_s: float) -> LiveState:
+        return await read_live_state(source, config.profile, now_s=now_s, settings=config.live)
+
+    hysteresis = config.hysteresis
+    if hold_cycles is not None:
+        hysteresis = HysteresisSettings(hold_cycles, hysteresis.clear_cycles)
+    settings = AdvisorSettings(
+        interval_s=config.interval_s, cycle=config.effective_cycle, hysteresis=hysteresis
+    )
+
+    def latest() -> AdvisorStatus:
+        return advisor.status  # read at scrape time, when the advisor below exists
+
+    metrics = AdvisorMetrics(latest, settings.version)
+    outboxes = tuple(
+        Outbox(sink, config.outbox, on_outcome=metrics.count_delivery)
+        for sink in (sinks_of(config) if sinks is None else sinks)
+    )
+    dispatcher = OutboxDispatcher(outboxes, config.external_url)
+    advisor = Advisor(read_state, dispatcher, settings, metrics=metrics, clock=clock, timer=timer)
+    return Parts(advisor, dispatcher, client)
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[ADVISOR].metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _recommendations(request: web.Request) -> web.Response:
+    body = request.app[RECOMMENDATIONS_JSON](request.app[ADVISOR].status)
+    wanted = request.query.get("id")
+    if wanted is not None and isinstance(body.get("recommendations"), list):
+        body["recommendations"] = [r for r in body["recommendations"] if r.get("id") == wanted]
+    return web.json_response(body)
+
+
+async def _cycles(app: web.Application) -> AsyncIterator[None]:
+    """The cycle loop and each outbox's delivery task, for the app's lifetime; on shutdown what
+    an outbox still holds after a short drain is counted as dropped."""
+    advisor, outboxes = app[ADVISOR], app[DISPATCHER].outboxes
+    for outbox in outboxes:
+        advisor.metrics.declare_sink(outbox.name, tuple(o.value for o in Outcome))
+    deliveries = [asyncio.create_task(outbox.run()) for outbox in outboxes]
+    stop = asyncio.Event()
+    task = asyncio.create_task(advisor.run(stop))
+    yield
+    stop.set()
+    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+        await asyncio.wait_for(task, advisor.settings.interval_s + 5)
+    for outbox in outboxes:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(outbox.drain(), 2.0)
+    for delivery in deliveries:
+        delivery.cancel()
+    await asyncio.gather(*deliveries, return_exceptions=True)
+    for outbox in outboxes:
+        outbox.close()
+        await outbox.sink.aclose()
+
+
+async def _closing(app: web.Application) -> AsyncIterator[None]:
+    """Close what the app made when it stops: the cycle thread and the Prometheus client."""
+    yield
+    app[ADVISOR].close()
+    client = app.get(PROMETHEUS)
+    if client is not None:
+        await client.close()
+
 
 def create_app(
-    advisor: Advisor,
-    recommendations_json: RecommendationsJson = status_json,
+    config: AdvisorConfig,
     *,
+    query: MetricsQuery | None = None,
+    sinks: Sequence[Sink] | None = None,
+    clock: Callable[[], float] = time.time,
+    timer: Callable[[], float] = time.perf_counter,
+    recommendations_json: RecommendationsJson = status_json,
     run_cycles: bool = True,
-    outboxes: tuple[Outbox, ...] = (),
-    middlewares: tuple[Any, ...] = (),
+    middlewares: Iterable[Middleware] = (),
 ) -> web.Application:
     """The advisor's HTTP app: ``/metrics``, ``/api/v1/recommendations``, health and readiness.
 
-    With ``run_cycles`` the app runs the cycle loop for its lifetime, and each outbox's delivery
-    task beside it; on shutdown whatever an outbox still holds is counted as dropped.
-    """
-    app = web.Application(middlewares=list(middlewares))
-
-    async def metrics(_: web.Request) -> web.Response:
-        body = generate_latest(advisor.metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    async def recommendations(request: web.Request) -> web.Response:
-        body = recommendations_json(advisor.status)
-        wanted = request.query.get("id")
-        if wanted is not None and isinstance(body.get("recommendations"), list):
-            body["recommendations"] = [r for r in body["recommendations"] if r.get("id") == wanted]
-        return web.json_response(body)
-
-    async def healthy(_: web.Request) -> web.Response:
-        return web.Response(text="gpuadvisor advisor is healthy\n")
-
-    async def ready(_: web.Request) -> web.Response:
-        if advisor.cycles_run == 0:
-            return web.Response(status=503, text="no cycle has run yet\n")
-        return web.Response(text="gpuadvisor advisor is ready\n")
-
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/api/v1/recommendations", recommendations)
-    app.router.add_get("/-/healthy", healthy)
-    app.router.add_get("/-/ready", ready)
-
+    The app builds its parts from ``config`` (``compose``): fakes for tests come in as ``query``
+    (a ``MetricsQuery`` in place of the Prometheus client), ``sinks`` and ``clock``. With
+    ``run_cycles`` it runs the cycle loop for its lifetime, and each outbox's delivery task
+    beside it; without, cycles run when a caller awaits ``app[ADVISOR].cycle()``.
+    ``middlewares``: e.g. basic auth and the request limit from ``services.webconfig``."""
+    parts = compose(config, query=query, sinks=sinks, clock=clock, timer=timer)
+    app = web.Application(middlewares=middlewares)
+    app[ADVISOR] = parts.advisor
+    app[DISPATCHER] = parts.dispatcher
+    if parts.client is not None:
+        app[PROMETHEUS] = parts.client
+    app[RECOMMENDATIONS_JSON] = recommendations_json
+    app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/api/v1/recommendations", _recommendations)
+    app.router.add_get("/-/healthy", healthy("gpuadvisor advisor is healthy\n"))
+    app.router.add_get(
+        "/-/ready",
+        ready(
+            lambda app: app[ADVISOR].cycles_run > 0,
+            text="gpuadvisor advisor is ready\n",
+            not_ready="no cycle has run yet\n",
+        ),
+    )
+    app.cleanup_ctx.append(_closing)
     if run_cycles:
-
-        async def lifecycle(_: web.Application) -> AsyncIterator[None]:
-            for outbox in outboxes:
-                advisor.metrics.declare_sink(outbox.name, tuple(o.value for o in Outcome))
-            deliveries = [asyncio.create_task(outbox.run()) for outbox in outboxes]
-            stop = asyncio.Event()
-            task = asyncio.create_task(advisor.run(stop))
-            yield
-            stop.set()
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(task, advisor.settings.interval_s + 5)
-            for outbox in outboxes:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(outbox.drain(), 2.0)
-            for delivery in deliveries:
-                delivery.cancel()
-            await asyncio.gather(*deliveries, return_exceptions=True)
-            for outbox in outboxes:
-                outbox.close()
-                await outbox.sink.aclose()
-            advisor.close()
-
-        app.cleanup_ctx.append(lifecycle)
+        app.cleanup_ctx.append(_cycles)
     return app
+
+
+async def run_once(
+    config: AdvisorConfig,
+    *,
+    query: MetricsQuery | None = None,
+    clock: Callable[[], float] = time.time,
+) -> dict[str, Any]:
+    """``gpuadvisor advisor --once``: one cycle without hysteresis and without sinks; what it
+    found and proposes, as ``status_json`` plus the cluster's size when the inputs were trusted."""
+    parts = compose(config, query=query, sinks=(), clock=clock, hold_cycles=1)
+    try:
+        status = await parts.advisor.cycle()
+    finally:
+        if parts.client is not None:
+            await parts.client.close()
+        parts.advisor.close()
+    body = status_json(status)
+    findings = status.findings
+    if findings is not None and findings.trusted:
+        body["cluster"] = {
+            "gpus": findings.gpus,
+            "allocated_gpus": findings.allocated_gpus,
+            "pending_jobs": findings.pending_jobs,
+            "running_jobs": findings.running_jobs,
+        }
+    return body
+
+
+def serve(config: AdvisorConfig) -> None:
+    """Serve the advisor until SIGINT or SIGTERM, with the TLS and basic auth of its web config
+    file (exporter-toolkit format)."""
+    security = web_security(config.web_config_file)
+    app = create_app(config, middlewares=security.middlewares)
+    host, port = config.listen
+    web.run_app(
+        app, host=host, port=port, ssl_context=security.ssl_context, print=None, handle_signals=True
+    )

@@ -1,0 +1,91 @@
+"""A ``MetricsQuery`` for the advisor's tests: each query of a profile answered from fixed rows,
+with the head-of-line scenario of ``tests.test_advice`` as Prometheus would report it (one node
+of 8 GPUs; jobs 1 and 2 run on 6 of them; job 3 needs all 8 and blocks jobs 4 and 5)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gpuadvisor.sources.prometheus.client import PrometheusError, QueryResult, Sample
+from gpuadvisor.sources.prometheus.live import LiveSettings
+from gpuadvisor.sources.prometheus.profiles import GPUADVISOR, Profile
+
+Row = tuple[Mapping[str, str], float]
+MIN = 60.0
+DEFAULT_LIVE = LiveSettings()
+
+
+class FakePrometheus:
+    """Answers each query of ``profile`` (rendered with ``settings``) with ``rows[name]``; a
+    query the profile does not have is an error, as is every query while ``down`` is set."""
+
+    def __init__(
+        self,
+        rows: Mapping[str, Sequence[Row]],
+        *,
+        profile: Profile = GPUADVISOR,
+        settings: LiveSettings = DEFAULT_LIVE,
+    ) -> None:
+        exprs = profile.render(selector=settings.selector, window_s=settings.window_s)
+        self._rows = {expr: tuple(rows.get(name, ())) for name, expr in exprs.items()}
+        self.down = ""
+        self.queries = 0
+
+    async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult:
+        self.queries += 1
+        if self.down:
+            raise PrometheusError(self.down)
+        rows = self._rows[expr]
+        at = 0.0 if time_s is None else time_s
+        return QueryResult(expr, "vector", tuple(Sample(dict(lab), v, at) for lab, v in rows))
+
+
+def head_of_line(now_s: float) -> FakePrometheus:
+    """``head_of_line_snapshot`` ten minutes after job 1 was submitted, every input fresh."""
+    t0 = now_s - 600.0
+    node = {"node": "gpu01"}
+    held = {0: "1", 1: "1", 2: "1", 3: "1", 4: "2", 5: "2"}
+    uuid = [f"GPU-{i}" for i in range(8)]
+    jobs = [  # id, state, GPUs, submitted at, started at, limit
+        ("1", "RUNNING", 4, 0.0, 0.0, 120 * MIN),
+        ("2", "RUNNING", 2, 10.0, 10.0, 60 * MIN),
+        ("3", "PENDING", 8, 20.0, None, 240 * MIN),
+        ("4", "PENDING", 1, 30.0, None, 30 * MIN),
+        ("5", "PENDING", 2, 40.0, None, 20 * MIN),
+    ]
+    rows: dict[str, list[Row]] = {
+        "node_gpus": [(node, 8.0)],
+        "gpu_info": [
+            (
+                {**node, "gpu_uuid": uuid[i], "gpu_index": str(i), "name": "H100"}
+                | {"topology_group": "0"},
+                1.0,
+            )
+            for i in range(8)
+        ],
+        "gpu_jobs": [({"gpu_uuid": uuid[i], "job_id": job}, 1.0) for i, job in held.items()],
+        "gpu_busy_ratio": [({"gpu_uuid": uuid[i]}, 0.9 if i in held else 0.0) for i in range(8)],
+        "gpu_allocated_idle_ratio": [({"gpu_uuid": u}, 0.0) for u in uuid],
+        "nvml_up": [({"instance": "gpu01:19842"}, 1.0)],
+        "agent_age_seconds": [(node, 5.0)],
+        "queue_up": [({}, 1.0)],
+        "queue_age_seconds": [({}, 5.0)],
+    }
+    for job_id, state, gpus, submitted, started, limit in jobs:
+        job = {"job_id": job_id}
+        labels = {**job, "user": "u", "partition": "gpu", "state": state}
+        rows.setdefault("job_info", []).append((labels, 1.0))
+        rows.setdefault("job_gpus", []).append((job, float(gpus)))
+        rows.setdefault("job_nodes", []).append((job, 1.0))
+        rows.setdefault("job_submit_time", []).append((job, t0 + submitted))
+        rows.setdefault("job_time_limit", []).append((job, limit))
+        rows.setdefault("job_priority", []).append((job, 100.0 - float(job_id)))
+        if started is not None:
+            rows.setdefault("job_start_time", []).append((job, t0 + started))
+            rows.setdefault("job_node", []).append(({**job, **node}, 1.0))
+            for i, holder in held.items():
+                if holder == job_id:
+                    rows.setdefault("job_gpu", []).append(
+                        ({**job, **node, "gpu_index": str(i)}, 1.0)
+                    )
+    return FakePrometheus(rows)
