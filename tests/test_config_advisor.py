@@ -9,6 +9,8 @@ import pytest
 
 from gpuadvisor.config.advisor import load_advisor_config
 from gpuadvisor.errors import ConfigError
+from gpuadvisor.transport.auth import BasicAuth
+from gpuadvisor.transport.secret import Secret
 
 EXAMPLE = Path(__file__).parent.parent / "deploy" / "advisor.yaml"
 ENV = {
@@ -59,7 +61,9 @@ def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
         "    secret: abc\n",
     )
     config = load_advisor_config(path, env={})
-    assert config.prometheus.password == "hunter2" and config.prometheus.tenant_id == "team-a"
+    password = Secret.from_file(str(tmp_path / "pw"))  # read again for every query
+    assert config.prometheus.http.auth == BasicAuth("advisor", password)
+    assert password.read() == "hunter2" and config.prometheus.tenant_id == "team-a"
     assert config.prometheus.compression is True
     assert config.webhooks[0].url == "https://hooks.example/x"
     assert config.alertmanagers == () and config.slack == ()
