@@ -6,7 +6,8 @@ long PromQL never hits a URL length limit. The URL may carry a path prefix
 (``http://mimir:8080/prometheus``). Settings cover what those backends need in front of them:
 extra headers, basic or bearer auth (password and token files are re-read on every query, so a
 rotated secret is picked up), TLS with a private CA or a client certificate, the
-``X-Scope-OrgID`` tenant header, a timeout and a bound on the response size. Every failure
+``X-Scope-OrgID`` tenant header, a timeout and a bound on the response size (all but the tenant
+are the HTTP transport's ``HttpSettings``, shared with the sinks). Every failure
 becomes one ``PrometheusError`` whose message says what went wrong and where; warnings the API
 returns are kept on the result and logged.
 """
