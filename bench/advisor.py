@@ -71,6 +71,7 @@ from gpuadvisor.sinks.exposition.advisor import AdvisorStatus
 from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings, QueryResult
 from gpuadvisor.sources.prometheus.live import LiveSettings, read_live_state
 from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
+from gpuadvisor.transport.settings import HttpSettings
 
 HOST = "127.0.0.1"
 GPUS_PER_NODE = 8
@@ -639,7 +640,7 @@ async def measure(
     """Run the real ``Advisor`` against ``url``: ``warmup`` + ``cycles`` cycles, then one under
     tracemalloc (and one under cProfile when asked); timings, RSS and what was found."""
     # the defaults of `gpuadvisor advisor`, but a slow answer is measured rather than failed
-    config = AdvisorConfig(PrometheusSettings(url, timeout_s=60.0), GPUADVISOR)
+    config = AdvisorConfig(PrometheusSettings(url, http=HttpSettings(timeout_s=60.0)), GPUADVISOR)
     live = LiveSettings(max_age_s=config.live.max_age_s, window_s=WINDOW_S)
     client = PrometheusClient(config.prometheus)
     timed = TimedQuery(client)

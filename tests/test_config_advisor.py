@@ -16,6 +16,8 @@ from gpuadvisor.config.advisor import (
 )
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
+from gpuadvisor.transport.auth import BasicAuth
+from gpuadvisor.transport.secret import Secret
 
 EXAMPLE = Path(__file__).parent.parent / "deploy" / "advisor.yaml"
 ENV = {
@@ -66,7 +68,9 @@ def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
         "    secret: abc\n",
     )
     config = load_advisor_config(path, env={})
-    assert config.prometheus.password == "hunter2" and config.prometheus.tenant_id == "team-a"
+    password = Secret.from_file(str(tmp_path / "pw"))  # read again for every query
+    assert config.prometheus.http.auth == BasicAuth("advisor", password)
+    assert password.read() == "hunter2" and config.prometheus.tenant_id == "team-a"
     assert config.prometheus.compression is True
     assert config.webhooks[0].url == "https://hooks.example/x"
     assert config.alertmanagers == () and config.slack == ()
@@ -168,7 +172,7 @@ def test_flags_given_override_the_file_and_flags_not_given_leave_it(tmp_path: Pa
     )
     config = advisor_config(path, flags, env={})
     assert config.prometheus.url == "http://thanos:10902/prefix"
-    assert config.prometheus.timeout_s == 3.0  # the rest of the section stays the file's
+    assert config.prometheus.http.timeout_s == 3.0  # the rest of the section stays the file's
     assert config.interval_s == 5.0 and config.listen == ("127.0.0.1", 19900)
     assert config.profile.name == "kubernetes"
 

@@ -30,6 +30,10 @@ from gpuadvisor.sources.prometheus.client import (
 )
 from gpuadvisor.sources.prometheus.live import read_live_state
 from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
+from gpuadvisor.transport.auth import BasicAuth, BearerAuth
+from gpuadvisor.transport.secret import Secret
+from gpuadvisor.transport.settings import HttpSettings
+from gpuadvisor.transport.tls import TlsSettings
 from tests.ports import free_port
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -127,13 +131,10 @@ async def test_an_instant_query_is_a_post_with_a_form_body_under_the_path_prefix
 async def test_headers_tenant_and_basic_auth_reach_the_server(serve: Serve) -> None:
     seen = Seen()
     server = await serve(recording(seen))
-    settings = PrometheusSettings(
-        base_url(server),
-        headers=(("X-Custom", "yes"),),
-        username="advisor",
-        password="pa:ss",
-        tenant_id="team-a",
+    http = HttpSettings(
+        headers=(("X-Custom", "yes"),), auth=BasicAuth("advisor", Secret.inline("pa:ss"))
     )
+    settings = PrometheusSettings(base_url(server), http=http, tenant_id="team-a")
     await query_once(settings)
     headers = seen.requests[0]["headers"]
     assert headers["X-Custom"] == "yes"
@@ -160,7 +161,11 @@ async def test_answers_come_uncompressed_unless_compression_is_asked_for(serve: 
     wire = len(json.dumps(big))
     with pytest.raises(PrometheusError, match="over the"):
         await query_once(
-            PrometheusSettings(base_url(server), compression=True, max_response_bytes=wire // 2)
+            PrometheusSettings(
+                base_url(server),
+                http=HttpSettings(max_response_bytes=wire // 2),
+                compression=True,
+            )
         )
 
 
@@ -171,9 +176,8 @@ async def test_a_bearer_token_file_is_read_again_for_every_query(
     server = await serve(recording(seen))
     token = tmp_path / "token"
     token.write_text("first\n")
-    async with PrometheusClient(
-        PrometheusSettings(base_url(server), bearer_token_file=str(token))
-    ) as client:
+    by_file = HttpSettings(auth=BearerAuth(Secret.from_file(str(token))))
+    async with PrometheusClient(PrometheusSettings(base_url(server), http=by_file)) as client:
         await client.query("up")
         token.write_text("rotated")
         await client.query("up")
@@ -183,7 +187,7 @@ async def test_a_bearer_token_file_is_read_again_for_every_query(
     ]
     token.unlink()
     with pytest.raises(PrometheusError, match=r"cannot read bearer token file .*token"):
-        await query_once(PrometheusSettings(base_url(server), bearer_token_file=str(token)))
+        await query_once(PrometheusSettings(base_url(server), http=by_file))
 
 
 async def test_a_password_file_is_read_for_basic_auth(serve: Serve, tmp_path: Path) -> None:
@@ -191,26 +195,26 @@ async def test_a_password_file_is_read_for_basic_auth(serve: Serve, tmp_path: Pa
     server = await serve(recording(seen))
     secret = tmp_path / "password"
     secret.write_text("from-a-file\n")
-    await query_once(
-        PrometheusSettings(base_url(server), username="advisor", password_file=str(secret))
-    )
+    by_file = HttpSettings(auth=BasicAuth("advisor", Secret.from_file(str(secret))))
+    await query_once(PrometheusSettings(base_url(server), http=by_file))
     expected = base64.b64encode(b"advisor:from-a-file").decode()
     assert seen.requests[0]["headers"]["Authorization"] == f"Basic {expected}"
     secret.write_text("")
     with pytest.raises(PrometheusError, match=r"password file .*password is empty"):
-        await query_once(
-            PrometheusSettings(base_url(server), username="advisor", password_file=str(secret))
-        )
+        await query_once(PrometheusSettings(base_url(server), http=by_file))
 
 
 async def test_an_inline_bearer_token_is_sent_and_never_shown_in_repr(serve: Serve) -> None:
     seen = Seen()
     server = await serve(recording(seen))
-    settings = PrometheusSettings(base_url(server), bearer_token="s3cret")
+    settings = PrometheusSettings(
+        base_url(server), http=HttpSettings(auth=BearerAuth(Secret.inline("s3cret")))
+    )
     await query_once(settings)
     assert seen.requests[0]["headers"]["Authorization"] == "Bearer s3cret"
     assert "s3cret" not in repr(settings)
-    assert "pw" not in repr(PrometheusSettings("http://p:9090", username="u", password="pw"))
+    basic = HttpSettings(auth=BasicAuth("u", Secret.inline("pw")))
+    assert "pw" not in repr(PrometheusSettings("http://p:9090", http=basic))
 
 
 async def test_a_session_passed_in_is_used_and_left_open(serve: Serve) -> None:
@@ -328,7 +332,7 @@ async def test_a_slow_server_times_out_with_the_limit_named(serve: Serve) -> Non
 
     server = await serve(slow)
     with pytest.raises(PrometheusError, match=r"no answer within 0.2s"):
-        await query_once(PrometheusSettings(base_url(server), timeout_s=0.2))
+        await query_once(PrometheusSettings(base_url(server), http=HttpSettings(timeout_s=0.2)))
 
 
 async def test_a_closed_port_is_connection_refused() -> None:
@@ -341,7 +345,9 @@ async def test_an_answer_over_the_size_bound_is_refused_sized_or_streamed(serve:
     big = vector(*[({"i": str(i)}, "1") for i in range(200)])
     server = await serve(recording(Seen(), big))
     with pytest.raises(PrometheusError, match=r"over the 1000-byte limit \(max_response_bytes\)"):
-        await query_once(PrometheusSettings(base_url(server), max_response_bytes=1000))
+        await query_once(
+            PrometheusSettings(base_url(server), http=HttpSettings(max_response_bytes=1000))
+        )
 
     async def streamed(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse()  # chunked: no Content-Length to check up front
@@ -354,7 +360,9 @@ async def test_an_answer_over_the_size_bound_is_refused_sized_or_streamed(serve:
 
     server = await serve(streamed)
     with pytest.raises(PrometheusError, match="over the 5000-byte limit"):
-        await query_once(PrometheusSettings(base_url(server), max_response_bytes=5000))
+        await query_once(
+            PrometheusSettings(base_url(server), http=HttpSettings(max_response_bytes=5000))
+        )
     result = await query_once(PrometheusSettings(base_url(server)))
     assert result.samples == ()
 
@@ -368,34 +376,19 @@ async def test_an_answer_over_the_size_bound_is_refused_sized_or_streamed(serve:
         ({"url": "prometheus:9090"}, r"prometheus.url: expected http://host:port"),
         ({"url": "http://p:9090/?x=1"}, r"prometheus.url: must not carry a query"),
         (
-            {"url": "http://p", "username": "u", "bearer_token": "t"},
-            r"prometheus.username: set either basic auth",
+            {
+                "url": "http://p",
+                "tenant_id": "a",
+                "http": HttpSettings(headers=(("X-Scope-OrgID", "b"),)),
+            },
+            "prometheus.headers: X-Scope-OrgID is set by tenant_id",
         ),
-        (
-            {"url": "http://p", "bearer_token": "t", "bearer_token_file": "/f"},
-            "prometheus.bearer_token_file",
-        ),
-        ({"url": "http://p", "password": "x"}, "prometheus.password: a password needs a username"),
-        (
-            {"url": "http://p", "username": "u", "password": "x", "password_file": "/f"},
-            "prometheus.password_file: set either password or password_file",
-        ),
-        ({"url": "http://p", "tls_cert_file": "c.pem"}, "needs both cert and key"),
-        (
-            {"url": "http://p", "bearer_token": "t", "headers": (("authorization", "x"),)},
-            "prometheus.headers: Authorization is set by",
-        ),
-        (
-            {"url": "http://p", "tenant_id": "a", "headers": (("X-Scope-OrgID", "b"),)},
-            "X-Scope-OrgID is set by tenant_id",
-        ),
-        ({"url": "http://p", "timeout_s": 0.0}, "prometheus.timeout"),
-        ({"url": "http://p", "max_response_bytes": 0}, "prometheus.max_response_bytes"),
     ],
 )
 def test_settings_refuse_contradictions_naming_the_field(
     kwargs: dict[str, Any], message: str
 ) -> None:
+    # Contradictions of auth, headers, TLS and limits are the transport's (test_transport.py).
     with pytest.raises(ConfigError, match=message):
         PrometheusSettings(**kwargs)
 
@@ -430,6 +423,10 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def tls(**kwargs: Any) -> HttpSettings:
+    return HttpSettings(tls=TlsSettings(**kwargs))
+
+
 def server_context(pki: Path, *, client_ca: bool = False) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(pki / "server.pem", pki / "server.key")
@@ -443,11 +440,11 @@ async def test_tls_is_verified_against_the_configured_ca(serve: Serve, pki: Path
     server = await serve(recording(Seen()), context=server_context(pki))
     url = base_url(server)
     assert url.startswith("https://")
-    result = await query_once(PrometheusSettings(url, tls_ca_file=str(pki / "ca.pem")))
+    result = await query_once(PrometheusSettings(url, http=tls(ca_file=str(pki / "ca.pem"))))
     assert len(result.samples) == 1
     with pytest.raises(PrometheusError, match="TLS certificate not trusted"):
         await query_once(PrometheusSettings(url))
-    skipped = PrometheusSettings(url, tls_insecure_skip_verify=True)
+    skipped = PrometheusSettings(url, http=tls(insecure_skip_verify=True))
     assert len((await query_once(skipped)).samples) == 1
 
 
@@ -457,19 +454,22 @@ async def test_a_client_certificate_is_presented_when_the_server_requires_one(
     server = await serve(recording(Seen()), context=server_context(pki, client_ca=True))
     with_cert = PrometheusSettings(
         base_url(server),
-        tls_ca_file=str(pki / "ca.pem"),
-        tls_cert_file=str(pki / "client.pem"),
-        tls_key_file=str(pki / "client.key"),
+        http=tls(
+            ca_file=str(pki / "ca.pem"),
+            cert_file=str(pki / "client.pem"),
+            key_file=str(pki / "client.key"),
+        ),
     )
     assert len((await query_once(with_cert)).samples) == 1
-    without = PrometheusSettings(base_url(server), tls_ca_file=str(pki / "ca.pem"))
+    without = PrometheusSettings(base_url(server), http=tls(ca_file=str(pki / "ca.pem")))
     with pytest.raises(PrometheusError):
         await query_once(without)
 
 
 def test_unreadable_tls_files_are_a_config_error(pki: Path) -> None:
-    settings = PrometheusSettings("https://127.0.0.1:1", tls_ca_file=str(pki / "missing.pem"))
-    with pytest.raises(ConfigError, match="prometheus TLS files: cannot load"):
+    missing = tls(ca_file=str(pki / "missing.pem"))
+    settings = PrometheusSettings("https://127.0.0.1:1", http=missing)
+    with pytest.raises(ConfigError, match=r"prometheus\.tls\.ca_file: cannot load the CA file"):
         PrometheusClient(settings)
 
 

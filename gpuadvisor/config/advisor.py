@@ -21,11 +21,11 @@ from gpuadvisor.analysis.advice.reclaim import ReclaimSettings
 from gpuadvisor.analysis.advice.reorder import AdviceSettings
 from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
+from gpuadvisor.config.http import HTTP_KEYS, http_settings
 from gpuadvisor.config.values import count, listen_address, ratio, seconds, text
 from gpuadvisor.config.yamlfile import YamlMap, did_you_mean, load_yaml_map
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerTarget
-from gpuadvisor.sinks.delivery.http import HttpSettings, TlsSettings
 from gpuadvisor.sinks.delivery.outbox import OutboxSettings
 from gpuadvisor.sinks.delivery.slack import SlackSettings
 from gpuadvisor.sinks.delivery.webhook import WebhookSettings
@@ -209,82 +209,19 @@ def _built(m: YamlMap, make: Callable[[], T]) -> T:
         raise ConfigError(f"{where}: {exc.reason}", path=m.path, line=m.line) from None
 
 
-_TLS_KEYS = {"ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"}
-_HTTP_KEYS = {"headers", "basic_auth", "bearer_token", "bearer_token_file", "bearer_token_env"}
-_HTTP_KEYS |= {"tls", "timeout"}
-
-
-def _basic_auth(m: YamlMap, base: str, env: Mapping[str, str]) -> tuple[str, str] | None:
-    """``basic_auth: {username, password | password_file | password_env}`` (None: absent)."""
-    basic_map = m.section("basic_auth")
-    if basic_map is None:
-        return None
-    basic_map.reject_unknown({"username", "password", "password_file", "password_env"})
-    user = basic_map.string("username")
-    if not user:
-        raise basic_map.error("username", "required with basic_auth")
-    password = _secret(basic_map, "password", base, env, required=True)
-    assert password is not None
-    return user, password
-
-
-def _http(m: YamlMap, base: str, env: Mapping[str, str]) -> HttpSettings:
-    tls = None
-    tls_map = m.section("tls")
-    if tls_map is not None:
-        tls_map.reject_unknown(_TLS_KEYS)
-        tls = TlsSettings(
-            ca_file=_path(tls_map, "ca_file", base),
-            cert_file=_path(tls_map, "cert_file", base),
-            key_file=_path(tls_map, "key_file", base),
-            server_name=tls_map.string("server_name"),
-            insecure_skip_verify=_get(tls_map, "insecure_skip_verify", _bool, False),
-        )
-    basic = _basic_auth(m, base, env)
-    return _built(
-        m,
-        lambda: HttpSettings(
-            headers=tuple(m.string_map("headers").items()),
-            basic_auth=basic,
-            bearer_token=_secret(m, "bearer_token", base, env),
-            tls=tls,
-            timeout_s=_get(m, "timeout", seconds, 10.0),
-        ),
-    )
-
-
 def _prometheus(m: YamlMap | None, base: str, env: Mapping[str, str]) -> PrometheusSettings:
     if m is None:
         raise ConfigError("prometheus: required section (at least prometheus.url)", path=base)
-    m.reject_unknown(
-        {"url", "headers", "tenant_id", "basic_auth", "bearer_token", "bearer_token_file"}
-        | {"bearer_token_env", "tls", "timeout", "compression"}
-    )
+    m.reject_unknown(HTTP_KEYS | {"url", "tenant_id", "compression"})
     url = m.string("url")
     if not url:
         raise m.error("url", "required: where Prometheus (or Thanos, Mimir...) answers")
-    username, password = _basic_auth(m, base, env) or (None, None)
+    http = http_settings(m, base, env)
     compression = _get(m, "compression", _bool, False)
-    tls_map = m.section("tls")
-    if tls_map is not None:
-        tls_map.reject_unknown(_TLS_KEYS - {"server_name"})
     return _built(
         m,
         lambda: PrometheusSettings(
-            url=url,
-            headers=tuple(m.string_map("headers").items()),
-            username=username,
-            password=password,
-            bearer_token=_secret(m, "bearer_token", base, env),
-            tenant_id=m.string("tenant_id"),
-            tls_ca_file=_path(tls_map, "ca_file", base) if tls_map else None,
-            tls_cert_file=_path(tls_map, "cert_file", base) if tls_map else None,
-            tls_key_file=_path(tls_map, "key_file", base) if tls_map else None,
-            tls_insecure_skip_verify=bool(
-                _get(tls_map, "insecure_skip_verify", _bool, False) if tls_map else False
-            ),
-            timeout_s=_get(m, "timeout", seconds, 10.0),
-            compression=compression,
+            url=url, http=http, tenant_id=m.string("tenant_id"), compression=compression
         ),
     )
 
@@ -335,14 +272,14 @@ def _cycle(root: YamlMap) -> CycleSettings:
     return CycleSettings(advice=advice, reclaim=reclaim)
 
 
-_SINK_COMMON = _HTTP_KEYS | {"name", "labels"}
+_SINK_COMMON = {*HTTP_KEYS, "name", "labels"}
 
 
 def _alertmanager(m: YamlMap, base: str, env: Mapping[str, str]) -> AlertmanagerTarget:
     url = m.string("url")
     if not url:
         raise m.error("url", "required: the Alertmanager's base URL")
-    http = _http(m, base, env)
+    http = http_settings(m, base, env)
 
     def make() -> AlertmanagerTarget:
         return AlertmanagerTarget(
@@ -358,7 +295,7 @@ def _alertmanager(m: YamlMap, base: str, env: Mapping[str, str]) -> Alertmanager
 
 def _slack(m: YamlMap, base: str, env: Mapping[str, str]) -> SlackSettings:
     url = _secret(m, "webhook_url", base, env, required=True) or ""
-    http = _http(m, base, env)
+    http = http_settings(m, base, env)
 
     def make() -> SlackSettings:
         return SlackSettings(
@@ -375,7 +312,7 @@ def _slack(m: YamlMap, base: str, env: Mapping[str, str]) -> SlackSettings:
 def _webhook(m: YamlMap, base: str, env: Mapping[str, str]) -> WebhookSettings:
     url = _secret(m, "url", base, env, required=True) or ""
     secret = _secret(m, "secret", base, env, required=True) or ""
-    http = _http(m, base, env)
+    http = http_settings(m, base, env)
 
     def make() -> WebhookSettings:
         return WebhookSettings(

@@ -20,9 +20,10 @@ import aiohttp
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Kind, Recommendation
-from gpuadvisor.sinks.delivery.http import HttpPoster, HttpSettings, redacted_target
+from gpuadvisor.sinks.delivery.http import HttpPoster, redacted_target
 from gpuadvisor.sinks.delivery.outbox import Active, Coalescing, Cycle
 from gpuadvisor.sinks.delivery.payload import evidence_json, iso_utc
+from gpuadvisor.transport.settings import HttpSettings
 
 ALERTNAMES: dict[Kind, str] = {
     Kind.START_NOW: "GpuAdvisorStartNow",

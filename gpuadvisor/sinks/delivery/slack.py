@@ -22,8 +22,9 @@ import aiohttp
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Recommendation, Severity
-from gpuadvisor.sinks.delivery.http import HttpPoster, HttpSettings, redacted_target
+from gpuadvisor.sinks.delivery.http import HttpPoster, redacted_target
 from gpuadvisor.sinks.delivery.outbox import Active, Coalescing, Cycle
+from gpuadvisor.transport.settings import HttpSettings
 
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000

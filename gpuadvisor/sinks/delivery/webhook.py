@@ -20,9 +20,10 @@ import aiohttp
 
 from gpuadvisor import __version__
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.sinks.delivery.http import HttpPoster, HttpSettings, redacted_target
+from gpuadvisor.sinks.delivery.http import HttpPoster, redacted_target
 from gpuadvisor.sinks.delivery.outbox import Coalescing, Cycle
 from gpuadvisor.sinks.delivery.payload import SCHEMA_VERSION, iso_utc, recommendation_json
+from gpuadvisor.transport.settings import HttpSettings
 
 TIMESTAMP_HEADER = "X-Gpuadvisor-Timestamp"
 SIGNATURE_HEADER = "X-Gpuadvisor-Signature"

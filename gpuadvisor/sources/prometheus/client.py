@@ -6,17 +6,15 @@ long PromQL never hits a URL length limit. The URL may carry a path prefix
 (``http://mimir:8080/prometheus``). Settings cover what those backends need in front of them:
 extra headers, basic or bearer auth (password and token files are re-read on every query, so a
 rotated secret is picked up), TLS with a private CA or a client certificate, the
-``X-Scope-OrgID`` tenant header, a timeout and a bound on the response size. Every failure
+``X-Scope-OrgID`` tenant header, a timeout and a bound on the response size (all but the tenant
+are the HTTP transport's ``HttpSettings``, shared with the sinks). Every failure
 becomes one ``PrometheusError`` whose message says what went wrong and where; warnings the API
 returns are kept on the result and logged.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
-import math
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -27,11 +25,11 @@ import aiohttp
 import orjson
 
 from gpuadvisor.errors import ConfigError, GpuAdvisorError
+from gpuadvisor.transport.secret import SecretError
+from gpuadvisor.transport.session import HttpSession
+from gpuadvisor.transport.settings import HttpSettings
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-"""64 MiB: far above a 10,000-GPU cluster's answers, far below what would hurt the advisor."""
 
 TENANT_HEADER = "X-Scope-OrgID"
 
@@ -42,23 +40,13 @@ class PrometheusError(GpuAdvisorError):
 
 @dataclass(frozen=True, slots=True)
 class PrometheusSettings:
-    """Where Prometheus is and how to talk to it. Secrets are left out of ``repr``."""
+    """Where Prometheus is and how to talk to it: ``http`` holds headers, auth, TLS, the timeout
+    and the answer size bound (``gpuadvisor.transport``; secrets stay out of ``repr``)."""
 
     url: str
-    headers: tuple[tuple[str, str], ...] = ()
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    password_file: str | None = None
-    bearer_token: str | None = field(default=None, repr=False)
-    bearer_token_file: str | None = None
+    http: HttpSettings = field(default_factory=HttpSettings)
     tenant_id: str | None = None
     """Sent as ``X-Scope-OrgID`` (Mimir, Cortex, Loki-style multi-tenancy)."""
-    tls_ca_file: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    tls_insecure_skip_verify: bool = False
-    timeout_s: float = 10.0
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     compression: bool = False
     """Ask for gzip answers (``Accept-Encoding: gzip``). Off by default: a large cluster's
     answers are some 18 MB a cycle, which gzip makes 1.5 MB for about 0.13 CPU-seconds more on
@@ -74,26 +62,9 @@ class PrometheusSettings:
             raise bad("url", f"expected http://host:port[/prefix] or https://..., got {self.url!r}")
         if parts.query or parts.fragment:
             raise bad("url", f"must not carry a query string or fragment, got {self.url!r}")
-        if self.bearer_token is not None and self.bearer_token_file is not None:
-            raise bad("bearer_token_file", "set either bearer_token or bearer_token_file")
-        bearer = self.bearer_token is not None or self.bearer_token_file is not None
-        if bearer and self.username is not None:
-            raise bad("username", "set either basic auth (username) or a bearer token, not both")
-        if self.password is not None and self.password_file is not None:
-            raise bad("password_file", "set either password or password_file")
-        if (self.password is not None or self.password_file is not None) and self.username is None:
-            raise bad("password", "a password needs a username")
-        if (self.tls_cert_file is None) != (self.tls_key_file is None):
-            raise bad("tls_cert_file", "a client certificate needs both cert and key files")
-        names = {name.lower() for name, _ in self.headers}
-        if "authorization" in names and (bearer or self.username is not None):
-            raise bad("headers", "Authorization is set by basic or bearer auth; remove it here")
+        names = {name.lower() for name, _ in self.http.headers}
         if TENANT_HEADER.lower() in names and self.tenant_id is not None:
             raise bad("headers", f"{TENANT_HEADER} is set by tenant_id; remove it here")
-        if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
-            raise bad("timeout", f"must be a positive number of seconds, got {self.timeout_s}")
-        if self.max_response_bytes < 1:
-            raise bad("max_response_bytes", f"must be >= 1, got {self.max_response_bytes}")
 
     @property
     def query_url(self) -> str:
@@ -137,33 +108,6 @@ class MetricsQuery(Protocol):
     """What the advisor needs from a metrics backend: one instant query at a given time."""
 
     async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult: ...
-
-
-def _ssl_context(settings: PrometheusSettings) -> ssl.SSLContext | None:
-    if not settings.url.lower().startswith("https"):
-        return None
-    try:
-        context = ssl.create_default_context(cafile=settings.tls_ca_file)
-        if settings.tls_cert_file is not None and settings.tls_key_file is not None:
-            context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"prometheus TLS files: cannot load: {exc}") from None
-    if settings.tls_insecure_skip_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def _secret(path: str, what: str) -> str:
-    """A secret read fresh from ``path`` (rotated files take effect at the next query)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            secret = handle.read().strip()
-    except OSError as exc:
-        raise PrometheusError(f"cannot read {what} {path}: {exc.strerror}") from None
-    if not secret:
-        raise PrometheusError(f"{what} {path} is empty")
-    return secret
 
 
 def _value(raw: object, where: str) -> tuple[float, float]:
@@ -253,25 +197,20 @@ def _api_error(body: Mapping[str, object]) -> str:
 
 class PrometheusClient:
     """Instant queries over aiohttp. A session passed in is used and left open; otherwise the
-    client owns one and ``close()`` (or ``async with``) closes it."""
+    client owns one and ``close()`` (or ``async with``) closes it. TLS files that cannot be
+    loaded are a ``ConfigError`` here, at construction."""
 
     def __init__(
         self, settings: PrometheusSettings, session: aiohttp.ClientSession | None = None
     ) -> None:
         self.settings = settings
-        self._ssl = _ssl_context(settings)
-        self._session = session
-        self._owns_session = session is None
-
-    def _session_now(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
-        return self._session
+        try:
+            self._http = HttpSession(settings.http, session)
+        except ConfigError as exc:
+            raise ConfigError(f"prometheus.{exc.column}: {exc.reason}") from None
 
     async def close(self) -> None:
-        if self._owns_session and self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http.close()
 
     async def __aenter__(self) -> PrometheusClient:
         return self
@@ -285,26 +224,15 @@ class PrometheusClient:
         await self.close()
 
     def _headers(self) -> dict[str, str]:
+        """Sent on top of the static headers (``Accept`` may be overridden there)."""
         settings = self.settings
-        headers = {
+        return {} if settings.tenant_id is None else {TENANT_HEADER: settings.tenant_id}
+
+    def _defaults(self) -> dict[str, str]:
+        return {
             "Accept": "application/json",
-            "Accept-Encoding": "gzip" if settings.compression else "identity",
-            **dict(settings.headers),
+            "Accept-Encoding": "gzip" if self.settings.compression else "identity",
         }
-        if settings.tenant_id is not None:
-            headers[TENANT_HEADER] = settings.tenant_id
-        if settings.username is not None:
-            password = settings.password or ""
-            if settings.password_file is not None:
-                password = _secret(settings.password_file, "password file")
-            pair = f"{settings.username}:{password}".encode()
-            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
-        token = settings.bearer_token
-        if settings.bearer_token_file is not None:
-            token = _secret(settings.bearer_token_file, "bearer token file")
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
-        return headers
 
     async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult:
         """Evaluate ``expr`` at ``time_s`` (epoch seconds; the server's now when None)."""
@@ -312,22 +240,18 @@ class PrometheusClient:
         form = {"query": expr}
         if time_s is not None:
             form["time"] = repr(float(time_s))
-        timeout = aiohttp.ClientTimeout(total=self.settings.timeout_s)
         try:
-            async with self._session_now().post(
-                url,
-                data=form,
-                headers=self._headers(),
-                ssl=self._ssl if self._ssl is not None else True,
-                timeout=timeout,
-                allow_redirects=False,
+            async with self._http.post(
+                url, form, self._headers(), defaults=self._defaults()
             ) as response:
                 raw = await self._read(response, url)
                 status = response.status
                 location = response.headers.get("Location")
+        except SecretError as exc:
+            raise PrometheusError(f"{url}: {exc}") from None
         except TimeoutError:
             raise PrometheusError(
-                f"{url}: no answer within {self.settings.timeout_s:g}s (query: {expr})"
+                f"{url}: no answer within {self.settings.http.timeout_s:g}s (query: {expr})"
             ) from None
         except aiohttp.ClientConnectorCertificateError as exc:
             raise PrometheusError(f"{url}: TLS certificate not trusted: {exc}") from None
@@ -349,7 +273,7 @@ class PrometheusClient:
         return self._parse(expr, url, status, raw)
 
     async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytes:
-        limit = self.settings.max_response_bytes
+        limit = self.settings.http.max_response_bytes
         if response.content_length is not None and response.content_length > limit:
             raise PrometheusError(
                 f"{url}: answer of {response.content_length} bytes is over the "

@@ -1,0 +1,54 @@
+"""How to reach one HTTP target: static headers, auth, TLS, a timeout and a bound on the size of
+an answer. Checked when built; contradictions are ``ConfigError`` naming the field."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpuadvisor.errors import ConfigError
+from gpuadvisor.transport.auth import Auth, authorization
+from gpuadvisor.transport.tls import TlsSettings
+
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""64 MiB: far above a 10,000-GPU cluster's Prometheus answers, far below what would hurt."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    """Extra headers (``X-Scope-OrgID``…; they may hold secrets, so they stay out of ``repr``),
+    basic or bearer auth, TLS, a timeout per request (connect to last byte) and the largest
+    answer read."""
+
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    auth: Auth | None = None
+    tls: TlsSettings | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+
+    def __post_init__(self) -> None:
+        names = {name.lower() for name, _ in self.headers}
+        if "authorization" in names and self.auth is not None:
+            raise ConfigError(
+                "Authorization is set by basic or bearer auth; remove it here", column="headers"
+            )
+        if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
+            raise ConfigError(
+                f"must be a positive number of seconds, got {self.timeout_s}", column="timeout"
+            )
+        if self.max_response_bytes < 1:
+            raise ConfigError(
+                f"must be >= 1, got {self.max_response_bytes}", column="max_response_bytes"
+            )
+
+    def request_headers(
+        self, extra: Mapping[str, str] = {}, *, defaults: Mapping[str, str] = {}
+    ) -> dict[str, str]:
+        """The headers of one request: ``defaults``, the static headers, ``extra``, then
+        ``Authorization`` (file secrets read now: ``SecretError`` when that fails)."""
+        headers = {**defaults, **dict(self.headers), **extra}
+        if self.auth is not None:
+            headers["Authorization"] = authorization(self.auth)
+        return headers
