@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import time
 from pathlib import Path
 
 import pytest
@@ -124,14 +123,12 @@ def test_a_header_only_file_has_no_jobs(tmp_path: Path) -> None:
     assert generic.read(write(tmp_path, HEADER)).jobs == ()
 
 
-def test_a_large_file_loads_fast(tmp_path: Path) -> None:
+def test_a_large_unsorted_file_loads_whole_and_sorted(tmp_path: Path) -> None:
+    # reading speed is measured side by side in bench/, not timed here
     rows = "".join(
         f"j{i},{i * 7 % 100000},{i % 3600 + 1},{1 << (i % 4)},u{i % 9},,\n" for i in range(100_000)
     )
     path = write(tmp_path, HEADER + rows)
-    started = time.perf_counter()
     jobs = generic.read(path).jobs
-    elapsed = time.perf_counter() - started
     assert len(jobs) == 100_000
     assert all(a.submit_time_s <= b.submit_time_s for a, b in itertools.pairwise(jobs))
-    assert elapsed < 2.0, f"100k rows took {elapsed:.2f} s"
