@@ -573,6 +573,12 @@ def test_an_output_that_cannot_be_written_fails_before_the_run(
         ("--seeds", "0", "argument --seeds: must be >= 1, got 0"),
         ("--jobs", "-5", "argument --jobs: must be >= 1, got -5"),
         ("--estimate-noise", "-0.1", "argument --estimate-noise: must be >= 0, got -0.1"),
+        (
+            "--starvation",
+            "soon",
+            "argument --starvation: expected seconds (1.5) or a duration (500ms, 90s, 1h30m, "
+            "2d), got 'soon'",
+        ),
     ],
 )
 def test_out_of_range_numbers_are_usage_errors(
@@ -582,6 +588,40 @@ def test_out_of_range_numbers_are_usage_errors(
 
     assert outcome.code == 2
     assert outcome.err.strip().splitlines()[-1] == f"gpuadvisor simulate: error: {message}"
+
+
+# -- the starvation bound ----------------------------------------------------------------------
+
+
+def test_the_starvation_bound_is_a_duration_and_hours_are_a_deprecated_alias(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def run(*flags: str) -> tuple[bytes, str]:
+        path = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
+        workload = ("--generate", "philly", "--jobs", "300", "--cluster", "2x8")
+        outcome = gpuadvisor(
+            capsys, "simulate", *workload, "--policies", "advisor", *flags, "--output-json", path
+        )
+        assert outcome.code == 0, outcome.err
+        return path.read_bytes(), outcome.err
+
+    as_duration, quiet = run("--starvation", "30m")
+    assert quiet == ""
+    as_hours, warned = run("--starvation-hours", "0.5")
+    assert as_hours == as_duration
+    assert warned.strip().splitlines() == [
+        "gpuadvisor simulate: warning: --starvation-hours is deprecated and will be removed; "
+        "use --starvation 30m"
+    ]
+    assert run("--starvation", "1d")[0] != as_duration, "the bound must reach the policy"
+    assert run()[0] == run("--starvation", "6h")[0] == run("--starvation", "21600")[0]
+
+
+def test_the_starvation_bound_is_given_once(capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = gpuadvisor(
+        capsys, "simulate", "--generate", "philly", "--starvation", "6h", "--starvation-hours", "6"
+    )
+    assert "give --starvation or --starvation-hours, not both" in assert_one_line_error(outcome)
 
 
 # -- demo --------------------------------------------------------------------------------------

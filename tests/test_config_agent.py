@@ -9,16 +9,14 @@ from pathlib import Path
 import pytest
 
 from gpuadvisor.cli import build_parser, main
-from gpuadvisor.cli.agent_config import LAYERING, Layering, apply_agent_config
+from gpuadvisor.cli.agent import agent_config
 from gpuadvisor.config.agent import (
     DEFAULT_CHOICES,
-    SETTINGS,
     AgentConfig,
     load_agent_config,
 )
 from gpuadvisor.errors import ConfigError
-
-DOCS = Path(__file__).parent.parent / "docs" / "configuration.md"
+from gpuadvisor.services.probes import AGENT_CHOICES
 
 FULL = """\
 # every setting
@@ -166,60 +164,66 @@ def test_flags_beat_the_environment_which_beats_the_file_which_beats_defaults(
     )
     env = {"GPUADVISOR_AGENT_COLLECT_TIMEOUT": "9", "GPUADVISOR_AGENT_COLLECT_INTERVAL": "6"}
     args = agent_args("--config", path, "--collect.interval", "2", "--backend", "sim")
-    config = apply_agent_config(args, env=env)
+    config = agent_config(args, env=env)
     assert config.collect_interval_s == 2.0  # flag > env > file
     assert config.backend == "sim"  # a flag equal to its default still beats the file
     assert config.collect_timeout_s == 9.0  # env > file
     assert config.collect_idle_threshold_ratio == 0.2  # file > default
     assert config.sim_gpus == 8  # default
-    # ...and the namespace the rest of `gpuadvisor agent` reads holds the merged values:
-    assert (args.interval_s, args.timeout_s, args.idle_threshold) == (2.0, 9.0, 0.2)
-    assert (args.backend, args.sim_gpus, args.jobs_mapping_dir) == ("sim", 8, "")
+    assert config.jobs_mapping_dir is None
 
 
-def test_without_config_or_environment_the_flags_defaults_apply() -> None:
-    args = agent_args()
-    assert apply_agent_config(args, env={}) == AgentConfig()
-    assert args.listen_address == ":19842"
+def test_without_config_or_environment_the_defaults_apply() -> None:
+    assert agent_config(agent_args(), env={}) == AgentConfig()
+
+
+def test_durations_are_accepted_by_flags_the_environment_and_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "collect:\n  slow_interval: 1m\n  samples_interval: 0\n")
+    env = {"GPUADVISOR_AGENT_COLLECT_TIMEOUT": "1m30s"}
+    config = agent_config(agent_args("--config", path, "--collect.interval", "500ms"), env=env)
+    assert config.collect_interval_s == 0.5
+    assert config.collect_timeout_s == 90.0
+    assert config.collect_slow_interval_s == 60.0
+    assert config.collect_samples_interval_s == 0.0  # 0: drain at every probe
 
 
 def test_a_bad_flag_value_names_the_flag() -> None:
     with pytest.raises(ConfigError, match=r"--web\.listen-address: expected HOST:PORT"):
-        apply_agent_config(agent_args("--web.listen-address", "nowhere"), env={})
+        agent_config(agent_args("--web.listen-address", "nowhere"), env={})
     with pytest.raises(ConfigError, match=r"--sim\.start: expected a finite number"):
-        apply_agent_config(agent_args("--sim.start", "nan"), env={})
+        agent_config(agent_args("--sim.start", "nan"), env={})
+    with pytest.raises(ConfigError, match=r"--collect\.interval: must be > 0 seconds"):
+        agent_config(agent_args("--collect.interval", "0s"), env={})
 
 
-def test_the_replay_settings_reach_the_namespace_from_the_file(tmp_path: Path) -> None:
+def test_a_bad_flag_value_is_one_line_from_the_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GPUADVISOR_AGENT_COLLECT_TIMEOUT", raising=False)
+    assert main(["agent", "--collect.timeout", "soon"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpuadvisor agent: error: --collect.timeout: expected seconds")
+
+
+def test_the_replay_settings_come_from_the_file_the_environment_and_flags(
+    tmp_path: Path,
+) -> None:
     path = write(tmp_path, "sim:\n  schedule: runs/s.csv\n  speedup: 30\n  policy: easy\n")
     args = agent_args("--config", path, "--sim.start", "120")
-    apply_agent_config(args, env={"GPUADVISOR_AGENT_SIM_SPEEDUP": "60"})
-    assert args.sim_schedule == str(tmp_path / "runs" / "s.csv")
-    assert (args.sim_policy, args.sim_speedup, args.sim_start, args.sim_spec) == (
+    config = agent_config(args, env={"GPUADVISOR_AGENT_SIM_SPEEDUP": "60"})
+    assert config.sim_schedule == str(tmp_path / "runs" / "s.csv")
+    assert (config.sim_policy, config.sim_speedup, config.sim_start, config.sim_spec) == (
         "easy",
         60.0,
         120.0,
-        "",
+        None,
     )
 
 
-def test_every_setting_has_a_flag_whose_default_and_choices_match_the_config() -> None:
-    layering: Layering = getattr(agent_args(), LAYERING)
-    assert sorted(layering.dests.values()) == sorted(s.field for s in SETTINGS)
-    defaults = AgentConfig()
-    for dest, field in layering.dests.items():
-        expected = getattr(defaults, field)
-        assert layering.defaults[dest] == ("" if expected is None else expected), field
-    assert {k: sorted(v) for k, v in layering.choices.items()} == {
-        k: sorted(v) for k, v in DEFAULT_CHOICES.items()
+def test_the_choices_the_config_knows_are_the_registries_keys() -> None:
+    assert {k: sorted(v) for k, v in DEFAULT_CHOICES.items()} == {
+        k: sorted(v) for k, v in AGENT_CHOICES.items()
     }
-
-
-def test_every_environment_variable_and_key_is_documented() -> None:
-    docs = DOCS.read_text()
-    for setting in SETTINGS:
-        assert setting.env in docs, setting.env
-        assert setting.flag in docs, setting.flag
 
 
 # --- gpuadvisor check-config ---------------------------------------------------------------------

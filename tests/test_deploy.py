@@ -30,8 +30,9 @@ import yaml
 
 from gpuadvisor import __version__
 from gpuadvisor.cli import build_parser
-from gpuadvisor.cli.agent_config import apply_agent_config
+from gpuadvisor.cli.agent import agent_config
 from gpuadvisor.cli.listen import ADVISOR_PORT, AGENT_PORT, QUEUE_PORT, parse_listen_address
+from gpuadvisor.cli.queue import queue_config
 from gpuadvisor.config.advisor import load_advisor_config
 from tests.harness.process import ManagedProcess, http_ok, require_binary
 from tests.ports import free_port
@@ -110,12 +111,13 @@ def test_unit_runs_a_command_the_cli_accepts_on_its_port(command: str) -> None:
     args = build_parser(words).parse_args(words)
     assert args.command == command
     if command == "agent":
-        config = apply_agent_config(args, env={})
+        config = agent_config(args, env={})
         assert config.backend == "nvml", "the agent's default backend is sim"
         listen = config.listen_address
     elif command == "queue":
-        assert args.source == "slurm"
-        listen = args.listen
+        queue = queue_config(args)
+        assert queue.source == "slurm"
+        listen = queue.listen_address
     else:
         assert args.config == "/etc/gpuadvisor/advisor.yaml"
         secrets = {"GPUADVISOR_SLACK_WEBHOOK_URL": "https://x", "GPUADVISOR_WEBHOOK_SECRET": "s"}
@@ -276,7 +278,7 @@ def test_agent_daemonset_runs_on_gpu_nodes_without_taking_a_gpu() -> None:
     for section in spec["resources"].values():
         assert "nvidia.com/gpu" not in section
     args = build_parser(spec["args"]).parse_args(spec["args"])
-    config = apply_agent_config(args, env={})
+    config = agent_config(args, env={})
     assert config.backend == "nvml"
     assert parse_listen_address(config.listen_address)[1] == port(spec, "metrics") == AGENT_PORT
     mounts = {m["mountPath"]: m for m in spec["volumeMounts"]}

@@ -6,9 +6,9 @@ import argparse
 import os
 from typing import Any
 
-from gpuadvisor.cli.agent import sim_spec
 from gpuadvisor.config.agent import load_agent_config
 from gpuadvisor.errors import ConfigError
+from gpuadvisor.services.probes import AGENT_CHOICES, sim_spec
 from gpuadvisor.services.webconfig import load_web_config
 
 
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("nothing to check: give --agent FILE and/or --web FILE")
     web_files = [args.web] if args.web else []
     if args.agent is not None:
-        config = load_agent_config(args.agent, env=os.environ)
+        config = load_agent_config(args.agent, env=os.environ, choices=AGENT_CHOICES)
         if config.backend == "sim":  # the files it names are read at start-up too
             spec = sim_spec(config)
             shape = f"sim node {spec.node}, {spec.gpus} GPUs"

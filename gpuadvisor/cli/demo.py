@@ -5,17 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from gpuadvisor.analysis.advice.reorder import advise
+from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.analysis.scheduling.orders import OrderSettings
 from gpuadvisor.cli.console import make_console
+from gpuadvisor.cli.flags import add_flags, given
 from gpuadvisor.cli.outputs import prepare_folder
+from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.simulate import DEMO_SETTINGS, DemoSettings
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Recommendation
 from gpuadvisor.model.duration import format_duration
 from gpuadvisor.simulation.compare import PolicyRun, compare
@@ -45,8 +49,13 @@ def add_parser(sub: Any) -> None:
             "recommendations, and write plots and results.json."
         ),
     )
-    p.add_argument("--output", type=Path, default=Path("demo-output"), help="folder for outputs")
+    add_flags(p, DEMO_SETTINGS, DemoSettings)
     p.set_defaults(run=run)
+
+
+def demo_settings(args: argparse.Namespace) -> DemoSettings:
+    """The flags given over the defaults (an error names the flag)."""
+    return build(DemoSettings, from_flags(DEMO_SETTINGS, given(args, DEMO_SETTINGS)))
 
 
 def busiest_blocked_instant(result: SimulationResult) -> float | None:
@@ -59,28 +68,30 @@ def busiest_blocked_instant(result: SimulationResult) -> float | None:
     return None if best is None else best[1]
 
 
-def example_advice(fifo: SimulationResult) -> tuple[float, list[Recommendation]]:
+def example_advice(
+    fifo: SimulationResult, order_settings: OrderSettings
+) -> tuple[float, list[Recommendation]]:
     instant = busiest_blocked_instant(fifo)
     if instant is None:
         return (0.0, [])
     snapshot = fifo.snapshot_at(instant)
-    return (instant, list(advise(snapshot, estimate_runtime)))
+    settings = AdviceSettings(order_settings=order_settings)
+    return (instant, list(advise(snapshot, estimate_runtime, settings=settings)))
 
 
 def run(args: argparse.Namespace) -> int:
+    settings = demo_settings(args)
     console = make_console()
     started = time.monotonic()
-    out = prepare_folder(args.output, "--output")
+    out = prepare_folder(Path(settings.output), "--output")
     cluster = Cluster.parse_shape(DEMO_CLUSTER)
     jobs = read_trace(default_workload_path())
     console.print(
         f"[bold]gpuadvisor demo[/]: {len(jobs)} bundled jobs on {len(cluster.nodes)} nodes x "
         f"{cluster.max_node_gpus} GPUs, offered load {offered_load(jobs, cluster.gpus):.2f}"
     )
-    configs = [
-        SimulationConfig(order=o, settings=OrderSettings(starvation_s=6 * 3600.0))
-        for o in DEMO_POLICIES
-    ]
+    order_settings = OrderSettings(starvation_s=settings.starvation_s)
+    configs = [SimulationConfig(order=o, settings=order_settings) for o in DEMO_POLICIES]
     with progress_bar(console) as tick:
         runs = compare(jobs, cluster, configs, progress=lambda label, d, t: tick(d, t))
     rows = [(r.label, r.metrics) for r in runs]
@@ -88,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(render_size_table(rows))
     by_label = {r.label: r for r in runs}
     summarise(console, by_label["fifo"], by_label["advisor"])
-    instant, advice = example_advice(by_label["fifo"].result)
+    instant, advice = example_advice(by_label["fifo"].result, replace(order_settings, explain=True))
     if advice:
         console.print(
             f"\n[bold]Advice at t={format_duration(instant)} into the strict-FIFO replay[/] "

@@ -12,66 +12,52 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import generate_latest
 
+from gpuadvisor.cli.flags import add_flags, given
 from gpuadvisor.cli.listen import QUEUE_PORT, parse_listen_address
+from gpuadvisor.config.queue import SETTINGS, QueueConfig
+from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.queue import Poller, QueueSettings, QueueSource, create_app
-from gpuadvisor.services.webconfig import DEFAULT_MAX_REQUESTS, web_security
+from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.exposition.queue import queue_registry
 from gpuadvisor.sources.queuefile import QueueFileSource
-from gpuadvisor.sources.slurm.squeue import (
-    DEFAULT_MAX_OUTPUT_BYTES,
-    SlurmQueueSource,
-    SqueueSettings,
-)
+from gpuadvisor.sources.slurm.squeue import SlurmQueueSource, SqueueSettings
 
 DEFAULT_PORT = QUEUE_PORT
-DEFAULT_LISTEN_ADDRESS = f":{DEFAULT_PORT}"
 
 log = logging.getLogger(__name__)
 
 
-def _slurm(args: argparse.Namespace) -> QueueSource:
-    if args.file:
+def _slurm(config: QueueConfig) -> QueueSource:
+    if config.file:
         raise ConfigError("--file is for --source file; --source slurm runs squeue")
     settings = SqueueSettings(
-        binary=args.squeue,
-        extra_args=tuple(args.squeue_args),
-        timeout_s=args.squeue_timeout_s,
-        max_output_bytes=args.squeue_max_bytes,
+        binary=config.squeue,
+        extra_args=config.squeue_args,
+        timeout_s=config.squeue_timeout_s,
+        max_output_bytes=config.squeue_max_bytes,
     )
     return SlurmQueueSource(settings)
 
 
-def _file(args: argparse.Namespace) -> QueueSource:
-    if not args.file:
+def _file(config: QueueConfig) -> QueueSource:
+    if not config.file:
         raise ConfigError("--source file needs --file PATH (a YAML or JSON queue file)")
-    return QueueFileSource(args.file)
+    return QueueFileSource(config.file)
 
 
-SOURCES: dict[str, Callable[[argparse.Namespace], QueueSource]] = {
+SOURCES: dict[str, Callable[[QueueConfig], QueueSource]] = {
     "slurm": _slurm,
     "file": _file,
 }
 """Queue source factories by ``--source`` name."""
 
+CHOICES = {"source": tuple(sorted(SOURCES))}
+
 
 def parse_listen(text: str) -> tuple[str | None, int]:
     """``host:port``, ``:port`` (all interfaces) or ``[v6]:port`` → ``(host or None, port)``."""
-    return parse_listen_address(text, flag="--listen", example=DEFAULT_LISTEN_ADDRESS)
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+    return parse_listen_address(text, flag="--listen", example=f":{QUEUE_PORT}")
 
 
 def add_parser(sub: Any) -> None:
@@ -81,69 +67,22 @@ def add_parser(sub: Any) -> None:
         description=(
             "Read the scheduler queue (squeue --json, or a YAML/JSON queue file) on a fixed "
             "schedule and serve the latest result at /metrics (plus /, /-/healthy, /-/ready). "
-            "While the source fails, gpuadvisor_queue_up is 0 and no job series are served."
+            "While the source fails, gpuadvisor_queue_up is 0 and no job series are served. "
+            "Durations are seconds or Prometheus durations (500ms, 90s, 1h30m)."
         ),
     )
-    p.add_argument("--source", choices=sorted(SOURCES), required=True, help="queue source")
-    p.add_argument("--file", default="", help="the queue file for --source file (docs/queue.md)")
-    p.add_argument("--squeue", default="squeue", help="squeue binary (default: squeue on PATH)")
-    p.add_argument(
-        "--squeue-arg",
-        dest="squeue_args",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra squeue argument, repeatable; write it with '=': --squeue-arg=--partition=gpu",
-    )
-    p.add_argument(
-        "--squeue-timeout",
-        dest="squeue_timeout_s",
-        type=_positive,
-        default=30.0,
-        help="seconds before squeue is killed (default 30)",
-    )
-    p.add_argument(
-        "--squeue-max-bytes",
-        dest="squeue_max_bytes",
-        type=_positive_int,
-        default=DEFAULT_MAX_OUTPUT_BYTES,
-        help="largest squeue output accepted; beyond it squeue is killed (default 64 MiB)",
-    )
-    p.add_argument(
-        "--interval",
-        dest="interval_s",
-        type=_positive,
-        default=15.0,
-        help="seconds between reads of the source (default 15)",
-    )
-    p.add_argument(
-        "--listen",
-        "--web.listen-address",
-        dest="listen",
-        default=DEFAULT_LISTEN_ADDRESS,
-        help=f"address to listen on, HOST:PORT or :PORT (default {DEFAULT_LISTEN_ADDRESS})",
-    )
-    p.add_argument(
-        "--web.config.file",
-        dest="web_config_file",
-        metavar="FILE",
-        default="",
-        help="exporter-toolkit web config: TLS, client certificates, basic auth",
-    )
-    p.add_argument(
-        "--web.max-requests",
-        dest="web_max_requests",
-        type=int,
-        default=DEFAULT_MAX_REQUESTS,
-        help=f"concurrent /metrics requests beyond which the exporter answers 503; 0: no limit "
-        f"(default {DEFAULT_MAX_REQUESTS})",
-    )
+    add_flags(p, SETTINGS, QueueConfig, choices=CHOICES)
     p.add_argument(
         "--once",
         action="store_true",
         help="read the source once, print the exposition and exit: 0 if the read succeeded, else 2",
     )
     p.set_defaults(run=run)
+
+
+def queue_config(args: argparse.Namespace) -> QueueConfig:
+    """The flags given over the defaults; an error names the flag."""
+    return build(QueueConfig, from_flags(SETTINGS, given(args, SETTINGS), CHOICES))
 
 
 def _once(settings: QueueSettings, source: QueueSource) -> int:
@@ -154,17 +93,20 @@ def _once(settings: QueueSettings, source: QueueSource) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    source = SOURCES[args.source](args)
-    host, port = parse_listen(args.listen)
-    settings = QueueSettings(
-        interval_s=args.interval_s, read_timeout_s=args.squeue_timeout_s + 10.0
-    )
+    config = queue_config(args)
+    source = SOURCES[config.source](config)
+    host, port = parse_listen(config.listen_address)
+    settings = QueueSettings.of(config)
     if args.once:
         return _once(settings, source)
-    security = web_security(args.web_config_file or None, args.web_max_requests)
+    security = web_security(config.web_config_file, config.web_max_requests)
     app = create_app(settings, source, middlewares=security.middlewares)
     log.info(
-        "listening on %s:%d, reading %s every %g s", host or "*", port, source.name, args.interval_s
+        "listening on %s:%d, reading %s every %g s",
+        host or "*",
+        port,
+        source.name,
+        config.interval_s,
     )
     web.run_app(
         app, host=host, port=port, ssl_context=security.ssl_context, print=None, handle_signals=True

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import math
 import random
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import fmean
@@ -12,15 +12,24 @@ from typing import Any
 
 from rich.console import Console
 
-from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
+from gpuadvisor.analysis.scheduling.orders import OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.cli.console import make_console
+from gpuadvisor.cli.flags import add_flags, argparse_type, given
 from gpuadvisor.cli.outputs import prepare_file, prepare_folder
+from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.simulate import (
+    GENERATED_LOAD,
+    SIMULATE_CHOICES,
+    SIMULATE_SETTINGS,
+    SimulateSettings,
+)
+from gpuadvisor.config.values import duration_text, non_negative
 from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.compare import BASELINE, PolicyRun, compare, parse_policy
-from gpuadvisor.simulation.engine import ESTIMATE_MODES, SimulationConfig
-from gpuadvisor.simulation.generator import MIXES, generate_workload
+from gpuadvisor.simulation.engine import SimulationConfig
+from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.simulation.inflation import run_inflation
 from gpuadvisor.simulation.workload import offered_load, scale_to_load
 from gpuadvisor.sinks.report.plots import write_plots
@@ -31,46 +40,7 @@ from gpuadvisor.sinks.report.tables import (
     render_table,
     results_json,
 )
-from gpuadvisor.sources.traces import READERS, read_nodes, read_trace
-
-PROTOCOLS = ("replay", "inflation")
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _finite_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """An argparse type: a finite number > 0."""
-    value = _finite_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    """An argparse type: a finite number >= 0."""
-    value = _finite_float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
+from gpuadvisor.sources.traces import read_nodes, read_trace
 
 
 def add_parser(sub: Any) -> None:
@@ -82,111 +52,58 @@ def add_parser(sub: Any) -> None:
             "orders and placements, and compare allocation, idle-time losses and waits."
         ),
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--trace", type=Path, metavar="FILE", help="job trace file")
-    src.add_argument(
-        "--generate",
-        metavar="MIX",
-        choices=sorted(MIXES),
-        help="generate a workload from a published size mix: " + ", ".join(sorted(MIXES)),
-    )
-    p.add_argument("--format", choices=sorted(READERS), help="trace format (default: detect)")
-    p.add_argument(
-        "--jobs", type=positive_int, default=10_000, help="jobs to generate (with --generate)"
-    )
-    where = p.add_mutually_exclusive_group()
-    where.add_argument(
-        "--cluster", help="uniform cluster NODESxGPUS[/GROUP], e.g. 16x8 (the default)"
-    )
-    where.add_argument(
-        "--nodes", type=Path, metavar="FILE", help="node list file (Alibaba or Tiresias format)"
-    )
-    p.add_argument(
-        "--policies",
-        default="fifo,easy,advisor",
-        help=(
-            "comma-separated ORDER[+PLACEMENT]; orders: "
-            + ", ".join(ORDERS)
-            + "; placements: "
-            + ", ".join(PLACEMENTS)
-            + " (for --protocol inflation: placements only); default: fifo,easy,advisor"
-        ),
-    )
-    p.add_argument(
-        "--protocol",
-        choices=PROTOCOLS,
-        default="replay",
-        help="replay: queue orders over time (default); inflation: FGD's placement protocol",
-    )
-    p.add_argument(
-        "--load",
-        type=positive_float,
-        help="offered load: rescale a trace's arrivals to it, or generate at it (default 1.0)",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the generator, the random placement and the estimate noise (default 0)",
-    )
-    p.add_argument(
-        "--seeds", type=positive_int, default=1, help="inflation: average over this many seeds"
-    )
-    p.add_argument(
-        "--estimates",
-        choices=ESTIMATE_MODES,
-        default="limit",
-        help="runtime estimates for backfill: limit (time limit, else the median of the "
-        "user's past runtimes of that shape; the default) or exact (the true runtime)",
-    )
-    p.add_argument(
-        "--estimate-noise",
-        type=non_negative_float,
-        default=0.0,
-        metavar="SIGMA",
-        help="multiply each job's estimates by a log-normal factor exp(N(0, SIGMA))",
+    add_flags(
+        p,
+        SIMULATE_SETTINGS,
+        SimulateSettings,
+        choices=SIMULATE_CHOICES,
+        check_when_parsed=True,
+        required_groups=("input",),
     )
     p.add_argument(
         "--starvation-hours",
-        type=non_negative_float,
-        default=6.0,
-        help="advisor: also reserve for jobs that waited this long (default 6)",
-    )
-    p.add_argument(
-        "--output-json", type=Path, metavar="FILE", help="write the results as JSON here"
-    )
-    p.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots into DIR")
-    p.add_argument(
-        "--output-schedule",
-        type=Path,
-        metavar="FILE",
-        help="write where and when each job ran, one CSV row per (policy, job, node), for "
-        "gpuadvisor agent --sim.schedule (replay only)",
-    )
-    p.add_argument(
-        "--schedule-policy",
-        metavar="POLICY",
-        help="only this policy's rows in --output-schedule (a label as in the results, e.g. "
-        "advisor or easy+best-fit; default: every listed policy)",
+        dest="starvation_hours",
+        type=argparse_type(non_negative),
+        default=None,
+        metavar="H",
+        help="deprecated: use --starvation DURATION (6h)",
     )
     p.set_defaults(run=run)
 
 
-def load_cluster(args: argparse.Namespace) -> Cluster:
-    if args.nodes:
-        return read_nodes(args.nodes)
-    return Cluster.parse_shape(args.cluster or "16x8")
+def simulate_settings(args: argparse.Namespace) -> SimulateSettings:
+    """The flags given over the defaults. The deprecated ``--starvation-hours H`` still sets
+    the starvation bound, with one warning line on stderr."""
+    flags = from_flags(SIMULATE_SETTINGS, given(args, SIMULATE_SETTINGS), SIMULATE_CHOICES)
+    hours = args.starvation_hours
+    if hours is not None:
+        if "starvation_s" in flags:
+            raise GpuAdvisorError("give --starvation or --starvation-hours, not both")
+        flags["starvation_s"] = hours * 3600.0
+        print(
+            "gpuadvisor simulate: warning: --starvation-hours is deprecated and will be removed; "
+            f"use --starvation {duration_text(hours * 3600.0)}",
+            file=sys.stderr,
+        )
+    return build(SimulateSettings, flags)
 
 
-def load_jobs(args: argparse.Namespace, cluster: Cluster) -> list[Job]:
-    if args.trace:
-        return read_trace(args.trace, args.format)
+def load_cluster(settings: SimulateSettings) -> Cluster:
+    if settings.nodes:
+        return read_nodes(Path(settings.nodes))
+    return Cluster.parse_shape(settings.cluster)
+
+
+def load_jobs(settings: SimulateSettings, cluster: Cluster) -> list[Job]:
+    if settings.trace:
+        return read_trace(Path(settings.trace), settings.format)
+    assert settings.generate is not None  # argparse requires --trace or --generate
     return generate_workload(
-        random.Random(args.seed),
-        jobs=args.jobs,
+        random.Random(settings.seed),
+        jobs=settings.jobs,
         cluster_gpus=cluster.gpus,
-        load=args.load or 1.0,
-        mix=args.generate,
+        load=GENERATED_LOAD if settings.load is None else settings.load,
+        mix=settings.generate,
         max_node_gpus=cluster.max_node_gpus,
     )
 
@@ -203,43 +120,51 @@ def require_runtimes(jobs: list[Job], trace: Path) -> None:
         )
 
 
+def _path(text: str | None) -> Path | None:
+    return None if text is None else Path(text)
+
+
 def run(args: argparse.Namespace) -> int:
+    settings = simulate_settings(args)
     console = make_console()
-    if args.output_json is not None:
-        prepare_file(args.output_json, "--output-json")
-    if args.plots is not None:
-        prepare_folder(args.plots, "--plots")
-    if args.output_schedule is not None:
-        if args.protocol != "replay":
+    output_json, plots = _path(settings.output_json), _path(settings.plots)
+    output_schedule = _path(settings.output_schedule)
+    if output_json is not None:
+        prepare_file(output_json, "--output-json")
+    if plots is not None:
+        prepare_folder(plots, "--plots")
+    if output_schedule is not None:
+        if settings.protocol != "replay":
             raise GpuAdvisorError("--output-schedule needs --protocol replay")
-        prepare_file(args.output_schedule, "--output-schedule")
-    elif args.schedule_policy is not None:
+        prepare_file(output_schedule, "--output-schedule")
+    elif settings.schedule_policy is not None:
         raise GpuAdvisorError("--schedule-policy needs --output-schedule")
-    cluster = load_cluster(args)
-    jobs = load_jobs(args, cluster)
+    cluster = load_cluster(settings)
+    jobs = load_jobs(settings, cluster)
+    trace = _path(settings.trace)
     if not jobs:
-        if args.trace:
-            raise InputError("the trace has no jobs", path=str(args.trace))
+        if trace:
+            raise InputError("the trace has no jobs", path=str(trace))
         raise ModelError("the workload has no jobs")
-    if args.protocol == "inflation":
-        return run_inflation_protocol(args, console, jobs, cluster)
-    if args.trace:
-        require_runtimes(jobs, args.trace)
-        if args.load is not None:
-            jobs = scale_to_load(jobs, cluster.gpus, args.load)
+    if settings.protocol == "inflation":
+        return run_inflation_protocol(settings, console, jobs, cluster)
+    if trace:
+        require_runtimes(jobs, trace)
+        if settings.load is not None:
+            jobs = scale_to_load(jobs, cluster.gpus, settings.load)
     base = SimulationConfig(
-        seed=args.seed,
-        estimates=args.estimates,
-        estimate_noise=args.estimate_noise,
-        settings=OrderSettings(starvation_s=args.starvation_hours * 3600.0),
+        seed=settings.seed,
+        estimates=settings.estimates,
+        estimate_noise=settings.estimate_noise,
+        settings=OrderSettings(starvation_s=settings.starvation_s),
     )
-    configs = [parse_policy(spec, base) for spec in args.policies.split(",") if spec.strip()]
+    configs = [parse_policy(spec, base) for spec in settings.policies.split(",") if spec.strip()]
     if not configs:
         raise ModelError("--policies names no policy")
     labels = [config.label for config in configs]
-    if args.schedule_policy is not None and args.schedule_policy not in labels:
+    if settings.schedule_policy is not None and settings.schedule_policy not in labels:
         raise GpuAdvisorError(
-            f"--schedule-policy {args.schedule_policy!r} is not a listed policy; "
+            f"--schedule-policy {settings.schedule_policy!r} is not a listed policy; "
             f"the policies are {', '.join(labels)}"
         )
     console.print(
@@ -247,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         f"offered load {offered_load(jobs, cluster.gpus):.2f}"
     )
     runs = run_replay(console, jobs, cluster, configs)
-    report(console, runs, args, meta={"jobs": len(jobs), "cluster_gpus": cluster.gpus})
+    report(console, runs, settings, meta={"jobs": len(jobs), "cluster_gpus": cluster.gpus})
     return 0
 
 
@@ -259,23 +184,28 @@ def run_replay(
 
 
 def report(
-    console: Console, runs: list[PolicyRun], args: argparse.Namespace, meta: dict[str, object]
+    console: Console,
+    runs: list[PolicyRun],
+    settings: SimulateSettings,
+    meta: dict[str, object],
 ) -> None:
     rows = [(r.label, r.metrics) for r in runs]
     # strict FIFO always runs (for the starvation figures) but has a column only when listed
     shown = BASELINE if any(label == BASELINE for label, _ in rows) else None
     console.print(render_table(rows, baseline=shown))
     console.print(render_size_table(rows))
-    if args.output_json:
-        args.output_json.write_text(results_json(rows, meta={**meta, "seed": args.seed}))
-        console.print(f"results: {args.output_json}")
-    if args.plots:
-        for path in write_plots([r.result for r in runs], args.plots):
+    output_json, plots = _path(settings.output_json), _path(settings.plots)
+    output_schedule = _path(settings.output_schedule)
+    if output_json:
+        output_json.write_text(results_json(rows, meta={**meta, "seed": settings.seed}))
+        console.print(f"results: {output_json}")
+    if plots:
+        for path in write_plots([r.result for r in runs], plots):
             console.print(f"plot: {path}")
-    if args.output_schedule:
-        chosen = [r.result for r in runs if args.schedule_policy in (None, r.label)]
-        written = write_schedule(args.output_schedule, chosen)
-        console.print(f"schedule: {args.output_schedule} ({written} rows)")
+    if output_schedule:
+        chosen = [r.result for r in runs if settings.schedule_policy in (None, r.label)]
+        written = write_schedule(output_schedule, chosen)
+        console.print(f"schedule: {output_schedule} ({written} rows)")
 
 
 def mean_curve(curves: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -289,9 +219,9 @@ def mean_curve(curves: Sequence[Mapping[str, float]]) -> dict[str, float]:
 
 
 def run_inflation_protocol(
-    args: argparse.Namespace, console: Console, jobs: list[Job], cluster: Cluster
+    settings: SimulateSettings, console: Console, jobs: list[Job], cluster: Cluster
 ) -> int:
-    names = [p.strip() for p in args.policies.split(",") if p.strip()]
+    names = [p.strip() for p in settings.policies.split(",") if p.strip()]
     if not names:
         raise GpuAdvisorError("--policies names no placement")
     for name in names:
@@ -303,20 +233,21 @@ def run_inflation_protocol(
     rows: list[tuple[str, dict[str, object]]] = []
     for name in names:
         curves = [
-            run_inflation(jobs, cluster, name, seed=args.seed + k).allocation_ratio_at_arrived
-            for k in range(args.seeds)
+            run_inflation(jobs, cluster, name, seed=settings.seed + k).allocation_ratio_at_arrived
+            for k in range(settings.seeds)
         ]
         mean = mean_curve(curves)
-        rows.append((name, {"allocation_ratio_at_arrived": mean, "seeds": args.seeds}))
+        rows.append((name, {"allocation_ratio_at_arrived": mean, "seeds": settings.seeds}))
         console.print(
             f"{name:>10}: allocation at 100% arrived {_percent(mean, '100')}, "
             f"at 130% {_percent(mean, '130')}"
         )
-    if args.output_json:
-        args.output_json.write_text(
-            results_json(rows, meta={"protocol": "inflation", "seed": args.seed})
+    output_json = _path(settings.output_json)
+    if output_json:
+        output_json.write_text(
+            results_json(rows, meta={"protocol": "inflation", "seed": settings.seed})
         )
-        console.print(f"results: {args.output_json}")
+        console.print(f"results: {output_json}")
     return 0
 
 

@@ -1,46 +1,55 @@
 """The agent's configuration: YAML file, ``GPUADVISOR_AGENT_*`` environment, flags, in that order.
 
 Precedence, highest first: command-line flags > environment variables > the ``--config`` file >
-defaults. Every setting is one row of ``SETTINGS``: its YAML key, its flag, its environment
-variable and how its value is checked. Errors name the file and line (or the variable, or the
-flag) and the field. See docs/configuration.md.
+defaults. ``AgentConfig`` holds the only copy of the defaults; every setting is one row of
+``SETTINGS``: its YAML key, from which its flag and environment variable are derived, how its
+value is checked, and its ``--help`` words (the CLI generates its flags from the table).
+Errors name the file and line (or the variable, or the flag) and the field. See
+docs/configuration.md.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from gpuadvisor.config.setting import Choices, Setting, build, check_value, from_flags
 from gpuadvisor.config.values import (
     Check,
-    Value,
     count,
     listen_address,
     number,
     optional_path,
     optional_text,
+    positive,
     ratio,
     seconds,
+    seconds_or_zero,
     text,
 )
 from gpuadvisor.config.yamlfile import YamlMap, config_error, did_you_mean, load_yaml_map
 from gpuadvisor.errors import ConfigError
+from gpuadvisor.sources.nvml.probe import TOPOLOGY_LEVELS, NvmlSettings
 
 ENV_PREFIX = "GPUADVISOR_AGENT_"
 
-DEFAULT_CHOICES: Mapping[str, Collection[str]] = {
+DEFAULT_CHOICES: Choices = {
     "backend": ("nvml", "sim"),
-    "nvml_topology_level": ("internal", "single", "multiple", "hostbridge", "node", "system"),
+    "nvml_topology_level": tuple(TOPOLOGY_LEVELS),
 }
 """Names accepted for settings with a fixed set, when the caller does not pass the keys of its
-own registries (the CLI passes its flags' ``choices``)."""
+own registries (the CLI and check-config pass ``gpuadvisor.services.probes.AGENT_CHOICES``; a
+test checks that both agree)."""
+
+_NVML = NvmlSettings(node="", xid=None)
+"""The NVML probe's own defaults for the intervals it paces itself."""
 
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    """Every setting of ``gpuadvisor agent``; defaults equal the flags' defaults."""
+    """Every setting of ``gpuadvisor agent``, with the only copy of its defaults."""
 
     listen_address: str = ":19842"
     web_config_file: str | None = None
@@ -49,8 +58,8 @@ class AgentConfig:
     collect_interval_s: float = 1.0
     collect_timeout_s: float = 5.0
     collect_idle_threshold_ratio: float = 0.05
-    collect_slow_interval_s: float = 15.0
-    collect_samples_interval_s: float = 10.0
+    collect_slow_interval_s: float = _NVML.slow_interval_s
+    collect_samples_interval_s: float = _NVML.samples_interval_s
     nvml_topology_level: str = "node"
     nvml_node: str | None = None
     jobs_mapping_dir: str | None = None
@@ -65,86 +74,142 @@ class AgentConfig:
     sim_start: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One setting: where it lives in the YAML file, its flag, and how it is checked."""
-
-    field: str
-    """The ``AgentConfig`` attribute."""
-    key: str
-    """Dotted YAML path: ``backend`` or ``collect.interval``."""
-    flag: str
-    check: Check
-    path_like: bool = False
-    """Relative paths in the file are taken relative to the file's folder."""
-
-    @property
-    def env(self) -> str:
-        return ENV_PREFIX + self.key.replace(".", "_").upper()
+def env_variable(setting: Setting) -> str:
+    """The setting's environment variable: its YAML key in upper case, ``.`` → ``_``."""
+    return ENV_PREFIX + setting.key.replace(".", "_").upper()
 
 
-def _positive(value: object) -> float:
-    out = number(value)
-    if out <= 0:
-        raise ValueError(f"must be > 0, got {value!r}")
-    return out
+def _agent(
+    field: str, key: str, check: Check, help: str, *, flag: str = "", **more: Any
+) -> Setting:
+    """A row whose flag is ``--`` and the key with ``_`` → ``-``, unless ``flag`` says."""
+    return Setting(field, flag or "--" + key.replace("_", "-"), check, help, key=key, **more)
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("listen_address", "web.listen_address", "--web.listen-address", listen_address),
-    Setting(
-        "web_config_file", "web.config_file", "--web.config.file", optional_path, path_like=True
+    _agent(
+        "listen_address",
+        "web.listen_address",
+        listen_address,
+        "address to listen on, HOST:PORT or :PORT",
     ),
-    Setting("web_max_requests", "web.max_requests", "--web.max-requests", count(0)),
-    Setting("backend", "backend", "--backend", text),
-    Setting("collect_interval_s", "collect.interval", "--collect.interval", seconds),
-    Setting("collect_timeout_s", "collect.timeout", "--collect.timeout", seconds),
-    Setting(
+    _agent(
+        "web_config_file",
+        "web.config_file",
+        optional_path,
+        "exporter-toolkit web config: TLS, client certificates, basic auth",
+        flag="--web.config.file",
+        path_like=True,
+        metavar="FILE",
+    ),
+    _agent(
+        "web_max_requests",
+        "web.max_requests",
+        count(0),
+        "concurrent /metrics requests beyond which the agent answers 503; 0: no limit",
+    ),
+    _agent("backend", "backend", text, "GPU probe"),
+    _agent("collect_interval_s", "collect.interval", seconds, "time between probes"),
+    _agent(
+        "collect_timeout_s",
+        "collect.timeout",
+        seconds,
+        "time before a hung probe call is abandoned",
+    ),
+    _agent(
         "collect_idle_threshold_ratio",
         "collect.idle_threshold",
-        "--collect.idle-threshold",
         ratio,
+        "utilization ratio below which an allocated GPU counts as idle",
     ),
-    Setting("collect_slow_interval_s", "collect.slow_interval", "--collect.slow-interval", seconds),
-    Setting(
+    _agent(
+        "collect_slow_interval_s",
+        "collect.slow_interval",
+        seconds,
+        "time between reads of processes, MIG, topology and the energy counter, 10s-30s",
+    ),
+    _agent(
         "collect_samples_interval_s",
         "collect.samples_interval",
-        "--collect.samples-interval",
-        seconds,
+        seconds_or_zero,
+        "time between drains of NVML's utilization sample buffers, 0-10s; every sample is "
+        "still counted (NVML keeps about 14 s of them); 0 drains at every probe",
     ),
-    Setting("nvml_topology_level", "nvml.topology_level", "--nvml.topology-level", text),
-    Setting("nvml_node", "nvml.node", "--nvml.node", optional_text),
-    Setting(
-        "jobs_mapping_dir", "jobs.mapping_dir", "--jobs.mapping-dir", optional_path, path_like=True
+    _agent(
+        "nvml_topology_level",
+        "nvml.topology_level",
+        text,
+        "GPUs whose common PCIe/NUMA ancestor is at or below this level share a topology group",
     ),
-    Setting("jobs_proc_root", "jobs.proc_root", "--jobs.proc-root", text, path_like=True),
-    Setting("sim_node", "sim.node", "--sim.node", text),
-    Setting("sim_gpus", "sim.gpus", "--sim.gpus", count(1)),
-    Setting("sim_group_size", "sim.group_size", "--sim.group-size", count(1)),
-    Setting("sim_spec", "sim.spec", "--sim.spec", optional_path, path_like=True),
-    Setting("sim_schedule", "sim.schedule", "--sim.schedule", optional_path, path_like=True),
-    Setting("sim_policy", "sim.policy", "--sim.policy", optional_path),  # a name, or none
-    Setting("sim_speedup", "sim.speedup", "--sim.speedup", _positive),
-    Setting("sim_start", "sim.start", "--sim.start", number),
+    _agent(
+        "nvml_node",
+        "nvml.node",
+        optional_text,
+        "the node name the agent reports, as the scheduler knows it (default: the host "
+        "name; on Kubernetes pass the pod's spec.nodeName)",
+    ),
+    _agent(
+        "jobs_mapping_dir",
+        "jobs.mapping_dir",
+        optional_path,
+        "dcgm-exporter-style job mapping directory: one file per GPU index "
+        "(or INDEX.GPU_INSTANCE), each line a job id (default: none, cgroups only); with "
+        "--backend sim the simulated GPUs follow these files (busy while a job holds them)",
+        path_like=True,
+    ),
+    _agent(
+        "jobs_proc_root",
+        "jobs.proc_root",
+        text,
+        "where to read /proc/<pid>/cgroup of GPU processes",
+        path_like=True,
+    ),
+    _agent("sim_node", "sim.node", text, "simulated node name"),
+    _agent("sim_gpus", "sim.gpus", count(1), "simulated GPUs"),
+    _agent("sim_group_size", "sim.group_size", count(1), "simulated GPUs per topology group"),
+    _agent(
+        "sim_spec",
+        "sim.spec",
+        optional_path,
+        "YAML file describing the simulated node: GPUs, topology, utilization and job "
+        "timelines (docs/agent.md); its values win over --sim.node/gpus/group-size",
+        path_like=True,
+        metavar="FILE",
+    ),
+    _agent(
+        "sim_schedule",
+        "sim.schedule",
+        optional_path,
+        "replay the node --sim.node of a simulator run (gpuadvisor simulate "
+        "--output-schedule FILE)",
+        path_like=True,
+        metavar="FILE",
+    ),
+    _agent(  # a policy's name, or none
+        "sim_policy",
+        "sim.policy",
+        optional_text,
+        "with --sim.schedule: the policy whose run to replay (default: the file's only one)",
+    ),
+    _agent(
+        "sim_speedup",
+        "sim.speedup",
+        positive,
+        "with --sim.schedule: trace seconds per wall-clock second",
+    ),
+    _agent(
+        "sim_start",
+        "sim.start",
+        number,
+        "with --sim.schedule: the trace second the agent starts at",
+    ),
 )
 SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
 SETTINGS_BY_FLAG = {s.flag: s for s in SETTINGS}
-SETTINGS_BY_ENV = {s.env: s for s in SETTINGS}
+SETTINGS_BY_ENV = {env_variable(s): s for s in SETTINGS}
 
 
-Choices = Mapping[str, Collection[str]]
-
-
-def _check(setting: Setting, raw: object, choices: Choices) -> Value:
-    value = setting.check(raw)
-    allowed = choices.get(setting.field)
-    if allowed is not None and value not in allowed:
-        hint = did_you_mean(str(value), allowed)
-        raise ValueError(f"unknown value {value!r}{hint}; one of {', '.join(sorted(allowed))}")
-    return value
-
-
-def _from_file(path: str, choices: Choices) -> dict[str, Value]:
+def _from_file(path: str, choices: Choices) -> dict[str, object]:
     """The settings the file sets, checked, with relative paths resolved against its folder."""
     root = load_yaml_map(path)
     sections: dict[str, dict[str, Setting]] = {}
@@ -153,7 +218,7 @@ def _from_file(path: str, choices: Choices) -> dict[str, Value]:
         sections.setdefault(section, {})[key] = setting
     top = sections.pop("")
     root.reject_unknown(set(top) | set(sections))
-    found: dict[str, Value] = {}
+    found: dict[str, object] = {}
     maps: list[tuple[YamlMap, dict[str, Setting]]] = [(root, top)]
     for name, settings in sections.items():
         sub = root.section(name)
@@ -165,7 +230,7 @@ def _from_file(path: str, choices: Choices) -> dict[str, Value]:
             if key not in where:
                 continue
             try:
-                value = _check(setting, where.value(key), choices)
+                value = check_value(setting, where.value(key), choices)
             except ValueError as exc:
                 raise where.error(key, str(exc)) from None
             if setting.path_like and isinstance(value, str) and not os.path.isabs(value):
@@ -174,8 +239,8 @@ def _from_file(path: str, choices: Choices) -> dict[str, Value]:
     return found
 
 
-def _from_env(env: Mapping[str, str], choices: Choices) -> dict[str, Value]:
-    found: dict[str, Value] = {}
+def _from_env(env: Mapping[str, str], choices: Choices) -> dict[str, object]:
+    found: dict[str, object] = {}
     for name, raw in sorted(env.items()):
         if not name.startswith(ENV_PREFIX):
             continue
@@ -185,22 +250,11 @@ def _from_env(env: Mapping[str, str], choices: Choices) -> dict[str, Value]:
                 f"unknown environment variable {name}{did_you_mean(name, SETTINGS_BY_ENV)}"
             )
         try:
-            found[setting.field] = _check(setting, raw, choices)
+            found[setting.field] = check_value(setting, raw, choices)
         except ValueError as exc:
             raise config_error(
                 str(exc), path=f"environment variable {name}", line=None, field=setting.key
             ) from None
-    return found
-
-
-def _from_flags(flags: Mapping[str, object], choices: Choices) -> dict[str, Value]:
-    found: dict[str, Value] = {}
-    for field, raw in flags.items():
-        setting = SETTINGS_BY_FIELD[field]
-        try:
-            found[field] = _check(setting, raw, choices)
-        except ValueError as exc:
-            raise config_error(str(exc), path=None, line=None, field=setting.flag) from None
     return found
 
 
@@ -215,8 +269,8 @@ def load_agent_config(
     line) over ``env`` (``os.environ`` when None) over the file at ``path`` over defaults.
 
     ``choices``: the accepted names of settings with a fixed set, by field."""
-    merged: dict[str, Value] = {}
+    merged: dict[str, object] = {}
     merged.update(_from_file(path, choices) if path is not None else {})
     merged.update(_from_env(os.environ if env is None else env, choices))
-    merged.update(_from_flags(flags or {}, choices))
-    return dataclasses.replace(AgentConfig(), **merged)  # type: ignore[arg-type]
+    merged.update(from_flags(SETTINGS, flags or {}, choices))
+    return build(AgentConfig, merged)

@@ -35,24 +35,106 @@ def number(value: object) -> float:
     return out
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_UNIT_S = {
+    "y": 365 * 86400.0,
+    "w": 7 * 86400.0,
+    "d": 86400.0,
+    "h": 3600.0,
+    "m": 60.0,
+    "s": 1.0,
+    "ms": 0.001,
+}
+"""Prometheus' duration units, largest first (a year is 365 days, as in Prometheus)."""
+_PROMETHEUS = re.compile(r"^" + "".join(rf"(?:(?P<{'u' + u}>\d+){u})?" for u in _UNIT_S) + r"$")
+_ONE_UNIT = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w|y)$")
+_EXPECTED = "expected seconds (1.5) or a duration (500ms, 90s, 1h30m, 2d)"
+
+
+def _duration_s(value: object) -> float:
+    """Seconds from a plain number, a Prometheus duration (``1h30m``, ``2d``, ``500ms``; units
+    y, w, d, h, m, s, ms, largest first) or one decimal with a unit (``1.5h``)."""
+    if isinstance(value, str):
+        word = value.strip()
+        whole = _PROMETHEUS.match(word) if word else None
+        if whole and any(whole.groups()):
+            return sum(int(n) * _UNIT_S[k[1:]] for k, n in whole.groupdict().items() if n)
+        one = _ONE_UNIT.match(word)
+        if one:
+            return float(one[1]) * _UNIT_S[one[2]]
+    try:
+        return number(value)
+    except ValueError:
+        raise ValueError(f"{_EXPECTED}, got {value!r}") from None
 
 
 def seconds(value: object) -> float:
-    """Seconds as a number, or a duration with a unit: ``500ms``, ``2s``, ``1m``, ``1h``."""
-    match = _DURATION.match(value) if isinstance(value, str) else None
-    if match:
-        out = float(match[1]) * _UNIT_S[match[2]]
-    else:
-        try:
-            out = number(value)
-        except ValueError:
-            expected = "expected seconds (1.5) or a duration (500ms, 2s)"
-            raise ValueError(f"{expected}, got {value!r}") from None
+    """A duration > 0 in seconds: a number of seconds, or ``500ms``, ``90s``, ``1h30m``, ``2d``."""
+    out = _duration_s(value)
     if out <= 0:
         raise ValueError(f"must be > 0 seconds, got {value!r}")
     return out
+
+
+def seconds_or_zero(value: object) -> float:
+    """A duration >= 0 in seconds, written as for ``seconds``."""
+    out = _duration_s(value)
+    if out < 0:
+        raise ValueError(f"must be >= 0 seconds, got {value!r}")
+    return out
+
+
+def duration_text(seconds_: float) -> str:
+    """Seconds as a Prometheus duration: 21600 → ``6h``, 5400 → ``1h30m``, 0.5 → ``500ms``."""
+    left_ms = round(seconds_ * 1000)
+    if left_ms <= 0:
+        return "0s"
+    parts = []
+    for unit, size_s in _UNIT_S.items():
+        size_ms = round(size_s * 1000)
+        if left_ms >= size_ms:
+            parts.append(f"{left_ms // size_ms}{unit}")
+            left_ms %= size_ms
+    return "".join(parts)
+
+
+def positive(value: object) -> float:
+    """A finite number > 0."""
+    out = number(value)
+    if out <= 0:
+        raise ValueError(f"must be > 0, got {value}")
+    return out
+
+
+def non_negative(value: object) -> float:
+    """A finite number >= 0."""
+    out = number(value)
+    if out < 0:
+        raise ValueError(f"must be >= 0, got {value}")
+    return out
+
+
+def integer(value: object) -> int:
+    """A whole number, written without a fraction (``3``, not ``3.0``) in text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise ValueError(f"expected a whole number, got {value!r}")
+
+
+def at_least(minimum: int) -> Check:
+    """A whole number >= ``minimum``."""
+
+    def check(value: object) -> int:
+        out = integer(value)
+        if out < minimum:
+            raise ValueError(f"must be >= {minimum}, got {out}")
+        return out
+
+    return check
 
 
 def ratio(value: object) -> float:

@@ -32,6 +32,7 @@ from gpuadvisor.analysis.agent_state import (
     mark_nvml_down,
     record_collector,
 )
+from gpuadvisor.config.agent import AgentConfig
 from gpuadvisor.model.gpu import NodeReading
 from gpuadvisor.services.web import collecting, every, healthy, landing_page, ready
 from gpuadvisor.sinks.exposition.agent import agent_registry
@@ -44,14 +45,27 @@ COLLECTOR = "gpu"
 """The ``collector`` label of the probe's success and duration."""
 
 
+_DEFAULTS = AgentConfig()
+
+
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
-    """How often to probe, how long to wait for one probe call, and when allocated is idle."""
+    """How often to probe, how long to wait for one probe call, and when allocated is idle;
+    the defaults are ``AgentConfig``'s."""
 
-    interval_s: float = 1.0
-    probe_timeout_s: float = 5.0
-    idle_threshold_ratio: float = 0.05
+    interval_s: float = _DEFAULTS.collect_interval_s
+    probe_timeout_s: float = _DEFAULTS.collect_timeout_s
+    idle_threshold_ratio: float = _DEFAULTS.collect_idle_threshold_ratio
     version: str = __version__
+
+    @classmethod
+    def of(cls, config: AgentConfig) -> AgentSettings:
+        """The sampler's part of the agent's settings."""
+        return cls(
+            interval_s=config.collect_interval_s,
+            probe_timeout_s=config.collect_timeout_s,
+            idle_threshold_ratio=config.collect_idle_threshold_ratio,
+        )
 
 
 class Sampler:

@@ -23,6 +23,7 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from gpuadvisor import __version__
+from gpuadvisor.config.queue import QueueConfig
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.model.queue import QueueSnapshot
 from gpuadvisor.services.web import collecting, every, healthy, landing_page, ready
@@ -41,13 +42,28 @@ class QueueSource(Protocol):
         ...
 
 
+READ_MARGIN_S = 10.0
+"""How much longer than squeue's own timeout a read may take in all."""
+
+_DEFAULTS = QueueConfig(source="slurm")
+
+
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
-    """How often to read the source, and how long one read may take in all."""
+    """How often to read the source, and how long one read may take in all; the defaults are
+    ``QueueConfig``'s."""
 
-    interval_s: float = 15.0
-    read_timeout_s: float = 60.0
+    interval_s: float = _DEFAULTS.interval_s
+    read_timeout_s: float = _DEFAULTS.squeue_timeout_s + READ_MARGIN_S
     version: str = __version__
+
+    @classmethod
+    def of(cls, config: QueueConfig) -> QueueSettings:
+        """The poller's part of the exporter's settings."""
+        return cls(
+            interval_s=config.interval_s,
+            read_timeout_s=config.squeue_timeout_s + READ_MARGIN_S,
+        )
 
 
 class Poller:

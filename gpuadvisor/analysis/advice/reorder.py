@@ -103,20 +103,20 @@ def advise(
         position = {id(job): i for i, job in enumerate(pending)}
         ranked = sorted(pending, key=lambda j: (*order.key(j, estimate(j)), position[id(j)]))
     ctx = PlacementContext(mix or WorkloadMix.of_jobs(pending))
-    explain = settings.order_settings
+    order_settings = settings.order_settings
     busy_until = [-math.inf] * len(snapshot.cluster.nodes)
     for ending in endings:  # until when each node's running jobs are expected to run
         for node in ending.allocation.nodes:
             busy_until[node] = max(busy_until[node], ending.expected_end_s)
     fifo = ORDERS["fifo"].plan(
-        QueueView(now, pending, endings, capacity, estimate), first_fit, ctx, explain
+        QueueView(now, pending, endings, capacity, estimate), first_fit, ctx, order_settings
     )
     placement = settings.placement or DEFAULT_PLACEMENT[settings.order]
     policy = order.plan(
         QueueView(now, ranked, endings, capacity, estimate, busy_until=busy_until),
         PLACEMENTS[placement],
         ctx,
-        explain,
+        order_settings,
     )
     return tuple(_word(snapshot, capacity, estimate, fifo, policy, settings, placement))
 

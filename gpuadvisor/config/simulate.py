@@ -1,0 +1,176 @@
+"""The settings of ``gpuadvisor simulate`` and ``gpuadvisor demo``: one frozen type each with the
+only copy of its defaults, and one row per setting that the CLI generates its flag from
+(docs/simulator.md, docs/configuration.md). The starvation bound's default is the scheduling
+pass's own (``OrderSettings``), so the simulator, the demo and the advisor share it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
+from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
+from gpuadvisor.config.setting import Choices, Setting
+from gpuadvisor.config.values import (
+    at_least,
+    integer,
+    non_negative,
+    optional_path,
+    positive,
+    seconds_or_zero,
+    text,
+)
+from gpuadvisor.simulation.engine import ESTIMATE_MODES
+from gpuadvisor.simulation.generator import MIXES
+from gpuadvisor.sources.traces import READERS
+
+PROTOCOLS = ("replay", "inflation")
+
+GENERATED_LOAD = 1.0
+"""The offered load of a generated workload when ``--load`` is not given."""
+
+_ORDER = OrderSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateSettings:
+    """Every setting of ``gpuadvisor simulate``. ``load`` None: a trace keeps its arrivals and a
+    generated workload has ``GENERATED_LOAD``."""
+
+    trace: str | None = None
+    generate: str | None = None
+    format: str | None = None
+    jobs: int = 10_000
+    cluster: str = "16x8"
+    nodes: str | None = None
+    policies: str = "fifo,easy,advisor"
+    protocol: str = "replay"
+    load: float | None = None
+    seed: int = 0
+    seeds: int = 1
+    estimates: str = "limit"
+    estimate_noise: float = 0.0
+    starvation_s: float = _ORDER.starvation_s
+    output_json: str | None = None
+    plots: str | None = None
+    output_schedule: str | None = None
+    schedule_policy: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DemoSettings:
+    """Every setting of ``gpuadvisor demo``."""
+
+    output: str = "demo-output"
+    starvation_s: float = _ORDER.starvation_s
+
+
+STARVATION = Setting(
+    "starvation_s",
+    "--starvation",
+    seconds_or_zero,
+    "advisor: also reserve for jobs that waited this long",
+)
+
+SIMULATE_SETTINGS: tuple[Setting, ...] = (
+    Setting("trace", "--trace", optional_path, "job trace file", metavar="FILE", group="input"),
+    Setting(
+        "generate",
+        "--generate",
+        text,
+        "generate a workload from a published size mix: " + ", ".join(sorted(MIXES)),
+        metavar="MIX",
+        group="input",
+    ),
+    Setting("format", "--format", text, "trace format (default: detect)"),
+    Setting("jobs", "--jobs", at_least(1), "jobs to generate, with --generate", metavar="N"),
+    Setting("cluster", "--cluster", text, "uniform cluster NODESxGPUS[/GROUP]", group="cluster"),
+    Setting(
+        "nodes",
+        "--nodes",
+        optional_path,
+        "node list file (Alibaba or Tiresias format)",
+        metavar="FILE",
+        group="cluster",
+    ),
+    Setting(
+        "policies",
+        "--policies",
+        text,
+        "comma-separated ORDER[+PLACEMENT]; orders: "
+        + ", ".join(ORDERS)
+        + "; placements: "
+        + ", ".join(PLACEMENTS)
+        + " (for --protocol inflation: placements only)",
+    ),
+    Setting(
+        "protocol",
+        "--protocol",
+        text,
+        "replay: queue orders over time; inflation: FGD's placement protocol",
+    ),
+    Setting(
+        "load",
+        "--load",
+        positive,
+        f"offered load: rescale a trace's arrivals to it, or generate at it (default "
+        f"{GENERATED_LOAD:g} when generating)",
+    ),
+    Setting(
+        "seed",
+        "--seed",
+        integer,
+        "seed of the generator, the random placement and the estimate noise",
+    ),
+    Setting("seeds", "--seeds", at_least(1), "inflation: average over this many seeds"),
+    Setting(
+        "estimates",
+        "--estimates",
+        text,
+        "runtime estimates for backfill: limit (time limit, else the median of the "
+        "user's past runtimes of that shape) or exact (the true runtime)",
+    ),
+    Setting(
+        "estimate_noise",
+        "--estimate-noise",
+        non_negative,
+        "multiply each job's estimates by a log-normal factor exp(N(0, SIGMA))",
+        metavar="SIGMA",
+    ),
+    STARVATION,
+    Setting(
+        "output_json",
+        "--output-json",
+        optional_path,
+        "write the results as JSON here",
+        metavar="FILE",
+    ),
+    Setting("plots", "--plots", optional_path, "write PNG plots into DIR", metavar="DIR"),
+    Setting(
+        "output_schedule",
+        "--output-schedule",
+        optional_path,
+        "write where and when each job ran, one CSV row per (policy, job, node), for "
+        "gpuadvisor agent --sim.schedule (replay only)",
+        metavar="FILE",
+    ),
+    Setting(
+        "schedule_policy",
+        "--schedule-policy",
+        text,
+        "only this policy's rows in --output-schedule (a label as in the results, e.g. "
+        "advisor or easy+best-fit; default: every listed policy)",
+        metavar="POLICY",
+    ),
+)
+
+SIMULATE_CHOICES: Choices = {
+    "generate": tuple(sorted(MIXES)),
+    "format": tuple(sorted(READERS)),
+    "protocol": PROTOCOLS,
+    "estimates": ESTIMATE_MODES,
+}
+
+DEMO_SETTINGS: tuple[Setting, ...] = (
+    Setting("output", "--output", text, "folder for outputs", metavar="DIR"),
+    STARVATION,
+)
