@@ -1,4 +1,4 @@
-"""Command line: ``gpuadvisor simulate | demo | agent`` (queue and advisor join as they land)."""
+"""Command line: ``gpuadvisor agent | queue | advisor | apply | simulate | demo | check-config``."""
 
 from __future__ import annotations
 
