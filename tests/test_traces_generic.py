@@ -132,3 +132,12 @@ def test_a_large_unsorted_file_loads_whole_and_sorted(tmp_path: Path) -> None:
     jobs = generic.read(path).jobs
     assert len(jobs) == 100_000
     assert all(a.submit_time_s <= b.submit_time_s for a, b in itertools.pairwise(jobs))
+
+
+def test_a_repeated_job_id_fails_at_its_second_line_before_later_rows_are_read(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, HEADER + "a,0,10,1,,,\na,5,10,1,,,\nb,x,1,1,,,\n")
+    with pytest.raises(InputError, match="appears more than once \\(first on line 2\\)") as info:
+        generic.read(path)
+    assert (info.value.line, info.value.column) == (3, "job_id")

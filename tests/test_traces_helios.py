@@ -62,3 +62,14 @@ def test_bad_rows_fail_with_their_location(tmp_path: Path, row: str, column: str
     with pytest.raises(InputError) as info:
         helios.read(path)
     assert (info.value.path, info.value.line, info.value.column) == (str(path), 2, column)
+
+
+def test_every_row_is_read_before_ids_are_checked(tmp_path: Path) -> None:
+    """Submit times count from the earliest date in the file, so a bad row anywhere is found
+    before a repeated id."""
+    path = tmp_path / "cluster_log.csv"
+    same = "1,u,v,1,1,1,COMPLETED,2020-01-01 00:00:00,,,5,0\n"
+    path.write_text(HEADER + same + same + "2,u,v,one,1,1,X,2020-01-01 00:00:00,,,5,0\n", "utf-8")
+    with pytest.raises(InputError) as info:
+        helios.read(path)
+    assert (info.value.line, info.value.column) == (4, "gpu_num")

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job, Node
-from gpuadvisor.sources.table import Header, Row, open_table, parsed
-from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
+from gpuadvisor.sources.table import Header, Row, open_table
+from gpuadvisor.sources.traces.trace import Trace, read_job_table
 
 FORMAT = "alibaba"
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
@@ -44,18 +44,16 @@ def matches_nodes(header: Header) -> bool:
 
 def read(path: str | Path) -> Trace:
     """Every pod of an openb pod list as a job, sorted by creation time."""
-    with open_table(path) as (header, rows):
-        header.require(*POD_COLUMNS)
-        timed = header.has(*TIME_COLUMNS)
-        if not timed and any(c in header.columns for c in TIME_COLUMNS):
-            header.require(*TIME_COLUMNS)
-        builder = TraceBuilder(header.path, FORMAT)
-        for job, line in parsed(rows, lambda row: _job(row, timed)):
-            builder.add(job, line, "name")
-    return builder.build()
+    return read_job_table(path, FORMAT, POD_COLUMNS, _job, id_column="name", check_header=_times)
 
 
-def _job(row: Row, timed: bool) -> Job:
+def _times(header: Header) -> None:
+    """Both time columns or neither (the ``multigpu`` variants)."""
+    if any(c in header.columns for c in TIME_COLUMNS):
+        header.require(*TIME_COLUMNS)
+
+
+def _job(row: Row) -> Job:
     gpus = row.integer("num_gpu")
     milli = row.integer("gpu_milli")
     if gpus == 0:
@@ -70,7 +68,7 @@ def _job(row: Row, timed: bool) -> Job:
             f"a fractional share ({milli} milli) needs num_gpu 1, got {gpus}", "gpu_milli"
         )
     submit, runtime = 0.0, None
-    if timed:
+    if row.header.has(*TIME_COLUMNS):
         submit = row.number("creation_time")
         end = row.number("deletion_time")
         if end < submit:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import IO
 
 from gpuadvisor.model import MILLI_PER_GPU, Job
-from gpuadvisor.sources.table import Header, Row, open_table, parsed
-from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
+from gpuadvisor.sources.table import Header, Row
+from gpuadvisor.sources.traces.trace import Trace, read_job_table
 
 FORMAT = "generic"
 REQUIRED = ("job_id", "submit_time", "duration", "num_gpus")
@@ -28,12 +28,7 @@ def matches(header: Header) -> bool:
 
 def read(path: str | Path) -> Trace:
     """Every job of a generic CSV, sorted by submit time (ties keep file order)."""
-    with open_table(path) as (header, rows):
-        header.require(*REQUIRED)
-        builder = TraceBuilder(header.path, FORMAT)
-        for job, line in parsed(rows, _job):
-            builder.add(job, line)
-    return builder.build()
+    return read_job_table(path, FORMAT, REQUIRED, _job)
 
 
 def _job(row: Row) -> Job:

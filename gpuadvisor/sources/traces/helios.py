@@ -15,12 +15,11 @@ after the earliest submit in the file (dates are read as UTC).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from gpuadvisor.model import Job
-from gpuadvisor.sources.table import Header, Row, open_table, parsed
-from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
+from gpuadvisor.sources.table import Header, Row
+from gpuadvisor.sources.traces.trace import Trace, read_job_table
 
 FORMAT = "helios"
 REQUIRED = ("job_id", "gpu_num", "submit_time", "duration")
@@ -33,15 +32,7 @@ def matches(header: Header) -> bool:
 
 def read(path: str | Path) -> Trace:
     """Every job of a Helios/Acme cluster log, sorted by submit time."""
-    jobs: list[tuple[Job, int]] = []
-    with open_table(path) as (header, rows):
-        header.require(*REQUIRED)
-        jobs.extend(parsed(rows, _job))
-    origin = min((job.submit_time_s for job, _ in jobs), default=0.0)
-    builder = TraceBuilder(header.path, FORMAT)
-    for job, line in jobs:
-        builder.add(replace(job, submit_time_s=job.submit_time_s - origin), line)
-    return builder.build()
+    return read_job_table(path, FORMAT, REQUIRED, _job, from_earliest_submit=True)
 
 
 def _job(row: Row) -> Job:

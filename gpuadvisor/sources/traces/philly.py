@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model import Job
 from gpuadvisor.sources.table import timestamp_s
-from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
+from gpuadvisor.sources.traces.trace import Trace, TraceBuilder, submitted_from_earliest
 
 FORMAT = "philly"
 
@@ -77,9 +76,8 @@ def read(path: str | Path) -> Trace:
             raise InputError(bad.message, path=name, line=line, column=bad.field) from None
         except ModelError as exc:
             raise InputError(str(exc), path=name, line=line) from exc
-    origin = min((job.submit_time_s for job, _ in kept), default=0.0)
-    for job, line in kept:
-        builder.add(replace(job, submit_time_s=job.submit_time_s - origin), line, "jobid")
+    for job, line in submitted_from_earliest(kept):
+        builder.add(job, line, "jobid")
     return builder.build()
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
-from gpuadvisor.sources.table import Header, Row, open_table, parsed
-from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
+from gpuadvisor.sources.table import Header, Row, open_table
+from gpuadvisor.sources.traces.trace import Trace, read_job_table
 
 FORMAT = "tiresias"
 JOB_COLUMNS = ("job_id", "num_gpu", "submit_time", "duration")
@@ -39,12 +39,7 @@ def matches_nodes(header: Header) -> bool:
 
 def read(path: str | Path) -> Trace:
     """Every job of a Tiresias trace, sorted by submit time."""
-    with open_table(path) as (header, rows):
-        header.require(*JOB_COLUMNS)
-        builder = TraceBuilder(header.path, FORMAT)
-        for job, line in parsed(rows, _job):
-            builder.add(job, line)
-    return builder.build()
+    return read_job_table(path, FORMAT, JOB_COLUMNS, _job)
 
 
 def _job(row: Row) -> Job:
