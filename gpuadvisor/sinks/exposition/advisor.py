@@ -12,13 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Metric
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client import Metric
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpuadvisor.analysis.advice.cycle import Findings
 from gpuadvisor.model import MILLI_PER_GPU, Kind, Recommendation, SourceHealth
-from gpuadvisor.sinks.exposition.metrics import MetricDef
+from gpuadvisor.sinks.exposition.metrics import (
+    MetricDef,
+    counter,
+    gauge,
+    histogram,
+    private_registry,
+)
 
 ADVISOR = "gpuadvisor advisor"
 
@@ -130,12 +136,7 @@ class AdvisorStatus:
 
 
 def _gauge(name: str) -> GaugeMetricFamily:
-    metric = _BY_NAME[name]
-    return GaugeMetricFamily(name, metric.help, labels=metric.labels)
-
-
-def _help(name: str) -> str:
-    return _BY_NAME[name].help
+    return gauge(_BY_NAME[name])
 
 
 def render_status(status: AdvisorStatus) -> Iterator[Metric]:
@@ -207,8 +208,7 @@ class AdvisorMetrics(Collector):
         self._bucket_counts = [0] * len(CYCLE_BUCKETS)
         self._duration_count = 0
         self._duration_sum = 0.0
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)
+        self.registry = private_registry(self)
 
     def observe_cycle(self, outcome: str, seconds: float) -> None:
         """One cycle ended with ``outcome`` (ok, untrusted, error) after ``seconds``."""
@@ -237,26 +237,15 @@ class AdvisorMetrics(Collector):
         info.add_metric([self._version], 1.0)
         yield info
         yield from render_status(self._latest())
-        cycles = CounterMetricFamily(
-            "gpuadvisor_advisor_cycles",
-            _help("gpuadvisor_advisor_cycles_total"),
-            labels=("outcome",),
-        )
+        cycles = counter(_BY_NAME["gpuadvisor_advisor_cycles_total"])
         for outcome, count in sorted(self._cycles.items()):
             cycles.add_metric([outcome], float(count))
         yield cycles
-        deliveries = CounterMetricFamily(
-            "gpuadvisor_sink_deliveries",
-            _help("gpuadvisor_sink_deliveries_total"),
-            labels=("sink", "outcome"),
-        )
+        deliveries = counter(_BY_NAME["gpuadvisor_sink_deliveries_total"])
         for (sink, outcome), count in sorted(self._deliveries.items()):
             deliveries.add_metric([sink, outcome], float(count))
         yield deliveries
-        duration = HistogramMetricFamily(
-            "gpuadvisor_advisor_cycle_duration_seconds",
-            _help("gpuadvisor_advisor_cycle_duration_seconds"),
-        )
+        duration = histogram(_BY_NAME["gpuadvisor_advisor_cycle_duration_seconds"])
         buckets = [
             (f"{b}", float(c)) for b, c in zip(CYCLE_BUCKETS, self._bucket_counts, strict=True)
         ]

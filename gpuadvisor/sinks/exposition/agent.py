@@ -2,8 +2,8 @@
 
 ``AGENT_METRICS`` is the single source of every agent metric's name, type, labels and HELP text
 (DESIGN §4; names are a public API). ``series()`` decides which series a state has; from it
-``AgentCollector.collect()`` builds fresh prometheus-client families (used for ``name[]``
-filters) and ``sinks.agent_render`` writes the cached text the agent serves. Both render the
+``render()`` builds fresh prometheus-client families (the registry's collector, used for
+``name[]`` filters) and ``agent_text`` writes the cached text the agent serves. Both render the
 latest ``AgentState`` only: they never probe, so a scrape never blocks. A field the GPU does not
 support has no series at all; a family without series is left out.
 """
@@ -14,16 +14,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Metric
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-)
-from prometheus_client.registry import Collector
+from prometheus_client.core import HistogramMetricFamily
 
 from gpuadvisor.analysis.agent_state import HISTOGRAM_BOUNDS, AgentState, GpuCounters
 from gpuadvisor.model.gpu import GpuReading
-from gpuadvisor.sinks.exposition.metrics import MetricDef, MetricType
+from gpuadvisor.sinks.exposition.metrics import (
+    MetricDef,
+    MetricType,
+    StateCollector,
+    family,
+    private_registry,
+)
 
 GPU = ("gpu_uuid",)
 INFO_LABELS = ("gpu_uuid", "gpu_index", "name", "pci_bus_id", "mig_mode", "topology_group")
@@ -190,14 +191,6 @@ AGENT_METRICS: tuple[MetricDef, ...] = (
 METRICS_BY_NAME = {m.name: m for m in AGENT_METRICS}
 
 
-def _family(metric: MetricDef) -> Metric:
-    if metric.type == "counter":
-        return CounterMetricFamily(metric.name, metric.help, labels=metric.labels)
-    if metric.type == "histogram":
-        return HistogramMetricFamily(metric.name, metric.help, labels=metric.labels)
-    return GaugeMetricFamily(metric.name, metric.help, labels=metric.labels)
-
-
 BUCKET_BOUNDS: tuple[str, ...] = (*(repr(b) for b in HISTOGRAM_BOUNDS), "+Inf")
 """The ``le`` label values of the utilization-sample histogram, as the exposition writes them."""
 
@@ -211,8 +204,16 @@ class HistogramValue:
 
 
 Labels = tuple[str, ...]
-Series = tuple[str, Labels, float | HistogramValue]
+Value = float | HistogramValue
+Series = tuple[str, Labels, Value]
 """``(family name, label values in the family's label order, value)``."""
+
+
+def _present(u: Labels, values: tuple[tuple[str, Value | None], ...]) -> Iterator[Series]:
+    """A series per family whose value is known; an unknown value has no series."""
+    for name, value in values:
+        if value is not None:
+            yield name, u, value
 
 
 def _gpu(gpu: GpuReading, counters: GpuCounters | None) -> Iterator[Series]:
@@ -223,39 +224,45 @@ def _gpu(gpu: GpuReading, counters: GpuCounters | None) -> Iterator[Series]:
     if not gpu.up:
         return
     if counters is not None:
-        if counters.busy is not None:
-            yield "gpuadvisor_gpu_busy_seconds_total", u, counters.busy.seconds
-        if counters.memory_busy is not None:
-            yield "gpuadvisor_gpu_memory_busy_seconds_total", u, counters.memory_busy.seconds
-        if counters.utilization_ratio is not None:
-            yield "gpuadvisor_gpu_utilization_ratio", u, counters.utilization_ratio
-        if counters.histogram is not None:
-            cumulative = counters.histogram.cumulative()
-            value = HistogramValue((*cumulative, cumulative[-1]), counters.histogram.sum_ratio)
-            yield "gpuadvisor_gpu_utilization_sample_ratio", u, value
-        if counters.allocated_idle_seconds is not None:
-            idle = counters.allocated_idle_seconds
-            yield "gpuadvisor_gpu_allocated_idle_seconds_total", u, idle
+        busy, memory_busy, samples = counters.busy, counters.memory_busy, counters.histogram
+        histogram = None
+        if samples is not None:
+            cumulative = samples.cumulative()
+            histogram = HistogramValue((*cumulative, cumulative[-1]), samples.sum_ratio)
+        yield from _present(
+            u,
+            (
+                ("gpuadvisor_gpu_busy_seconds_total", None if busy is None else busy.seconds),
+                (
+                    "gpuadvisor_gpu_memory_busy_seconds_total",
+                    None if memory_busy is None else memory_busy.seconds,
+                ),
+                ("gpuadvisor_gpu_utilization_ratio", counters.utilization_ratio),
+                ("gpuadvisor_gpu_utilization_sample_ratio", histogram),
+                ("gpuadvisor_gpu_allocated_idle_seconds_total", counters.allocated_idle_seconds),
+            ),
+        )
     gpm = gpu.gpm
     if gpm is not None:
-        if gpm.sm_active_ratio is not None:
-            yield "gpuadvisor_gpu_sm_active_ratio", u, gpm.sm_active_ratio
-        if gpm.sm_occupancy_ratio is not None:
-            yield "gpuadvisor_gpu_sm_occupancy_ratio", u, gpm.sm_occupancy_ratio
-        if gpm.tensor_active_ratio is not None:
-            yield "gpuadvisor_gpu_tensor_active_ratio", u, gpm.tensor_active_ratio
-        if gpm.dram_bandwidth_ratio is not None:
-            yield "gpuadvisor_gpu_dram_bandwidth_ratio", u, gpm.dram_bandwidth_ratio
-    if gpu.memory_total_bytes is not None:
-        yield "gpuadvisor_gpu_memory_total_bytes", u, gpu.memory_total_bytes
-    if gpu.memory_used_bytes is not None:
-        yield "gpuadvisor_gpu_memory_used_bytes", u, gpu.memory_used_bytes
-    if gpu.memory_reserved_bytes is not None:
-        yield "gpuadvisor_gpu_memory_reserved_bytes", u, gpu.memory_reserved_bytes
-    if gpu.power_watts is not None:
-        yield "gpuadvisor_gpu_power_watts", u, gpu.power_watts
-    if gpu.energy_joules is not None:
-        yield "gpuadvisor_gpu_energy_joules_total", u, gpu.energy_joules
+        yield from _present(
+            u,
+            (
+                ("gpuadvisor_gpu_sm_active_ratio", gpm.sm_active_ratio),
+                ("gpuadvisor_gpu_sm_occupancy_ratio", gpm.sm_occupancy_ratio),
+                ("gpuadvisor_gpu_tensor_active_ratio", gpm.tensor_active_ratio),
+                ("gpuadvisor_gpu_dram_bandwidth_ratio", gpm.dram_bandwidth_ratio),
+            ),
+        )
+    yield from _present(
+        u,
+        (
+            ("gpuadvisor_gpu_memory_total_bytes", gpu.memory_total_bytes),
+            ("gpuadvisor_gpu_memory_used_bytes", gpu.memory_used_bytes),
+            ("gpuadvisor_gpu_memory_reserved_bytes", gpu.memory_reserved_bytes),
+            ("gpuadvisor_gpu_power_watts", gpu.power_watts),
+            ("gpuadvisor_gpu_energy_joules_total", gpu.energy_joules),
+        ),
+    )
     for xid, count in gpu.xid_errors or ():
         yield "gpuadvisor_gpu_xid_errors_total", (gpu.uuid, str(xid)), count
     if gpu.processes is not None:
@@ -271,7 +278,7 @@ def series(state: AgentState, version: str) -> Iterator[Series]:
     """Every series ``state`` has, node and agent first, then GPU by GPU.
 
     The one place that decides which series exist: both the prometheus-client families
-    (``render``) and the agent's own text renderer (``sinks.agent_render``) consume it.
+    (``render``) and the agent's own text renderer (``agent_text``) consume it.
     A value the GPU does not report yields nothing (the series is absent, never a zero).
     """
     yield "gpuadvisor_build_info", (version,), 1
@@ -302,36 +309,20 @@ def series(state: AgentState, version: str) -> Iterator[Series]:
 def render(state: AgentState, version: str) -> Iterator[Metric]:
     """Fresh prometheus-client families for ``state``, in ``AGENT_METRICS`` order; empty ones
     are left out."""
-    families = {m.name: _family(m) for m in AGENT_METRICS}
+    families = {m.name: family(m) for m in AGENT_METRICS}
     for name, labels, value in series(state, version):
-        family = families[name]
+        fam = families[name]
         if isinstance(value, HistogramValue):
-            assert isinstance(family, HistogramMetricFamily)
+            assert isinstance(fam, HistogramMetricFamily)
             buckets = list(zip(BUCKET_BOUNDS, value.cumulative, strict=True))
-            family.add_metric(list(labels), buckets, value.sum)
+            fam.add_metric(list(labels), buckets, value.sum)
         else:
-            assert isinstance(family, GaugeMetricFamily | CounterMetricFamily)
-            family.add_metric(list(labels), value)
+            assert not isinstance(fam, HistogramMetricFamily)
+            fam.add_metric(list(labels), value)
     return (f for f in families.values() if f.samples)
 
 
-class AgentCollector(Collector):
-    """Renders the latest agent state on every scrape; ``latest`` must not block."""
-
-    def __init__(self, latest: Callable[[], AgentState], version: str) -> None:
-        self._latest = latest
-        self._version = version
-
-    def collect(self) -> Iterator[Metric]:
-        return render(self._latest(), self._version)
-
-    def describe(self) -> Iterator[Metric]:
-        """Every family, without samples: registers the names for ``name[]`` filters."""
-        return (_family(m) for m in AGENT_METRICS)
-
-
 def agent_registry(latest: Callable[[], AgentState], version: str) -> CollectorRegistry:
-    """A private registry holding only the agent collector (no process or platform metrics)."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(AgentCollector(latest, version))
-    return registry
+    """A private registry holding only the agent collector, which renders the latest state on
+    every scrape (``latest`` must not block)."""
+    return private_registry(StateCollector(latest, version, render, AGENT_METRICS))

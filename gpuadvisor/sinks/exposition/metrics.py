@@ -1,12 +1,21 @@
-"""What every exposition shares: ``MetricDef``, one metric family of the contract (DESIGN §4), and
-the Markdown table docs/metrics.md is generated from."""
+"""What every exposition shares: ``MetricDef``, one metric family of the contract (DESIGN §4); the
+fresh prometheus-client families built from it; the collector that renders an exporter's latest
+state into them, in a private registry; and the Markdown table docs/metrics.md is generated from."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
+
+from prometheus_client import CollectorRegistry, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
 
 MetricType = Literal["gauge", "counter", "histogram"]
+Family = GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily
+
+State = TypeVar("State")
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +26,66 @@ class MetricDef:
     type: MetricType
     help: str
     labels: tuple[str, ...] = ()
+
+
+def gauge(metric: MetricDef) -> GaugeMetricFamily:
+    """A fresh gauge family, without samples, for a ``gauge`` definition."""
+    assert metric.type == "gauge", metric
+    return GaugeMetricFamily(metric.name, metric.help, labels=metric.labels)
+
+
+def counter(metric: MetricDef) -> CounterMetricFamily:
+    """A fresh counter family (named without ``_total``, as prometheus-client keeps it)."""
+    assert metric.type == "counter", metric
+    return CounterMetricFamily(metric.name, metric.help, labels=metric.labels)
+
+
+def histogram(metric: MetricDef) -> HistogramMetricFamily:
+    """A fresh histogram family, without samples, for a ``histogram`` definition."""
+    assert metric.type == "histogram", metric
+    return HistogramMetricFamily(metric.name, metric.help, labels=metric.labels)
+
+
+def family(metric: MetricDef) -> Family:
+    """A fresh family of the definition's type, without samples."""
+    if metric.type == "counter":
+        return counter(metric)
+    if metric.type == "histogram":
+        return histogram(metric)
+    return gauge(metric)
+
+
+class StateCollector(Collector, Generic[State]):
+    """Renders an exporter's latest state on every scrape; ``latest`` must not block.
+
+    ``render(state, version)`` builds fresh families; ``describe`` names every family of
+    ``metrics`` without samples, which registers the names for ``name[]`` filters.
+    """
+
+    def __init__(
+        self,
+        latest: Callable[[], State],
+        version: str,
+        render: Callable[[State, str], Iterator[Metric]],
+        metrics: tuple[MetricDef, ...],
+    ) -> None:
+        self._latest = latest
+        self._version = version
+        self._render = render
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        return self._render(self._latest(), self._version)
+
+    def describe(self) -> Iterator[Metric]:
+        return (family(m) for m in self._metrics)
+
+
+def private_registry(collector: Collector) -> CollectorRegistry:
+    """A registry holding only ``collector`` (no process or platform metrics)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
 
 
 def metrics_table(metrics: tuple[MetricDef, ...]) -> str:

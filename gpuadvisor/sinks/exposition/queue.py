@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Metric
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
-from gpuadvisor.sinks.exposition.metrics import MetricDef
+from gpuadvisor.sinks.exposition.metrics import MetricDef, StateCollector, gauge, private_registry
 
 SOURCE = "source: the scheduler queue, squeue --json or a queue file"
 JOB = ("job_id",)
@@ -107,7 +106,7 @@ QUEUE_METRICS: tuple[MetricDef, ...] = (
 
 
 def _families() -> dict[str, GaugeMetricFamily]:
-    return {m.name: GaugeMetricFamily(m.name, m.help, labels=m.labels) for m in QUEUE_METRICS}
+    return {m.name: gauge(m) for m in QUEUE_METRICS}
 
 
 def _job(families: dict[str, GaugeMetricFamily], entry: QueueEntry) -> None:
@@ -149,23 +148,7 @@ def render(status: QueueStatus, version: str) -> Iterator[Metric]:
     return (f for f in families.values() if f.samples)
 
 
-class QueueCollector(Collector):
-    """Renders the latest queue status on every scrape; ``latest`` must not block."""
-
-    def __init__(self, latest: Callable[[], QueueStatus], version: str) -> None:
-        self._latest = latest
-        self._version = version
-
-    def collect(self) -> Iterator[Metric]:
-        return render(self._latest(), self._version)
-
-    def describe(self) -> Iterator[Metric]:
-        """Every family, without samples: registers the names for ``name[]`` filters."""
-        return iter(_families().values())
-
-
 def queue_registry(latest: Callable[[], QueueStatus], version: str) -> CollectorRegistry:
-    """A private registry holding only the queue collector (no process or platform metrics)."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(QueueCollector(latest, version))
-    return registry
+    """A private registry holding only the queue collector, which renders the latest status on
+    every scrape (``latest`` must not block)."""
+    return private_registry(StateCollector(latest, version, render, QUEUE_METRICS))
