@@ -26,8 +26,6 @@ from gpuadvisor.sinks.exposition.agent import (
 )
 from gpuadvisor.sinks.exposition.metrics import MetricDef
 
-HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
-
 
 def sample_value(value: float) -> str:
     """``value`` as the text format spells it, the way prometheus-client writes it.
