@@ -145,10 +145,6 @@ class Fragmentation:
         return self.fragment_milli / MILLI_PER_GPU
 
     @property
-    def ratio_of_total(self) -> float:
-        return self.fragment_milli / self.total_milli if self.total_milli else 0.0
-
-    @property
     def ratio_of_free(self) -> float:
         return self.fragment_milli / self.free_milli if self.free_milli else 0.0
 

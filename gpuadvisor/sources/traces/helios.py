@@ -23,7 +23,6 @@ from gpuadvisor.sources.traces.trace import Trace, read_job_table
 
 FORMAT = "helios"
 REQUIRED = ("job_id", "gpu_num", "submit_time", "duration")
-TIMES = ("start_time", "end_time")
 
 
 def matches(header: Header) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuadvisor.errors import InputError
-from gpuadvisor.simulation.generator import RuntimeDistribution
 from gpuadvisor.sources.table import open_table
 
 COLUMN = "runtime"
@@ -25,8 +24,3 @@ def read_runtimes(path: str | Path) -> list[float]:
     if not runtimes:
         raise InputError("no runtimes in the file", path=header.path)
     return runtimes
-
-
-def runtime_distribution(path: str | Path) -> RuntimeDistribution:
-    """The empirical runtime distribution of the file, as the generator samples it."""
-    return RuntimeDistribution.from_samples(read_runtimes(path))
