@@ -23,8 +23,6 @@ from gpuadvisor.sinks.exposition.queue import queue_registry
 from gpuadvisor.sources.queuefile import QueueFileSource
 from gpuadvisor.sources.slurm.squeue import SlurmQueueSource, SqueueSettings
 
-DEFAULT_PORT = QUEUE_PORT
-
 log = logging.getLogger(__name__)
 
 

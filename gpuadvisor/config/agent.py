@@ -204,8 +204,6 @@ SETTINGS: tuple[Setting, ...] = (
         "with --sim.schedule: the trace second the agent starts at",
     ),
 )
-SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
-SETTINGS_BY_FLAG = {s.flag: s for s in SETTINGS}
 SETTINGS_BY_ENV = {env_variable(s): s for s in SETTINGS}
 
 
