@@ -23,8 +23,7 @@ from typing import Protocol
 
 from gpuadvisor.analysis.capacity import Capacity, withheld_gpus
 from gpuadvisor.analysis.scheduling.buckets import FitKey
-from gpuadvisor.analysis.scheduling.endfit import Timing
-from gpuadvisor.analysis.scheduling.placement import Placement, PlacementContext
+from gpuadvisor.analysis.scheduling.context import Placement, PlacementContext, Timing
 from gpuadvisor.analysis.scheduling.plans import (
     INF,
     Ending,
