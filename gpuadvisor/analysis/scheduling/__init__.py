@@ -1,2 +1,4 @@
 """One scheduling pass as a unit: plans, queue orders, the pass with its scan over buckets of
-pending jobs, reservations and placement (end-fit among them)."""
+pending jobs (they see each other through ``protocols``), reservations, and placement with its
+context (end-fit among the policies). Free capacity and fragmentation are measured in
+``analysis.capacity`` and ``analysis.fragmentation``, which import nothing from here."""

@@ -16,27 +16,12 @@ topology group, then goes to the first-ranked node.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from gpuadvisor.analysis.capacity import Capacity, tightest_group
+from gpuadvisor.analysis.scheduling.context import PlacementContext
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
-if TYPE_CHECKING:
-    from gpuadvisor.analysis.scheduling.placement import PlacementContext
-
 INF = math.inf
-
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    """What a time-aware placement consults: the time, a job's runtime estimate, and until when
-    each node's running jobs are expected to run (``inf``: not known; ``-inf``: none run)."""
-
-    now_s: float
-    estimate: Callable[[Job], float | None]
-    busy_until: Callable[[int], float]
 
 
 def end_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from gpuadvisor.analysis.scheduling.context import Placement, PlacementContext
 from gpuadvisor.analysis.scheduling.passes import SchedulingPass
-from gpuadvisor.analysis.scheduling.placement import Placement, PlacementContext
 from gpuadvisor.analysis.scheduling.plans import (
     INF,
     Ending,

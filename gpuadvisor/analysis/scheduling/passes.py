@@ -17,14 +17,12 @@ are decided bucket by bucket (``Scan``): a pass then touches shapes, not jobs. W
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from gpuadvisor.analysis.capacity import Capacity, withheld_gpus
 from gpuadvisor.analysis.scheduling.buckets import FitKey
-from gpuadvisor.analysis.scheduling.endfit import Timing
-from gpuadvisor.analysis.scheduling.placement import Placement, PlacementContext
+from gpuadvisor.analysis.scheduling.context import Placement, PlacementContext, Timing
 from gpuadvisor.analysis.scheduling.plans import (
     INF,
     Ending,
@@ -34,32 +32,16 @@ from gpuadvisor.analysis.scheduling.plans import (
     Reservation,
     Start,
 )
+from gpuadvisor.analysis.scheduling.protocols import PassRules
 from gpuadvisor.analysis.scheduling.reservations import earliest_reservation
 from gpuadvisor.analysis.scheduling.scan import Scan
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 
-class PassRules(Protocol):
-    """What a pass needs of its order (``orders.Order``)."""
-
-    @property
-    def key(self) -> Callable[[Job, float | None], tuple[float, float]]: ...
-
-    @property
-    def strict(self) -> bool: ...
-
-    @property
-    def fill_largest_first(self) -> bool: ...
-
-    @property
-    def submit_ordered(self) -> bool: ...
-
-    def reserve(self, nth: int, reserved: int, wait_s: float, s: OrderSettings) -> bool: ...
-
-
 @dataclass
 class SchedulingPass:
-    """One scheduling pass. Mutable scratch state, private to ``Order.plan``."""
+    """One scheduling pass. Mutable scratch state, private to ``Order.plan``; a bucket scan
+    sees it as a ``ScannedPass`` and changes it only through its methods."""
 
     order: PassRules
     view: QueueView
@@ -96,9 +78,9 @@ class SchedulingPass:
         for position, job in enumerate(pending):
             if self.capacity.used_milli >= total and job.gpus and not settings.explain:
                 break  # nothing that needs a GPU can start; reservations would change nothing
-            allocation = self._try_start(job)
+            allocation = self.try_start(job)
             if allocation is not None:
-                self._start(job, allocation)
+                self.start(job, allocation)
                 continue
             self.blocked.append(job)
             if self.order.strict:
@@ -114,7 +96,7 @@ class SchedulingPass:
             elif self.order.fill_largest_first:
                 self._starved_then_fill(pending[lo:hi])
             else:
-                self._backfill(pending[lo:hi])
+                self.backfill(pending[lo:hi])
             break
         return self.result()
 
@@ -145,9 +127,9 @@ class SchedulingPass:
             self._fill(candidates)
         else:
             for job in candidates:
-                allocation = self._try_start(job)
+                allocation = self.try_start(job)
                 if allocation is not None:
-                    self._start(job, allocation)
+                    self.start(job, allocation)
                 else:
                     self.blocked.append(job)
         return self.result()
@@ -161,7 +143,7 @@ class SchedulingPass:
             self.more_blocked,
         )
 
-    def _backfill(self, window: Iterable[Job], *, hand_over: bool = False) -> int | None:
+    def backfill(self, window: Iterable[Job], *, hand_over: bool = False) -> int | None:
         """Behind the first blocked job: try each in queue order, reserving where the order says.
 
         Once no later job may get a reservation, a job whose shape fits nowhere is passed over
@@ -183,9 +165,9 @@ class SchedulingPass:
             if not may_reserve and job.fit_key in unfit:
                 self.passed_over += 1
                 continue
-            allocation = self._try_start(job)
+            allocation = self.try_start(job)
             if allocation is not None:
-                self._start(job, allocation)
+                self.start(job, allocation)
                 continue
             nth = len(self.blocked) + self.more_blocked + self.passed_over
             self.blocked.append(job)
@@ -211,7 +193,7 @@ class SchedulingPass:
         cut = self.view.now_s - self.settings.starvation_s
         starved = [j for j in window if j.submit_time_s <= cut or not j.gpus]
         if starved:
-            self._backfill(starved)
+            self.backfill(starved)
             rest = [j for j in window if j.submit_time_s > cut and j.gpus]
         else:
             rest = list(window)
@@ -243,9 +225,9 @@ class SchedulingPass:
                 if self.reservation_starts and (shape, self.guard_of(job)) in self.masked_unfit:
                     self._pass_over((job,))
                     continue
-                allocation = self._try_start(job)
+                allocation = self.try_start(job)
                 if allocation is not None:
-                    self._start(job, allocation)
+                    self.start(job, allocation)
                 else:
                     self._pass_over((job,))
 
@@ -255,6 +237,18 @@ class SchedulingPass:
             self.blocked.extend(jobs)
         else:
             self.passed_over += len(jobs)
+
+    def mark_unfit(self, shape: FitKey) -> None:
+        """``shape`` fits nowhere in the free capacity: no job of it starts in this pass."""
+        self.unfit.add(shape)
+
+    def count_blocked(self, jobs: int) -> None:
+        """``jobs`` more were left waiting after a try (or for their guard), not listed."""
+        self.more_blocked += jobs
+
+    def count_passed_over(self, jobs: int) -> None:
+        """``jobs`` more were left waiting without a try (their shape fits nowhere)."""
+        self.passed_over += jobs
 
     def guard_of(self, job: Job) -> int:
         """How many reservations start before ``job`` would end if it started now: a prefix of
@@ -271,7 +265,7 @@ class SchedulingPass:
         else:
             self.owed.append(job)
 
-    def _try_start(self, job: Job) -> Allocation | None:
+    def try_start(self, job: Job) -> Allocation | None:
         shape = job.fit_key
         if shape in self.unfit:
             return None
@@ -340,7 +334,7 @@ class SchedulingPass:
             return not held or self.capacity.fits_withholding(job, withheld)
         return self.capacity.fits_excluding(job, held)
 
-    def _start(self, job: Job, allocation: Allocation, ahead: int = 0) -> None:
+    def start(self, job: Job, allocation: Allocation, ahead: int = 0) -> None:
         """Start ``job``; ``ahead``: jobs queued before it that a bucket scan went past and has
         not counted yet."""
         if self.cap is None:

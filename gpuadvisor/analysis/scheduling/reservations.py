@@ -167,9 +167,10 @@ class WholeGpuWalk:
         self.adjust += term - self.term.get(node, 0)
         self.term[node] = term
 
-    def _release(self, allocation: Allocation) -> None:
-        """Release a running job: a whole-GPU job's GPUs become whole, so only the count
-        changes (the per-GPU state follows when needed); a share needs the per-GPU state."""
+    def _release(self, job: Job, allocation: Allocation) -> None:
+        """Release a running job (its ``allocation``): a whole-GPU job's GPUs become whole, so
+        only the count changes (the per-GPU state follows when needed); a share needs the
+        per-GPU state."""
         milli = allocation.milli
         whole_of, free_of, held = self.whole, self.free, self.held
         g, multi, size = self.gpus, self.multi, self.size
@@ -240,27 +241,7 @@ class WholeGpuWalk:
         # The overlap holds while no member's end is reached and no other's start is within
         # the job's run; ``-INF``: not worked out yet.
         leave, join = -INF, -INF
-        release = self._release
-        # ``_instants``, inline: this loop is the hot one of a saturated replay
-        extra = sorted({now} | {end for _, end in earlier if now < end < INF})
-        i = j = k = 0
-        n_run, n_new, n_extra = len(running), len(started), len(extra)
-        while True:
-            t = running[i].expected_end_s if i < n_run else INF
-            if j < n_new and started[j].expected_end_s < t:
-                t = started[j].expected_end_s
-            if k < n_extra and extra[k] < t:
-                t = extra[k]
-            if t == INF:
-                break
-            while i < n_run and running[i].expected_end_s <= t:
-                release(running[i].allocation)
-                i += 1
-            while j < n_new and started[j].expected_end_s <= t:
-                release(started[j].allocation)
-                j += 1
-            while k < n_extra and extra[k] <= t:
-                k += 1
+        for t in _instants(now, running, started, earlier, self._release):
             if self.admitting < need:
                 continue
             if t == now:

@@ -7,8 +7,9 @@ job failed against some reservations fails again, and a shape that does not fit 
 capacity now never will in this pass. The scan walks the jobs of the buckets that may still
 start, merged in queue order, drops a bucket at its failure, and counts, rather than visits,
 the jobs it passes over. What it starts, where, and whom it overtakes are what the job-by-job
-pass (``SchedulingPass._backfill`` and ``_fill``) decides; the blocked jobs are counted
-instead of listed.
+pass (``SchedulingPass.backfill`` and ``_fill``) decides; the blocked jobs are counted
+instead of listed. The scan sees the pass as a ``ScannedPass``: it reads the pass's state and
+changes it only through the pass's methods.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import bisect
 import heapq
 from collections.abc import Callable
 from itertools import chain
-from typing import TYPE_CHECKING
 
 from gpuadvisor.analysis.scheduling.buckets import (
     END,
@@ -28,10 +28,8 @@ from gpuadvisor.analysis.scheduling.buckets import (
     ShapeQueue,
 )
 from gpuadvisor.analysis.scheduling.plans import INF
+from gpuadvisor.analysis.scheduling.protocols import ScannedPass
 from gpuadvisor.model import Job
-
-if TYPE_CHECKING:
-    from gpuadvisor.analysis.scheduling.passes import SchedulingPass
 
 _Span = tuple[Bucket, int, int]
 """A bucket and the indices [lo, hi) of its jobs that a scan covers."""
@@ -44,7 +42,7 @@ class Scan:
 
     ``lo`` and ``hi`` are queue positions: the window of at most ``backfill_depth`` jobs."""
 
-    def __init__(self, p: SchedulingPass, queue: PendingBuckets, lo: int, hi: int) -> None:
+    def __init__(self, p: ScannedPass, queue: PendingBuckets, lo: int, hi: int) -> None:
         self.p = p
         self.queue = queue
         self.lo = lo
@@ -57,7 +55,7 @@ class Scan:
             self._starved_then_fill()
             return
         window = map(queue.jobs.__getitem__, range(self.lo, self.hi))
-        done = p._backfill(window, hand_over=True)
+        done = p.backfill(window, hand_over=True)
         if done is not None and done < self.hi - self.lo:
             end = queue.key_at(self.hi)
             _Backfill(self, queue.key_at(self.lo + done), end, end).run()
@@ -82,7 +80,7 @@ class Scan:
             starved = chain(
                 map(queue.jobs.__getitem__, range(lo, cut_at)), (job for _, job in free)
             )
-            done = p._backfill(starved, hand_over=True)
+            done = p.backfill(starved, hand_over=True)
             if done is None:
                 return  # nothing that needs a GPU can start any more
             if done < prefix:
@@ -114,13 +112,13 @@ class Scan:
                 continue
             example = sq.example()
             if shape in p.unfit or not p.capacity.fits(example):
-                p.unfit.add(shape)
-                p.passed_over += j - i
+                p.mark_unfit(shape)
+                p.count_passed_over(j - i)
                 continue
             shapes.append((-example.gpu_milli_total, sq.keys[i], shape, sq))
         shapes.sort(key=lambda t: (t[0], t[1]))
         for _, _, shape, sq in shapes:
-            p.passed_over += self._fill_shape(shape, sq, start, end)
+            p.count_passed_over(self._fill_shape(shape, sq, start, end))
 
     def _fill_shape(self, shape: FitKey, sq: ShapeQueue, start: QueueKey, end: QueueKey) -> int:
         """Start what fits of one shape, in queue order; returns how many were passed over."""
@@ -141,17 +139,17 @@ class Scan:
             key, job = walk.next()
             if job is None:
                 continue
-            allocation = p._try_start(job)
+            allocation = p.try_start(job)
             if allocation is not None:
                 ahead = bisect.bisect_left(sq.keys, key, first) - first - started
-                p._start(job, allocation, ahead)
+                p.start(job, allocation, ahead)
                 started += 1
             walk.advance(key)
         return sum(j - i for _, i, j in spans) - started
 
 
 class _Backfill:
-    """``SchedulingPass._backfill`` once no more reservations can be given, over the jobs
+    """``SchedulingPass.backfill`` once no more reservations can be given, over the jobs
     queued from ``start`` on: those needing GPUs before ``gpu_end``, the others before
     ``end``."""
 
@@ -225,7 +223,7 @@ class _Backfill:
                 )
             became_unfit[shape] = first
             if first is not None:
-                unfit.add(shape)
+                p.mark_unfit(shape)
 
         def alive(b: Bucket) -> bool:
             if b.shape in unfit:
@@ -244,9 +242,9 @@ class _Backfill:
             if job is None:
                 continue
             shape = job.fit_key
-            allocation = p._try_start(job)
+            allocation = p.try_start(job)
             if allocation is not None:
-                p._start(job, allocation, self._count_before(key) - started)
+                p.start(job, allocation, self._count_before(key) - started)
                 started += 1
                 if p.capacity.used_milli >= total:
                     stop = self._first_gpu_job(key)
@@ -273,14 +271,14 @@ class _Backfill:
             if k_u is not None:
                 last = min(last, bisect.bisect_right(keys, k_u, i, last))
             blocked += last - i
-        self.p.more_blocked += blocked
-        self.p.passed_over += looked_at - started - blocked
+        self.p.count_blocked(blocked)
+        self.p.count_passed_over(looked_at - started - blocked)
 
 
 class _Merge:
     """The jobs of several spans merged in queue order, skipping buckets that are not alive."""
 
-    def __init__(self, spans: list[_Span], alive: Callable[[Bucket], bool], p: SchedulingPass):
+    def __init__(self, spans: list[_Span], alive: Callable[[Bucket], bool], p: ScannedPass):
         self.spans = spans
         self.alive = alive
         self.p = p
