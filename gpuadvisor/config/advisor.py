@@ -21,7 +21,7 @@ from gpuadvisor.analysis.advice.reclaim import ReclaimSettings
 from gpuadvisor.analysis.advice.reorder import AdviceSettings
 from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
-from gpuadvisor.config.http import HTTP_KEYS, http_settings
+from gpuadvisor.config.http import HTTP_KEYS, built, http_settings
 from gpuadvisor.config.values import count, listen_address, ratio, seconds, text
 from gpuadvisor.config.yamlfile import YamlMap, did_you_mean, load_yaml_map
 from gpuadvisor.errors import ConfigError
@@ -199,16 +199,6 @@ def _sections(m: YamlMap, key: str, allowed: set[str]) -> list[YamlMap]:
     return items
 
 
-def _built(m: YamlMap, make: Callable[[], T]) -> T:
-    """Construct a settings object; its own checks (``ConfigError``) get this section's place."""
-    try:
-        return make()
-    except ConfigError as exc:
-        field_name = exc.column or ""
-        where = m.field(field_name) if field_name else (m.prefix or "/")
-        raise ConfigError(f"{where}: {exc.reason}", path=m.path, line=m.line) from None
-
-
 def _prometheus(m: YamlMap | None, base: str, env: Mapping[str, str]) -> PrometheusSettings:
     if m is None:
         raise ConfigError("prometheus: required section (at least prometheus.url)", path=base)
@@ -218,7 +208,7 @@ def _prometheus(m: YamlMap | None, base: str, env: Mapping[str, str]) -> Prometh
         raise m.error("url", "required: where Prometheus (or Thanos, Mimir...) answers")
     http = http_settings(m, base, env)
     compression = _get(m, "compression", _bool, False)
-    return _built(
+    return built(
         m,
         lambda: PrometheusSettings(
             url=url, http=http, tenant_id=m.string("tenant_id"), compression=compression
@@ -290,7 +280,7 @@ def _alertmanager(m: YamlMap, base: str, env: Mapping[str, str]) -> Alertmanager
             name=m.string("name") or "",
         )
 
-    return _built(m, make)
+    return built(m, make)
 
 
 def _slack(m: YamlMap, base: str, env: Mapping[str, str]) -> SlackSettings:
@@ -306,7 +296,7 @@ def _slack(m: YamlMap, base: str, env: Mapping[str, str]) -> SlackSettings:
             name=m.string("name") or "",
         )
 
-    return _built(m, make)
+    return built(m, make)
 
 
 def _webhook(m: YamlMap, base: str, env: Mapping[str, str]) -> WebhookSettings:
@@ -323,7 +313,7 @@ def _webhook(m: YamlMap, base: str, env: Mapping[str, str]) -> WebhookSettings:
             name=m.string("name") or "",
         )
 
-    return _built(m, make)
+    return built(m, make)
 
 
 def _sinks(
@@ -385,13 +375,13 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
     prometheus = _prometheus(root.section("prometheus"), base, environ)
     name = _choice(root, "profile", PROFILES, DEFAULT_PROFILE)
     overrides = root.string_map("queries")
-    chosen = _built(root, lambda: profile(name, overrides))
+    chosen = built(root, lambda: profile(name, overrides))
     live = LiveSettings(
         max_age_s=_get(root, "max_age", seconds, LiveSettings().max_age_s),
         window_s=_get(root, "window", seconds, LiveSettings().window_s),
         selector=root.string("selector") or "",
     )
-    _built(root, lambda: chosen.render(selector=live.selector, window_s=live.window_s))
+    built(root, lambda: chosen.render(selector=live.selector, window_s=live.window_s))
     hysteresis = HysteresisSettings()
     hyst = root.section("hysteresis")
     if hyst is not None:
@@ -404,7 +394,7 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
     box = root.section("outbox")
     if box is not None:
         box.reject_unknown({"max_items", "max_attempts", "max_age", "base_delay", "max_delay"})
-        outbox = _built(
+        outbox = built(
             box,
             lambda: OutboxSettings(
                 max_items=_get(box, "max_items", _count(1), outbox.max_items),

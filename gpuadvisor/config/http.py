@@ -33,7 +33,7 @@ TLS_KEYS = frozenset({"ca_file", "cert_file", "key_file", "server_name", "insecu
 T = TypeVar("T")
 
 
-def _built(m: YamlMap, make: Callable[[], T]) -> T:
+def built(m: YamlMap, make: Callable[[], T]) -> T:
     """Construct a settings object; its own checks (``ConfigError``) get this section's place."""
     try:
         return make()
@@ -119,7 +119,7 @@ def _tls(m: YamlMap, base: str) -> TlsSettings | None:
     if tls_map is None:
         return None
     tls_map.reject_unknown(TLS_KEYS)
-    return _built(
+    return built(
         tls_map,
         lambda: TlsSettings(
             ca_file=_path(tls_map, "ca_file", base),
@@ -142,4 +142,4 @@ def http_settings(m: YamlMap, base: str, env: Mapping[str, str]) -> HttpSettings
         except ValueError as exc:
             raise m.error("timeout", str(exc)) from None
     headers = tuple(m.string_map("headers").items())
-    return _built(m, lambda: HttpSettings(headers=headers, auth=auth, tls=tls, timeout_s=timeout_s))
+    return built(m, lambda: HttpSettings(headers=headers, auth=auth, tls=tls, timeout_s=timeout_s))
