@@ -16,6 +16,7 @@ def make_job(
     nodes: int = 1,
     milli: int = 1000,
     user: str = "",
+    name: str = "",
 ) -> Job:
     """A job; its time limit defaults to its runtime (a perfect estimate)."""
     if limit is None and runtime is not None:
@@ -29,6 +30,7 @@ def make_job(
         gpu_milli=milli,
         user=user,
         time_limit_s=limit,
+        name=name,
     )
 
 

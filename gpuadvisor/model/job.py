@@ -18,6 +18,8 @@ class Job:
     ``runtime_s`` is the true runtime (known to a trace, unknown, ``None``, for a live queue);
     ``time_limit_s`` is what the user declared and what backfill may plan with.
     ``gpu_models`` restricts the job to nodes of those GPU models (empty: any model).
+    ``name``, ``account`` and ``partition`` are the scheduler's, where known (runtime
+    predictions learn from them); they never change where a job fits.
     """
 
     job_id: str
@@ -31,6 +33,9 @@ class Job:
     gpu_models: frozenset[str] = frozenset()
     cpu_milli: int = 0
     memory_mib: int = 0
+    name: str = ""
+    account: str = ""
+    partition: str = ""
     total_gpus: int = field(init=False, compare=False, repr=False)
     fit_key: tuple[int, int, int, frozenset[str], int, int] = field(
         init=False, compare=False, repr=False

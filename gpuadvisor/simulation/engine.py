@@ -24,6 +24,7 @@ from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
 from gpuadvisor.analysis.fragmentation import WorkloadMix
 from gpuadvisor.analysis.idle import split_idle
+from gpuadvisor.analysis.prediction import RAISE_RULES, RuntimePredictor
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
 from gpuadvisor.analysis.scheduling.orders import (
     DEFAULT_PLACEMENT,
@@ -38,11 +39,13 @@ from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint, Totals
 
-ESTIMATE_MODES = ("limit", "exact")
+ESTIMATE_MODES = ("limit", "predicted", "exact")
 """``limit``: the job's time limit, else the median of its user's past runtimes for the same shape,
-else unknown. ``exact``: the true runtime (an oracle; an upper bound for backfill)."""
+else unknown. ``predicted``: learned from completed jobs (``analysis.prediction``), never above the
+limit; a running job that outlives its prediction is planned anew (``raise_rule``).
+``exact``: the true runtime (an oracle; an upper bound for backfill)."""
 
-_COMPLETE, _ARRIVE = 0, 1
+_COMPLETE, _EXPIRE, _ARRIVE = 0, 1, 2
 
 _ShapeKey = tuple[int, int, int, frozenset[str], int, int]
 
@@ -59,6 +62,7 @@ class SimulationConfig:
     estimates: str = "limit"
     estimate_noise: float = 0.0  # sigma of a log-normal factor on every estimate
     settings: OrderSettings = field(default_factory=OrderSettings)
+    raise_rule: str = "limit"  # predicted: what a job that outlived its prediction is planned with
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -73,6 +77,10 @@ class SimulationConfig:
             )
         if self.estimate_noise < 0:
             raise ModelError("estimate noise must be >= 0")
+        if self.raise_rule not in RAISE_RULES:
+            raise ModelError(
+                f"unknown raise rule {self.raise_rule!r}; choose from {', '.join(RAISE_RULES)}"
+            )
 
     @property
     def placement_name(self) -> str:
@@ -134,6 +142,8 @@ class _Engine:
         self.ctx = PlacementContext(mix or WorkloadMix.of_jobs(self.jobs), rng)
         self.capacity = Capacity(cluster)
         self.history = RuntimeHistory()
+        self.predictor = RuntimePredictor() if config.estimates == "predicted" else None
+        self.raise_rule = RAISE_RULES[config.raise_rule]
         self.progress = progress
         n = len(self.jobs)
         self.noise = [
@@ -144,12 +154,16 @@ class _Engine:
         # estimates that never change (a time limit, or the true runtime), else None
         self.fixed_estimate: list[float | None] = [None] * n
         for i, job in enumerate(self.jobs):
-            if config.estimates == "exact" or job.time_limit_s is not None:
+            if config.estimates == "exact" or (
+                config.estimates == "limit" and job.time_limit_s is not None
+            ):
                 self.fixed_estimate[i] = self.estimate(job)
         self.start_s: list[float] = [math.nan] * n
         self.end_s: list[float] = [math.nan] * n
         self.overtook: list[int] = [0] * n
         self.estimate_at_start: list[float | None] = [None] * n
+        # the head's reservation: first promised start per job, and how far starts slipped
+        self.promised_s: dict[int, float] = {}
         self.allocation: list[Allocation | None] = [None] * n
         self.queue_key: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * n
         # the queue in the order's sort order, and by fit key and estimate class
@@ -180,6 +194,8 @@ class _Engine:
             return fixed
         if self.config.estimates == "exact":
             base: float | None = job.runtime_s
+        elif self.predictor is not None:
+            base = self.predictor.estimate(job)
         else:
             base = estimate_runtime(job, self.history)
         return None if base is None else base * self.noise[i]
@@ -209,6 +225,9 @@ class _Engine:
                 _, kind, i = heapq.heappop(events)
                 if kind == _COMPLETE:
                     self._complete(i)
+                    ended = True
+                elif kind == _EXPIRE:
+                    self._expire(i, now, events)
                     ended = True
                     done += 1
                     if self.progress is not None and done % report_every == 0:
@@ -243,6 +262,8 @@ class _Engine:
         fixed = self.fixed_estimate[i]
         if fixed is not None:
             return ("fixed", fixed)
+        if self.noise[i] == 1.0 and self.predictor is not None:
+            return self.predictor.class_of(job)
         if self.noise[i] == 1.0:
             return ("history", job.user, job.shape)
         return ("job", i)
@@ -272,6 +293,40 @@ class _Engine:
             self.busy_until[node] = max(ends.values(), default=-math.inf)
         if job.runtime_s is not None:
             self.history.record(job, job.runtime_s)
+            if self.predictor is not None:
+                self.predictor.record(job, job.runtime_s)
+
+    def _expire(self, i: int, now: float, events: list[tuple[float, int, int]]) -> None:
+        """Job ``i`` outlived its prediction: plan it anew with the raise rule's runtime."""
+        job = self.jobs[i]
+        old_end = self._expected_end(i)
+        at = bisect.bisect_left(self.running_keys, (old_end, i))
+        ending = self.running[at]
+        del self.running_keys[at]
+        del self.running[at]
+        elapsed = now - self.start_s[i]
+        self.estimate_at_start[i] = self.raise_rule(
+            elapsed, self.estimate_at_start[i] or 0.0, job.time_limit_s
+        )
+        self.totals.prediction_raises += 1
+        self._run_until(i, ending.allocation, events)
+
+    def _run_until(
+        self, i: int, allocation: Allocation, events: list[tuple[float, int, int]]
+    ) -> None:
+        """Enter job ``i`` among the running jobs at its expected end; if it will outlive that
+        end, an expiry event fires there."""
+        job = self.jobs[i]
+        ending = Ending(self._expected_end(i), job, allocation)
+        at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
+        self.running_keys.insert(at, (ending.expected_end_s, i))
+        self.running.insert(at, ending)
+        for node, _ in allocation.parts:
+            ends = self.node_ends[node]
+            ends[i] = ending.expected_end_s
+            self.busy_until[node] = max(ends.values())
+        if self.predictor is not None and ending.expected_end_s < self.end_s[i]:
+            heapq.heappush(events, (ending.expected_end_s, _EXPIRE, i))
 
     def _expected_end(self, i: int) -> float:
         estimate = self.estimate_at_start[i]
@@ -304,6 +359,9 @@ class _Engine:
         self.last_plan = plan
         if self.observer is not None:
             self.observer(now, plan)
+        if plan.reservations:
+            head = plan.reservations[0]
+            self.promised_s.setdefault(self.index[id(head.job)], head.time_s)
         for start in plan.starts:
             job = start.job
             i = self.index[id(job)]
@@ -315,13 +373,26 @@ class _Engine:
             self.end_s[i] = now + runtime
             heapq.heappush(events, (now + runtime, _COMPLETE, i))
             self.estimate_at_start[i] = self.estimate(job)
-            ending = Ending(self._expected_end(i), job, start.allocation)
-            at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
-            self.running_keys.insert(at, (ending.expected_end_s, i))
-            self.running.insert(at, ending)
-            for node, _ in start.allocation.parts:
-                self.node_ends[node][i] = ending.expected_end_s
-                self.busy_until[node] = max(self.busy_until[node], ending.expected_end_s)
+            promised = self.promised_s.pop(i, None)
+            if promised is not None and now > promised:
+                self.totals.reservation_slips += 1
+                self.totals.reservation_slip_s += now - promised
+                self.totals.reservation_slip_max_s = max(
+                    self.totals.reservation_slip_max_s, now - promised
+                )
+            if self.predictor is None:
+                ending = Ending(self._expected_end(i), job, start.allocation)
+                at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
+                self.running_keys.insert(at, (ending.expected_end_s, i))
+                self.running.insert(at, ending)
+                for node, _ in start.allocation.parts:
+                    self.node_ends[node][i] = ending.expected_end_s
+                    self.busy_until[node] = max(self.busy_until[node], ending.expected_end_s)
+            else:
+                self._run_until(i, start.allocation, events)
+                ending = self.running[
+                    bisect.bisect_left(self.running_keys, (self._expected_end(i), i))
+                ]
             self.queue.remove(self.queue_key[i], self.estimate_class[i])
             self.waiting_count[job.fit_key] -= 1
             self._refresh_fragment(ending)

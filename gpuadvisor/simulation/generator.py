@@ -293,9 +293,9 @@ def generate_workload(
 
     drawn: list[tuple[int, int, float, str, float]] = []
     for _ in range(jobs):
-        gpus, milli, _w = chosen.shapes[_pick(rng, size_cum)]
+        gpus, milli, _w = chosen.shapes[pick(rng, size_cum)]
         runtime = float(round(runtimes.sample(rng)))
-        user = user_names[_pick(rng, user_cum)]
+        user = user_names[pick(rng, user_cum)]
         factor = math.exp(rng.uniform(log_low, log_high))
         limit = time_limit_s(runtime, factor, time_limit_grid)
         drawn.append((gpus, milli, runtime, user, limit))
@@ -313,9 +313,17 @@ def generate_workload(
         )
         protos.append(job.spread(max_node_gpus) if max_node_gpus > 0 else job)
 
+    return poisson_arrivals(rng, protos, load=load, cluster_gpus=cluster_gpus)
+
+
+def poisson_arrivals(
+    rng: random.Random, protos: Sequence[Job], *, load: float, cluster_gpus: int
+) -> list[Job]:
+    """``protos`` with Poisson submit times over the window that makes the offered load exactly
+    ``load`` (total GPU-seconds / (window x ``cluster_gpus``)), whole seconds, in input order."""
     work_gpu_s = sum(job.gpu_milli_total / MILLI_PER_GPU * (job.runtime_s or 0.0) for job in protos)
     window_s = work_gpu_s / (load * cluster_gpus)
-    arrivals = list(accumulate(rng.expovariate(1.0) for _ in range(jobs + 1)))
+    arrivals = list(accumulate(rng.expovariate(1.0) for _ in range(len(protos) + 1)))
     scale = window_s / arrivals[-1] if arrivals[-1] > 0 else 0.0
     return [
         replace(job, submit_time_s=float(round(arrivals[i] * scale)))
@@ -323,6 +331,6 @@ def generate_workload(
     ]
 
 
-def _pick(rng: random.Random, cumulative: Sequence[float]) -> int:
+def pick(rng: random.Random, cumulative: Sequence[float]) -> int:
     """Index drawn with probability proportional to the weights behind ``cumulative``."""
     return min(bisect_right(cumulative, rng.random() * cumulative[-1]), len(cumulative) - 1)

@@ -39,6 +39,10 @@ class Totals:
     fragmentation_milli_s: float = 0.0
     capacity_milli_s: float = 0.0
     fragment_milli_s: float = 0.0
+    prediction_raises: int = 0  # running jobs that outlived their predicted runtime
+    reservation_slips: int = 0  # head jobs that started after the first start promised to them
+    reservation_slip_s: float = 0.0
+    reservation_slip_max_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +154,12 @@ class SimulationResult:
         out["jobs"] = n
         out["jobs_rejected"] = len(self.rejected)
         out["jobs_overtaking"] = sum(1 for k in self.overtook if k > 0)
+        out["prediction_raises"] = t.prediction_raises
+        out["reservation_slips"] = t.reservation_slips
+        out["reservation_slip_mean_s"] = (
+            t.reservation_slip_s / t.reservation_slips if t.reservation_slips else 0.0
+        )
+        out["reservation_slip_max_s"] = t.reservation_slip_max_s
         by_class: dict[str, dict[str, float]] = {}
         for size in SIZE_CLASSES:
             class_waits = [w for j, w in zip(self.jobs, waits, strict=True) if j.size_class == size]

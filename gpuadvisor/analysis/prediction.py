@@ -1,0 +1,127 @@
+"""Runtime predictions learned from completed jobs, for backfill that plans with what jobs
+really take rather than with the limits users give.
+
+Pure and deterministic: a prediction depends only on the completed jobs recorded so far (in the
+order they were recorded), never on the job's own runtime or on anything that ends later.
+
+A prediction is the mean of the last ``last`` runtimes of the most similar jobs that have any
+history, looked up from the most to the least specific key (``KEYS``):
+
+1. ``name``: same user, same job name and shape (a job resubmitted as it was);
+2. ``limit``: same user, shape and time limit (Tsafrir, Etsion and Feitelson, IEEE TPDS 2007:
+   the user's own recent jobs are the best predictors, and jobs with one estimate are alike);
+3. ``shape``: same user and shape;
+4. ``user``: same user.
+
+Never above the job's time limit (the scheduler kills the job there). With no history at all the
+prediction is the limit (``basis`` ``limit``), or unknown without one (``basis`` ``none``).
+A runtime of 0 s is kept (a job that failed at once is history too); a negative one is refused.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpuadvisor.errors import ModelError
+from gpuadvisor.model import Job
+
+KEYS: tuple[str, ...] = ("name", "limit", "shape", "user")
+"""The similarity levels, most specific first."""
+
+DEFAULT_LAST = 2
+"""How many of the most recent similar runtimes are averaged (Tsafrir et al. 2007 use two)."""
+
+_Key = tuple[object, ...]
+
+
+def _keys(job: Job) -> tuple[_Key | None, ...]:
+    return (
+        ("name", job.user, job.name, job.shape) if job.name else None,
+        ("limit", job.user, job.shape, job.time_limit_s) if job.time_limit_s is not None else None,
+        ("shape", job.user, job.shape),
+        ("user", job.user),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """A predicted runtime and what it rests on: the level (``KEYS``, ``limit`` or ``none``) and
+    how many past jobs of that level exist."""
+
+    runtime_s: float | None
+    basis: str
+    similar_jobs: int = 0
+    limit_s: float | None = None
+
+    @property
+    def capped(self) -> bool:
+        """Whether the time limit cut the learned value."""
+        return self.limit_s is not None and self.runtime_s == self.limit_s
+
+
+@dataclass
+class RuntimePredictor:
+    """Completed jobs' runtimes by similarity key; ``predict`` for a waiting or running job."""
+
+    last: int = DEFAULT_LAST
+    _recent: dict[_Key, deque[float]] = field(default_factory=dict, repr=False)
+    _counts: dict[_Key, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.last < 1:
+            raise ModelError(f"a prediction averages at least one runtime, got last={self.last}")
+
+    def record(self, job: Job, runtime_s: float) -> None:
+        """Learn ``job``'s runtime (call when it completes)."""
+        if not runtime_s >= 0:
+            raise ModelError(f"job {job.job_id!r}: runtime must be >= 0, got {runtime_s}")
+        for key in _keys(job):
+            if key is None:
+                continue
+            recent = self._recent.get(key)
+            if recent is None:
+                recent = self._recent[key] = deque(maxlen=self.last)
+            recent.append(runtime_s)
+            self._counts[key] = self._counts.get(key, 0) + 1
+
+    def predict(self, job: Job) -> Prediction:
+        limit = job.time_limit_s
+        for level, key in zip(KEYS, _keys(job), strict=True):
+            if key is None:
+                continue
+            recent = self._recent.get(key)
+            if recent:
+                value = sum(recent) / len(recent)
+                if limit is not None:
+                    value = min(value, limit)
+                return Prediction(value, level, self._counts[key], limit)
+        return Prediction(limit, "limit" if limit is not None else "none", 0, limit)
+
+    def estimate(self, job: Job) -> float | None:
+        """The predicted runtime alone (an ``Estimate`` for a scheduling pass)."""
+        return self.predict(job).runtime_s
+
+    def class_of(self, job: Job) -> tuple[object, ...]:
+        """Jobs with one class always get the same prediction (for the pending buckets)."""
+        return ("predicted", job.user, job.name, job.shape, job.time_limit_s)
+
+
+RaiseRule = Callable[[float, float, float | None], float]
+"""(elapsed seconds, the prediction it outlived, the limit) -> the new predicted runtime."""
+
+
+def raise_to_limit(elapsed_s: float, predicted_s: float, limit_s: float | None) -> float:
+    """EASY++'s correction: a job that outlived its prediction is planned with its limit (or,
+    without one, twice what it has run)."""
+    return limit_s if limit_s is not None and limit_s > elapsed_s else 2 * max(elapsed_s, 1.0)
+
+
+def raise_by_doubling(elapsed_s: float, predicted_s: float, limit_s: float | None) -> float:
+    """Twice what the job has run so far, never above its limit."""
+    doubled = 2 * max(elapsed_s, predicted_s, 1.0)
+    return doubled if limit_s is None else min(doubled, max(limit_s, elapsed_s))
+
+
+RAISE_RULES: dict[str, RaiseRule] = {"limit": raise_to_limit, "double": raise_by_doubling}

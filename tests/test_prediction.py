@@ -1,0 +1,127 @@
+"""Runtime predictions: learned from completed jobs only, never above the limit, deterministic."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuadvisor.analysis.prediction import (
+    RuntimePredictor,
+    raise_by_doubling,
+    raise_to_limit,
+)
+from gpuadvisor.errors import ModelError
+from gpuadvisor.model import Job
+from tests.builders import make_job
+
+
+def test_no_history_falls_back_to_the_limit_or_unknown() -> None:
+    predictor = RuntimePredictor()
+    with_limit = predictor.predict(make_job(1, runtime=50, limit=3600, user="ana"))
+    assert (with_limit.runtime_s, with_limit.basis, with_limit.similar_jobs) == (3600, "limit", 0)
+    no_limit = predictor.predict(make_job(2, runtime=None, limit=None, user="ana"))
+    assert (no_limit.runtime_s, no_limit.basis) == (None, "none")
+
+
+def test_the_mean_of_the_last_two_similar_runs() -> None:
+    predictor = RuntimePredictor()
+    for runtime in (1000.0, 200.0, 400.0):
+        predictor.record(
+            make_job("x", runtime=runtime, limit=7200, user="ana", name="train"), runtime
+        )
+    prediction = predictor.predict(make_job(9, runtime=None, limit=7200, user="ana", name="train"))
+    assert prediction.runtime_s == 300.0
+    assert (prediction.basis, prediction.similar_jobs) == ("name", 3)
+
+
+def test_the_most_specific_level_with_history_wins() -> None:
+    predictor = RuntimePredictor()
+    predictor.record(make_job("a", gpus=8, runtime=5000, limit=36000, user="ana", name="big"), 5000)
+    predictor.record(make_job("b", gpus=1, runtime=60, limit=3600, user="ana", name="eval"), 60)
+    # another name, same user, shape and limit as "eval": the limit level
+    same_limit = make_job(3, gpus=1, runtime=None, limit=3600, user="ana", name="sweep")
+    assert (predictor.predict(same_limit).basis, predictor.predict(same_limit).runtime_s) == (
+        "limit",
+        60,
+    )
+    # another limit, same shape: the shape level
+    same_shape = make_job(4, gpus=1, runtime=None, limit=1800, user="ana", name="sweep")
+    assert predictor.predict(same_shape).basis == "shape"
+    # another shape: the user's jobs of any kind (5000 and 60, averaged)
+    other_shape = make_job(5, gpus=2, runtime=None, limit=86400, user="ana")
+    assert predictor.predict(other_shape).basis == "user"
+    assert predictor.predict(other_shape).runtime_s == 2530
+    # another user: no history
+    assert predictor.predict(make_job(6, runtime=None, limit=600, user="bo")).basis == "limit"
+
+
+def test_a_prediction_never_exceeds_the_limit_and_says_so() -> None:
+    predictor = RuntimePredictor()
+    predictor.record(make_job("a", runtime=7000, limit=7200, user="ana"), 7000)
+    prediction = predictor.predict(make_job(2, runtime=None, limit=3600, user="ana"))
+    assert prediction.runtime_s == 3600
+    assert prediction.capped
+
+
+def test_zero_length_runs_are_history_and_negative_ones_are_refused() -> None:
+    predictor = RuntimePredictor()
+    predictor.record(make_job("a", runtime=0, limit=600, user="ana", name="crash"), 0.0)
+    assert (
+        predictor.predict(make_job(2, runtime=None, limit=600, user="ana", name="crash")).runtime_s
+        == 0
+    )
+    with pytest.raises(ModelError, match="runtime must be >= 0"):
+        predictor.record(make_job("b", runtime=10, limit=600, user="ana"), -5.0)
+    with pytest.raises(ModelError, match="at least one"):
+        RuntimePredictor(last=0)
+
+
+def test_raise_rules_never_plan_below_what_the_job_has_run() -> None:
+    assert raise_to_limit(100.0, 60.0, 3600.0) == 3600.0
+    assert raise_to_limit(4000.0, 60.0, 3600.0) == 8000.0  # past its limit (clock skew): double
+    assert raise_to_limit(100.0, 60.0, None) == 200.0
+    assert raise_by_doubling(100.0, 60.0, 3600.0) == 200.0
+    assert raise_by_doubling(3000.0, 60.0, 3600.0) == 3600.0
+
+
+Row = tuple[str, str, int, float | None, float]
+
+_rows = st.lists(
+    st.tuples(
+        st.sampled_from(["ana", "bo", "cy"]),
+        st.sampled_from(["", "train", "eval"]),
+        st.sampled_from([1, 2, 8]),
+        st.sampled_from([None, 1800.0, 3600.0, 86400.0]),
+        st.floats(min_value=0, max_value=200000, allow_nan=False),
+    ),
+    max_size=40,
+)
+
+
+def _jobs(rows: list[Row]) -> list[Job]:
+    return [
+        Job(str(i), 0.0, runtime, gpus, user=user, name=name, time_limit_s=limit)
+        for i, (user, name, gpus, limit, runtime) in enumerate(rows)
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(_rows, _rows)
+def test_never_above_the_limit_deterministic_and_blind_to_the_own_runtime(
+    history: list[Row], queries: list[Row]
+) -> None:
+    a, b = RuntimePredictor(), RuntimePredictor()
+    for job in _jobs(history):
+        assert job.runtime_s is not None
+        a.record(job, job.runtime_s)
+        b.record(job, job.runtime_s)
+    for job in _jobs(queries):
+        prediction = a.predict(job)
+        assert prediction == b.predict(job)
+        if job.time_limit_s is not None:
+            assert prediction.runtime_s is not None
+            assert prediction.runtime_s <= job.time_limit_s
+        assert a.predict(replace(job, runtime_s=None)) == prediction
