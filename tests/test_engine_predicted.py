@@ -3,12 +3,16 @@ outlives its prediction is planned anew, and the head's reservation slips are co
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 
+from gpuadvisor.cli import main
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Cluster, Job
+from gpuadvisor.simulation.compare import compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES
 from gpuadvisor.simulation.habits import generate_habitual_workload
@@ -30,9 +34,8 @@ def _outliving_case() -> list[Job]:
 
 
 def test_a_job_outliving_its_prediction_makes_the_head_reservation_slip() -> None:
-    result = simulate(
-        _outliving_case(), make_cluster(1, 8), SimulationConfig("easy", estimates="predicted")
-    )
+    config = SimulationConfig("easy", estimates="predicted", raise_rule="limit")
+    result = simulate(_outliving_case(), make_cluster(1, 8), config)
     starts = dict(zip((j.job_id for j in result.jobs), result.start_s, strict=True))
     # at t=300 "long" is planned with its limit, the reservation moves past the tail's end,
     # and the tail backfills then
@@ -41,6 +44,20 @@ def test_a_job_outliving_its_prediction_makes_the_head_reservation_slip() -> Non
     assert metrics["prediction_raises"] == 1
     assert metrics["reservation_slips"] == 1
     assert metrics["reservation_slip_mean_s"] == metrics["reservation_slip_max_s"] == 900
+
+
+def test_doubling_raises_step_by_step_and_keeps_the_head_first() -> None:
+    config = SimulationConfig("easy", estimates="predicted")  # raise_rule="double"
+    result = simulate(_outliving_case(), make_cluster(1, 8), config)
+    starts = dict(zip((j.job_id for j in result.jobs), result.start_s, strict=True))
+    # "long" is expected to end at 300, then 400, 600, 1,000 and 1,800 (twice what it ran);
+    # the tail (planned with its 5,000 s limit) never fits before the head's reservation
+    assert starts == {"past": 0, "long": 200, "head": 1_200, "tail": 1_250}
+    metrics = result.metrics()
+    # 4 raises of "long" (at 300, 400, 600, 1,000) and 4 of the tail, predicted from bo's
+    # 50 s head job (at 1,300, 1,350, 1,450, 1,650; it ends at 1,750)
+    assert metrics["prediction_raises"] == 8
+    assert (metrics["reservation_slips"], metrics["reservation_slip_max_s"]) == (1, 900)
 
 
 def test_planning_with_limits_promises_late_and_never_slips_here() -> None:
@@ -87,3 +104,46 @@ def test_predicted_replays_are_deterministic_and_start_every_job(order: str) -> 
     assert all(s >= j.submit_time_s for j, s in zip(a.jobs, a.start_s, strict=True))
     raises = a.metrics()["prediction_raises"]
     assert isinstance(raises, int) and raises > 0
+
+
+def test_a_policy_can_carry_its_own_estimates_and_says_so_in_its_label() -> None:
+    base = SimulationConfig(seed=2)
+    config = parse_policy("advisor+best-fit@predicted", base)
+    assert (config.order, config.placement, config.estimates) == (
+        "advisor",
+        "best-fit",
+        "predicted",
+    )
+    assert config.label == "advisor+best-fit@predicted"
+    assert parse_policy("easy", base).label == "easy"  # the base's estimates, no suffix
+    with pytest.raises(ModelError, match="after @ come limit, predicted, exact"):
+        parse_policy("easy@guess", base)
+    jobs = generate_habitual_workload(random.Random(1), jobs=200, cluster_gpus=32, load=1.2)
+    runs = compare(
+        jobs, Cluster.uniform(4, 8), [parse_policy(s, base) for s in ("easy", "easy@predicted")]
+    )
+    assert [run.label for run in runs] == ["easy", "easy@predicted"]
+    assert runs[0].metrics["prediction_raises"] == 0
+
+
+def test_simulate_generates_the_users_limits_and_compares_estimates(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    code = main(
+        [
+            "simulate", "--generate", "multinode", "--limits", "users", "--jobs", "300",
+            "--cluster", "4x8", "--load", "1.2", "--policies", "easy,advisor@predicted",
+            "--output-json", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    labels = [row["policy"] for row in json.loads(out.read_text())["results"]]
+    assert labels == ["easy", "advisor@predicted"]
+
+
+def test_limits_apply_to_generated_workloads_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time,duration,num_gpus\n1,0,10,1\n")
+    assert main(["simulate", "--trace", str(trace), "--limits", "users"]) == 2
+    assert "--limits shapes a generated workload" in capsys.readouterr().err

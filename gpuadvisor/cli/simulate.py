@@ -30,6 +30,7 @@ from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.compare import BASELINE, PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.generator import generate_workload
+from gpuadvisor.simulation.habits import generate_habitual_workload
 from gpuadvisor.simulation.inflation import run_inflation
 from gpuadvisor.simulation.workload import offered_load, scale_to_load
 from gpuadvisor.sinks.report.plots import write_plots
@@ -98,6 +99,15 @@ def load_jobs(settings: SimulateSettings, cluster: Cluster) -> list[Job]:
     if settings.trace:
         return read_trace(Path(settings.trace), settings.format)
     assert settings.generate is not None  # argparse requires --trace or --generate
+    if settings.limits == "users":
+        return generate_habitual_workload(
+            random.Random(settings.seed),
+            jobs=settings.jobs,
+            cluster_gpus=cluster.gpus,
+            load=GENERATED_LOAD if settings.load is None else settings.load,
+            mix=settings.generate,
+            max_node_gpus=cluster.max_node_gpus,
+        )
     return generate_workload(
         random.Random(settings.seed),
         jobs=settings.jobs,
@@ -139,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
         prepare_file(output_schedule, "--output-schedule")
     elif settings.schedule_policy is not None:
         raise GpuAdvisorError("--schedule-policy needs --output-schedule")
+    if settings.trace and settings.limits != "tight":
+        raise GpuAdvisorError("--limits shapes a generated workload; a trace keeps its own limits")
     cluster = load_cluster(settings)
     jobs = load_jobs(settings, cluster)
     trace = _path(settings.trace)
@@ -156,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         seed=settings.seed,
         estimates=settings.estimates,
         estimate_noise=settings.estimate_noise,
+        raise_rule=settings.raise_rule,
         settings=OrderSettings(starvation_s=settings.starvation_s),
     )
     configs = [parse_policy(spec, base) for spec in settings.policies.split(",") if spec.strip()]

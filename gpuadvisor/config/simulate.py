@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuadvisor.analysis.prediction import RAISE_RULES
 from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.config.setting import Choices, Setting
@@ -24,6 +25,10 @@ from gpuadvisor.simulation.generator import MIXES
 from gpuadvisor.sources.traces import READERS
 
 PROTOCOLS = ("replay", "inflation")
+
+LIMIT_MODELS = ("tight", "users")
+"""Time limits of a generated workload: ``tight`` (runtime x 1-3, rounded up to a round value),
+``users`` (the limits users really give: ``simulation.habits``)."""
 
 GENERATED_LOAD = 1.0
 """The offered load of a generated workload when ``--load`` is not given."""
@@ -47,8 +52,10 @@ class SimulateSettings:
     load: float | None = None
     seed: int = 0
     seeds: int = 1
+    limits: str = "tight"
     estimates: str = "limit"
     estimate_noise: float = 0.0
+    raise_rule: str = "double"
     starvation_s: float = _ORDER.starvation_s
     output_json: str | None = None
     plots: str | None = None
@@ -123,11 +130,27 @@ SIMULATE_SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("seeds", "--seeds", at_least(1), "inflation: average over this many seeds"),
     Setting(
+        "limits",
+        "--limits",
+        text,
+        "with --generate: the jobs' time limits: tight (runtime x 1-3, rounded up to a round "
+        "value) or users (the limits users really give: recurring jobs, round values up to a "
+        "72 h maximum, median ~10x the runtime; docs/workloads.md)",
+    ),
+    Setting(
         "estimates",
         "--estimates",
         text,
         "runtime estimates for backfill: limit (time limit, else the median of the "
-        "user's past runtimes of that shape) or exact (the true runtime)",
+        "user's past runtimes of that shape), predicted (learned from completed jobs, never "
+        "above the limit) or exact (the true runtime, an oracle)",
+    ),
+    Setting(
+        "raise_rule",
+        "--raise-rule",
+        text,
+        "with --estimates predicted: what a running job that outlived its prediction is "
+        "planned with: double (twice what it has run, at most its limit) or limit",
     ),
     Setting(
         "estimate_noise",
@@ -168,6 +191,8 @@ SIMULATE_CHOICES: Choices = {
     "format": tuple(sorted(READERS)),
     "protocol": PROTOCOLS,
     "estimates": ESTIMATE_MODES,
+    "raise_rule": tuple(RAISE_RULES),
+    "limits": LIMIT_MODELS,
 }
 
 DEMO_SETTINGS: tuple[Setting, ...] = (

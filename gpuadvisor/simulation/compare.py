@@ -10,20 +10,35 @@ from gpuadvisor.analysis.scheduling.orders import ORDERS
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Cluster, Job
-from gpuadvisor.simulation.engine import SimulationConfig, prepare_jobs, simulate
+from gpuadvisor.simulation.engine import (
+    ESTIMATE_MODES,
+    SimulationConfig,
+    prepare_jobs,
+    simulate,
+)
 from gpuadvisor.simulation.results import SimulationResult
 
 BASELINE = "fifo"
 
 
 def parse_policy(spec: str, base: SimulationConfig) -> SimulationConfig:
-    """``ORDER`` or ``ORDER+PLACEMENT`` (``easy+fgd``) on top of ``base``'s other settings."""
-    order, _, placement = spec.strip().partition("+")
+    """``ORDER[+PLACEMENT][@ESTIMATES]`` (``easy+fgd``, ``advisor@predicted``) on top of
+    ``base``'s other settings. ``@ESTIMATES`` plans this policy with its own runtime estimates
+    (``ESTIMATE_MODES``) and shows in its label, so that ``easy,advisor@predicted`` compares
+    EASY with the users' limits against the advisor with predictions on one trace."""
+    text, at, estimates = spec.strip().partition("@")
+    order, _, placement = text.partition("+")
     if order not in ORDERS:
         raise ModelError(f"unknown policy {spec!r}: orders are {', '.join(ORDERS)}")
     if placement and placement not in PLACEMENTS:
         raise ModelError(f"unknown placement in {spec!r}: placements are {', '.join(PLACEMENTS)}")
-    return replace(base, order=order, placement=placement or None)
+    if at and estimates not in ESTIMATE_MODES:
+        raise ModelError(f"unknown estimates in {spec!r}: after @ come {', '.join(ESTIMATE_MODES)}")
+    if not at:
+        return replace(base, order=order, placement=placement or None)
+    return replace(
+        base, order=order, placement=placement or None, estimates=estimates, label_estimates=True
+    )
 
 
 @dataclass(frozen=True)
@@ -48,7 +63,9 @@ def compare(
     mix = WorkloadMix.of_jobs(runnable)
     baseline_config = next(
         (c for c in configs if c.order == BASELINE and c.placement is None),
-        replace(configs[0], order=BASELINE, placement=None) if configs else None,
+        replace(configs[0], order=BASELINE, placement=None, label_estimates=False)
+        if configs
+        else None,
     )
     if baseline_config is None:
         return []

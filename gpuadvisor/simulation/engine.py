@@ -62,7 +62,8 @@ class SimulationConfig:
     estimates: str = "limit"
     estimate_noise: float = 0.0  # sigma of a log-normal factor on every estimate
     settings: OrderSettings = field(default_factory=OrderSettings)
-    raise_rule: str = "limit"  # predicted: what a job that outlived its prediction is planned with
+    raise_rule: str = "double"  # predicted: what a job that outlived its prediction is planned with
+    label_estimates: bool = False  # the label names the estimates (``advisor@predicted``)
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -89,7 +90,8 @@ class SimulationConfig:
     @property
     def label(self) -> str:
         default = DEFAULT_PLACEMENT[self.order]
-        return self.order if self.placement_name == default else f"{self.order}+{self.placement}"
+        label = self.order if self.placement_name == default else f"{self.order}+{self.placement}"
+        return f"{label}@{self.estimates}" if self.label_estimates else label
 
 
 def prepare_jobs(jobs: Sequence[Job], cluster: Cluster) -> tuple[list[Job], list[Job]]:
