@@ -112,11 +112,13 @@ def plot(all_points: list[Point], path: Path) -> None:
         if p.label in FIXED:
             ax.scatter([p.wait_max_h], [p.wait_mean_h], marker="s", label=p.label)
     easy = next(p for p in all_points if p.label == "easy")
-    ax.axvline(easy.wait_max_h, color="#888888", linestyle=":", linewidth=1)
-    ax.axhline(0.6 * easy.wait_mean_h, color="#888888", linestyle="--", linewidth=1)
+    ax.axvline(easy.wait_max_h, color="#888888", linestyle=":", linewidth=1,
+               label="EASY's max wait")  # fmt: skip
+    ax.axhline(0.6 * easy.wait_mean_h, color="#888888", linestyle="--", linewidth=1,
+               label="0.6 x EASY's mean wait")  # fmt: skip
     ax.set_xlabel("max wait (h)")
     ax.set_ylabel("mean wait (h)")
-    ax.set_title("Mean against max wait (dotted: EASY's max wait; dashed: 0.6 x EASY's mean)")
+    ax.set_title("Mean against max wait, users' limits")
     ax.grid(alpha=0.3)
     figure.legend(loc="outside right upper", fontsize="small")
     figure.savefig(path)
