@@ -147,3 +147,19 @@ def test_limits_apply_to_generated_workloads_only(
     trace.write_text("job_id,submit_time,duration,num_gpus\n1,0,10,1\n")
     assert main(["simulate", "--trace", str(trace), "--limits", "users"]) == 2
     assert "--limits shapes a generated workload" in capsys.readouterr().err
+
+
+def test_with_predictions_the_advisor_backfills_the_shortest_first() -> None:
+    jobs = [
+        make_job("long", at=0, gpus=4, runtime=10_000, user="a"),
+        make_job("head", at=1, gpus=8, runtime=100, user="b"),  # waits for "long"
+        make_job("big", at=2, gpus=4, runtime=500, user="c"),
+        make_job("short", at=2, gpus=2, runtime=50, user="d"),
+    ]
+    cluster = make_cluster(1, 8)
+    by_limit = simulate(jobs, cluster, SimulationConfig("advisor"))
+    predicted = simulate(jobs, cluster, SimulationConfig("advisor", estimates="predicted"))
+    # largest first packs the 4 free GPUs with "big"; shortest first starts "short" at once
+    assert (by_limit.start_s[2], by_limit.start_s[3]) == (2, 502)
+    assert (predicted.start_s[3], predicted.start_s[2]) == (2, 52)
+    assert by_limit.start_s[1] == predicted.start_s[1] == 10_000  # the head is not delayed

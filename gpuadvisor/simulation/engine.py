@@ -18,7 +18,7 @@ import heapq
 import math
 import random
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
@@ -145,6 +145,12 @@ class _Engine:
         self.capacity = Capacity(cluster)
         self.history = RuntimeHistory()
         self.predictor = RuntimePredictor() if config.estimates == "predicted" else None
+        # with learned predictions the advisor backfills shortest expected runtime first
+        self.settings = (
+            replace(config.settings, fill_shortest_first=True)
+            if self.predictor is not None
+            else config.settings
+        )
         self.raise_rule = RAISE_RULES[config.raise_rule]
         self.progress = progress
         n = len(self.jobs)
@@ -351,7 +357,7 @@ class _Engine:
             self.queue,
             self.busy_until,
         )
-        settings = self.config.settings
+        settings = self.settings
         if arrived_only is not None and self.last_plan is not None:
             plan = self.order.plan_arrivals(
                 view, arrived_only, self.last_plan, self.placement, self.ctx, settings

@@ -93,6 +93,8 @@ class SchedulingPass:
             hi = min(len(pending), lo + settings.backfill_depth)
             if view.buckets is not None and not settings.explain and self._scannable:
                 Scan(self, view.buckets, lo, hi).run()
+            elif self._shortest_first_fill:
+                self._starved_then_shortest(pending[lo:hi])
             elif self.order.fill_largest_first:
                 self._starved_then_fill(pending[lo:hi])
             else:
@@ -108,7 +110,14 @@ class SchedulingPass:
         queue = self.view.buckets
         if queue is None or queue.buckets * 4 > len(queue):
             return False
+        if self._shortest_first_fill:
+            return False
         return self.order.submit_ordered or not self.order.fill_largest_first
+
+    @property
+    def _shortest_first_fill(self) -> bool:
+        """The advisor's fill with learned predictions: shortest expected runtime first."""
+        return self.order.fill_largest_first and self.settings.fill_shortest_first
 
     def run_arrivals(self, arrived: Sequence[Job], previous: Plan) -> Plan:
         """The pass at an instant when jobs only arrived since ``previous``: the previous
@@ -123,7 +132,9 @@ class SchedulingPass:
         position = {id(job): i for i, job in enumerate(arrived)}
         key = self.order.key
         candidates = sorted(arrived, key=lambda j: (*key(j, view.estimate(j)), position[id(j)]))
-        if self.order.fill_largest_first:
+        if self._shortest_first_fill:
+            self._shortest_first(candidates)
+        elif self.order.fill_largest_first:
             self._fill(candidates)
         else:
             for job in candidates:
@@ -199,6 +210,27 @@ class SchedulingPass:
             rest = list(window)
         if rest:
             self._fill(rest)
+
+    def _starved_then_shortest(self, window: Sequence[Job]) -> None:
+        """Behind the first blocked job: starved jobs first, in queue order (they start or get a
+        reservation); then the rest shortest expected runtime first (EASY++'s shortest-job
+        backfilled first: Tsafrir, Etsion and Feitelson, IEEE TPDS 2007)."""
+        cut = self.view.now_s - self.settings.starvation_s
+        starved = [j for j in window if j.submit_time_s <= cut or not j.gpus]
+        if starved and self.backfill(starved) is None:
+            return
+        self._shortest_first([j for j in window if j.submit_time_s > cut and j.gpus])
+
+    def _shortest_first(self, jobs: Sequence[Job]) -> None:
+        """Try ``jobs`` shortest expected runtime first (ties: queue order), as backfill."""
+        estimate = self.view.estimate
+        position = {id(job): i for i, job in enumerate(jobs)}
+
+        def shortest(job: Job) -> tuple[float, int]:
+            value = estimate(job)
+            return (INF if value is None else value, position[id(job)])
+
+        self.backfill(sorted(jobs, key=shortest))
 
     def _fill(self, deferred: Sequence[Job]) -> None:
         """Start deferred jobs (in queue order) largest first, then in queue order, while they

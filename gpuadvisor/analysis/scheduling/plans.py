@@ -86,10 +86,14 @@ class OrderSettings:
     ``bf_max_job_test``). The advisor reserves for the head and for at most
     ``max_starved_reservations`` jobs that waited over ``starvation_s``. ``explain`` computes
     reservations even when nothing could start (the live advisor wants them, the simulator
-    does not)."""
+    does not). ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime
+    first instead of largest first (EASY++'s shortest-job backfilled first), for estimates
+    learned from history; with the users' limits largest first packs better
+    (bench/estimates.py)."""
 
     starvation_s: float = 6 * 3600.0
     max_starved_reservations: int = 2
     max_reservations: int = 32
     backfill_depth: int = 1000
     explain: bool = False
+    fill_shortest_first: bool = False
