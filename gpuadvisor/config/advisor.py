@@ -21,7 +21,7 @@ from gpuadvisor.analysis.advice.reclaim import ReclaimSettings
 from gpuadvisor.analysis.advice.reorder import AdviceSettings
 from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
-from gpuadvisor.config.http import HTTP_KEYS, built, http_settings
+from gpuadvisor.config.http import HTTP_KEYS, built, http_settings, secret
 from gpuadvisor.config.values import count, listen_address, ratio, seconds, text
 from gpuadvisor.config.yamlfile import YamlMap, did_you_mean, load_yaml_map
 from gpuadvisor.errors import ConfigError
@@ -163,33 +163,10 @@ def _path(m: YamlMap, key: str, base: str) -> str | None:
 def _secret(
     m: YamlMap, key: str, base: str, env: Mapping[str, str], *, required: bool = False
 ) -> str | None:
-    """``key`` inline, from ``key_file`` or from the variable named by ``key_env``: one of them."""
-    given = [k for k in (key, f"{key}_file", f"{key}_env") if k in m and m.value(k) is not None]
-    if len(given) > 1:
-        raise m.error(given[1], f"set only one of {key}, {key}_file and {key}_env")
-    if not given:
-        if required:
-            raise m.error(key, f"required: set {key}, {key}_file or {key}_env")
-        return None
-    which = given[0]
-    if which == key:
-        value = m.string(key)
-    elif which.endswith("_file"):
-        path = _path(m, which, base)
-        assert path is not None
-        try:
-            with open(path, encoding="utf-8") as stream:
-                value = stream.read().rstrip("\n")
-        except OSError as exc:
-            raise m.error(which, f"cannot read {path}: {exc.strerror or exc}") from None
-    else:
-        name = m.string(which) or ""
-        if name not in env:
-            raise m.error(which, f"environment variable {name} is not set")
-        value = env[name]
-    if not value:
-        raise m.error(which, "is empty")
-    return value
+    """``key`` inline, from ``key_file`` or from the variable named by ``key_env``, read once
+    (``config.http.secret``: one of them, checked, never empty)."""
+    found = secret(m, key, base, env, required=required)
+    return None if found is None else found.read()
 
 
 def _sections(m: YamlMap, key: str, allowed: set[str]) -> list[YamlMap]:
