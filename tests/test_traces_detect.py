@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpuadvisor.errors import InputError
+from gpuadvisor.simulation.habits import LIMIT_GRID_S
 from gpuadvisor.sources.traces import (
     READERS,
     default_workload_path,
@@ -16,6 +17,7 @@ from gpuadvisor.sources.traces import (
     load_trace,
     read_nodes,
     read_trace,
+    users_limits_workload_path,
 )
 
 DATA = Path(__file__).parent / "data" / "traces"
@@ -112,5 +114,24 @@ def test_the_default_workload_matches_its_generator() -> None:
     spec.loader.exec_module(module)
     text: str = module.render()
     assert default_workload_path().read_text(encoding="utf-8") == text, (
+        "stale: run python bench/make_default_workload.py"
+    )
+
+
+def test_the_users_limits_workload_is_bundled_with_names_and_matches_its_generator() -> None:
+    path = users_limits_workload_path()
+    jobs = read_trace(path)
+    assert len(jobs) == 2000
+    assert all(j.name and j.user for j in jobs)
+    assert len({j.name for j in jobs}) < 200  # recurring jobs
+    limits = {j.time_limit_s or 0.0 for j in jobs}
+    assert limits <= set(LIMIT_GRID_S) and max(limits) == 72 * 3600
+    script = REPO / "bench" / "make_default_workload.py"
+    spec = importlib.util.spec_from_file_location("make_default_workload", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text: str = module.render_users_limits()
+    assert path.read_text(encoding="utf-8") == text, (
         "stale: run python bench/make_default_workload.py"
     )

@@ -141,3 +141,21 @@ def test_a_repeated_job_id_fails_at_its_second_line_before_later_rows_are_read(
     with pytest.raises(InputError, match="appears more than once \\(first on line 2\\)") as info:
         generic.read(path)
     assert (info.value.line, info.value.column) == (3, "job_id")
+
+
+def test_names_accounts_and_partitions_round_trip_and_are_written_only_when_given(
+    tmp_path: Path,
+) -> None:
+    plain = [Job("a", 0.0, 10.0, 1, user="u")]
+    named = [
+        Job("a", 0.0, 10.0, 1, user="u", name="train, v2", account="ml", partition="gpu"),
+        Job("b", 5.0, 20.0, 2, user="v", name="eval"),
+    ]
+    out = io.StringIO()
+    generic.write(plain, out)
+    assert out.getvalue().splitlines()[0] == ",".join(generic.COLUMNS)
+    out = io.StringIO()
+    generic.write(named, out)
+    assert out.getvalue().splitlines()[0].endswith(",name,account,partition")
+    path = write(tmp_path, out.getvalue())
+    assert generic.read(path).jobs == tuple(named)

@@ -1,6 +1,8 @@
 """The generic job CSV: gpuadvisor's own plain format, read and written.
 
-Columns ``job_id,submit_time,duration,num_gpus[,user,time_limit,gpu_milli]``; times in seconds.
+Columns ``job_id,submit_time,duration,num_gpus[,user,time_limit,gpu_milli,name,account,
+partition]``; times in seconds. ``name``, ``account`` and ``partition`` (the scheduler's job name,
+account and partition) feed runtime predictions; they are written only when a job has one.
 The optional columns may be absent or left empty (``gpu_milli`` then means a whole GPU, 1000).
 An empty ``duration`` is an unknown runtime. ``num_gpus`` is the job's total; a job larger than
 one node is kept as one request (``nodes=1``) and spread over whole nodes by the simulator
@@ -20,6 +22,8 @@ from gpuadvisor.sources.traces.trace import Trace, read_job_table
 FORMAT = "generic"
 REQUIRED = ("job_id", "submit_time", "duration", "num_gpus")
 COLUMNS = (*REQUIRED, "user", "time_limit", "gpu_milli")
+LABELS = ("name", "account", "partition")
+"""Optional columns written only when some job has a value."""
 
 
 def matches(header: Header) -> bool:
@@ -44,6 +48,9 @@ def _job(row: Row) -> Job:
         gpu_milli=MILLI_PER_GPU if milli is None else milli,
         user=row.cell("user"),
         time_limit_s=limit,
+        name=row.cell("name"),
+        account=row.cell("account"),
+        partition=row.cell("partition"),
     )
 
 
@@ -53,9 +60,11 @@ def write(jobs: Iterable[Job], stream: IO[str], *, comments: Iterable[str] = ())
     ``num_gpus`` is the job's total (a spread job is written as one request), so reading the
     file back gives the same jobs up to ``Job.spread``. Times are written exactly.
     """
+    jobs = list(jobs)
+    labels = [c for c in LABELS if any(getattr(job, c) for job in jobs)]
     for comment in comments:
         stream.write(f"# {comment}\n")
-    stream.write(",".join(COLUMNS) + "\n")
+    stream.write(",".join((*COLUMNS, *labels)) + "\n")
     for job in jobs:
         cells = (
             _csv_text(job.job_id),
@@ -65,6 +74,7 @@ def write(jobs: Iterable[Job], stream: IO[str], *, comments: Iterable[str] = ())
             _csv_text(job.user),
             "" if job.time_limit_s is None else _seconds(job.time_limit_s),
             "" if job.gpu_milli == MILLI_PER_GPU else str(job.gpu_milli),
+            *(_csv_text(getattr(job, c)) for c in labels),
         )
         stream.write(",".join(cells) + "\n")
 
