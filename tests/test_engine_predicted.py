@@ -163,3 +163,17 @@ def test_with_predictions_the_advisor_backfills_the_shortest_first() -> None:
     assert (by_limit.start_s[2], by_limit.start_s[3]) == (2, 502)
     assert (predicted.start_s[3], predicted.start_s[2]) == (2, 52)
     assert by_limit.start_s[1] == predicted.start_s[1] == 10_000  # the head is not delayed
+
+
+@pytest.mark.parametrize("estimates", ["limit", "predicted"])
+def test_progress_counts_completions_not_replannings(estimates: str) -> None:
+    jobs = generate_habitual_workload(random.Random(4), jobs=150, cluster_gpus=32, load=1.2)
+    seen: list[int] = []
+    simulate(
+        jobs,
+        Cluster.uniform(4, 8),
+        SimulationConfig("easy", estimates=estimates),
+        progress=lambda done, total: seen.append(done),
+    )
+    # one report per completed job (150 jobs: every one), then the final one
+    assert seen == [*range(1, 151), 150]

@@ -234,12 +234,12 @@ class _Engine:
                 if kind == _COMPLETE:
                     self._complete(i)
                     ended = True
-                elif kind == _EXPIRE:
-                    self._expire(i, now, events)
-                    ended = True
                     done += 1
                     if self.progress is not None and done % report_every == 0:
                         self.progress(done, len(jobs))
+                elif kind == _EXPIRE:
+                    self._expire(i, now, events)
+                    ended = True
                 else:
                     self._arrive(i)
                     arrived.append(jobs[i])
@@ -286,13 +286,17 @@ class _Engine:
         self.waiting_rep.setdefault(shape, job)
         self.waiting_count[shape] = self.waiting_count.get(shape, 0) + 1
 
-    def _complete(self, i: int) -> None:
-        job = self.jobs[i]
-        key = (self._expected_end(i), i)
-        at = bisect.bisect_left(self.running_keys, key)
+    def _leave_running(self, i: int) -> Ending:
+        """Take job ``i`` out of the running jobs kept by expected end."""
+        at = bisect.bisect_left(self.running_keys, (self._expected_end(i), i))
         ending = self.running[at]
         del self.running_keys[at]
         del self.running[at]
+        return ending
+
+    def _complete(self, i: int) -> None:
+        job = self.jobs[i]
+        ending = self._leave_running(i)
         self.capacity.release(job, ending.allocation)
         self._refresh_fragment(ending)
         for node, _ in ending.allocation.parts:
@@ -307,11 +311,7 @@ class _Engine:
     def _expire(self, i: int, now: float, events: list[tuple[float, int, int]]) -> None:
         """Job ``i`` outlived its prediction: plan it anew with the raise rule's runtime."""
         job = self.jobs[i]
-        old_end = self._expected_end(i)
-        at = bisect.bisect_left(self.running_keys, (old_end, i))
-        ending = self.running[at]
-        del self.running_keys[at]
-        del self.running[at]
+        ending = self._leave_running(i)
         elapsed = now - self.start_s[i]
         self.estimate_at_start[i] = self.raise_rule(
             elapsed, self.estimate_at_start[i] or 0.0, job.time_limit_s
@@ -321,20 +321,20 @@ class _Engine:
 
     def _run_until(
         self, i: int, allocation: Allocation, events: list[tuple[float, int, int]]
-    ) -> None:
+    ) -> Ending:
         """Enter job ``i`` among the running jobs at its expected end; if it will outlive that
-        end, an expiry event fires there."""
-        job = self.jobs[i]
-        ending = Ending(self._expected_end(i), job, allocation)
+        end (predicted estimates), an expiry event fires there. An expected end only grows (a
+        raise plans at least what the job has run), so each node's latest end is a running max."""
+        ending = Ending(self._expected_end(i), self.jobs[i], allocation)
         at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
         self.running_keys.insert(at, (ending.expected_end_s, i))
         self.running.insert(at, ending)
         for node, _ in allocation.parts:
-            ends = self.node_ends[node]
-            ends[i] = ending.expected_end_s
-            self.busy_until[node] = max(ends.values())
+            self.node_ends[node][i] = ending.expected_end_s
+            self.busy_until[node] = max(self.busy_until[node], ending.expected_end_s)
         if self.predictor is not None and ending.expected_end_s < self.end_s[i]:
             heapq.heappush(events, (ending.expected_end_s, _EXPIRE, i))
+        return ending
 
     def _expected_end(self, i: int) -> float:
         estimate = self.estimate_at_start[i]
@@ -388,19 +388,7 @@ class _Engine:
                 self.totals.reservation_slip_max_s = max(
                     self.totals.reservation_slip_max_s, now - promised
                 )
-            if self.predictor is None:
-                ending = Ending(self._expected_end(i), job, start.allocation)
-                at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
-                self.running_keys.insert(at, (ending.expected_end_s, i))
-                self.running.insert(at, ending)
-                for node, _ in start.allocation.parts:
-                    self.node_ends[node][i] = ending.expected_end_s
-                    self.busy_until[node] = max(self.busy_until[node], ending.expected_end_s)
-            else:
-                self._run_until(i, start.allocation, events)
-                ending = self.running[
-                    bisect.bisect_left(self.running_keys, (self._expected_end(i), i))
-                ]
+            ending = self._run_until(i, start.allocation, events)
             self.queue.remove(self.queue_key[i], self.estimate_class[i])
             self.waiting_count[job.fit_key] -= 1
             self._refresh_fragment(ending)
