@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpuadvisor.cli import main
+from gpuadvisor.cli.simulate import GENERATORS
+from gpuadvisor.config.simulate import LIMIT_MODELS
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.compare import compare, parse_policy
@@ -138,6 +140,10 @@ def test_simulate_generates_the_users_limits_and_compares_estimates(tmp_path: Pa
     assert code == 0
     labels = [row["policy"] for row in json.loads(out.read_text())["results"]]
     assert labels == ["easy", "advisor@predicted"]
+
+
+def test_every_limits_model_has_a_generator() -> None:
+    assert tuple(GENERATORS) == LIMIT_MODELS
 
 
 def test_limits_apply_to_generated_workloads_only(

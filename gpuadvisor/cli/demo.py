@@ -159,48 +159,44 @@ def users_limits(
     by_label = {r.label: r for r in runs}
     easy, advisor = by_label["easy"], by_label["advisor@predicted"]
 
-    def num(run: PolicyRun, key: str) -> float:
-        value = run.metrics[key]
-        assert isinstance(value, float | int)
-        return float(value)
-
-    gain = 100 * (num(advisor, "allocation_ratio") - num(easy, "allocation_ratio"))
+    gain = 100 * (_figure(advisor, "allocation_ratio") - _figure(easy, "allocation_ratio"))
     console.print(
         "[bold]Advisor with predictions vs EASY with the users' limits[/]: allocation "
-        f"{100 * num(easy, 'allocation_ratio'):.1f}% -> "
-        f"{100 * num(advisor, 'allocation_ratio'):.1f}% ({gain:+.1f} pp); mean wait "
-        f"{format_duration(num(easy, 'wait_mean_s'))} -> "
-        f"{format_duration(num(advisor, 'wait_mean_s'))}; max wait "
-        f"{format_duration(num(easy, 'wait_max_s'))} -> "
-        f"{format_duration(num(advisor, 'wait_max_s'))}; mean bounded slowdown "
-        f"{num(easy, 'bounded_slowdown_mean'):.0f} -> "
-        f"{num(advisor, 'bounded_slowdown_mean'):.0f}. One trace: across seeds the gain "
+        f"{100 * _figure(easy, 'allocation_ratio'):.1f}% -> "
+        f"{100 * _figure(advisor, 'allocation_ratio'):.1f}% ({gain:+.1f} pp); mean wait "
+        f"{format_duration(_figure(easy, 'wait_mean_s'))} -> "
+        f"{format_duration(_figure(advisor, 'wait_mean_s'))}; max wait "
+        f"{format_duration(_figure(easy, 'wait_max_s'))} -> "
+        f"{format_duration(_figure(advisor, 'wait_max_s'))}; mean bounded slowdown "
+        f"{_figure(easy, 'bounded_slowdown_mean'):.0f} -> "
+        f"{_figure(advisor, 'bounded_slowdown_mean'):.0f}. One trace: across seeds the gain "
         "varies (docs/benchmarks.md)."
     )
     return rows
 
 
 def summarise(console: Console, fifo: PolicyRun, advisor: PolicyRun) -> None:
-    def num(run: PolicyRun, key: str) -> float:
-        value = run.metrics[key]
-        assert isinstance(value, float | int)
-        return float(value)
-
-    gain = 100 * (num(advisor, "allocation_ratio") - num(fifo, "allocation_ratio"))
+    before, after = (100 * _figure(run, "allocation_ratio") for run in (fifo, advisor))
     console.print(
-        f"\n[bold]Advisor vs strict FIFO[/]: allocation {100 * num(fifo, 'allocation_ratio'):.1f}%"
-        f" -> {100 * num(advisor, 'allocation_ratio'):.1f}% ([bold green]{gain:+.1f} pp[/]) with "
+        f"\n[bold]Advisor vs strict FIFO[/]: allocation {before:.1f}% -> {after:.1f}% "
+        f"([bold green]{after - before:+.1f} pp[/]) with "
         "the same hardware; mean wait "
-        f"{format_duration(num(fifo, 'wait_mean_s'))} -> "
-        f"{format_duration(num(advisor, 'wait_mean_s'))}; max wait "
-        f"{format_duration(num(fifo, 'wait_max_s'))} -> "
-        f"{format_duration(num(advisor, 'wait_max_s'))}."
+        f"{format_duration(_figure(fifo, 'wait_mean_s'))} -> "
+        f"{format_duration(_figure(advisor, 'wait_mean_s'))}; max wait "
+        f"{format_duration(_figure(fifo, 'wait_max_s'))} -> "
+        f"{format_duration(_figure(advisor, 'wait_max_s'))}."
     )
     console.print(
         "Starvation check (a job's wait under the advisor minus its wait under FIFO): "
-        f"worst {format_duration(num(advisor, 'delta_wait_vs_fifo_max_s'))} longer, "
-        f"p99 {format_duration(num(advisor, 'delta_wait_vs_fifo_p99_s'))}."
+        f"worst {format_duration(_figure(advisor, 'delta_wait_vs_fifo_max_s'))} longer, "
+        f"p99 {format_duration(_figure(advisor, 'delta_wait_vs_fifo_p99_s'))}."
     )
+
+
+def _figure(run: PolicyRun, key: str) -> float:
+    value = run.metrics[key]
+    assert isinstance(value, float | int)
+    return float(value)
 
 
 def _advice_json(rec: Recommendation) -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -89,6 +89,13 @@ def simulate_settings(args: argparse.Namespace) -> SimulateSettings:
     return build(SimulateSettings, flags)
 
 
+GENERATORS: dict[str, Callable[..., list[Job]]] = {
+    "tight": generate_workload,
+    "users": generate_habitual_workload,
+}
+"""The workload generator by ``--limits``: both take the same keyword arguments used here."""
+
+
 def load_cluster(settings: SimulateSettings) -> Cluster:
     if settings.nodes:
         return read_nodes(Path(settings.nodes))
@@ -99,16 +106,8 @@ def load_jobs(settings: SimulateSettings, cluster: Cluster) -> list[Job]:
     if settings.trace:
         return read_trace(Path(settings.trace), settings.format)
     assert settings.generate is not None  # argparse requires --trace or --generate
-    if settings.limits == "users":
-        return generate_habitual_workload(
-            random.Random(settings.seed),
-            jobs=settings.jobs,
-            cluster_gpus=cluster.gpus,
-            load=GENERATED_LOAD if settings.load is None else settings.load,
-            mix=settings.generate,
-            max_node_gpus=cluster.max_node_gpus,
-        )
-    return generate_workload(
+    generate = GENERATORS[settings.limits]
+    return generate(
         random.Random(settings.seed),
         jobs=settings.jobs,
         cluster_gpus=cluster.gpus,
