@@ -21,17 +21,16 @@ A report, not a test: prints every figure and PASS/FAIL per target, and always e
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 from collections.abc import Sequence
+
+from targets import workload
 
 from gpuadvisor.model import Cluster
 from gpuadvisor.simulation.compare import compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
-from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES
-from gpuadvisor.simulation.habits import generate_habitual_workload
+from gpuadvisor.simulation.generator import HOUR_S
 
-RUNTIMES = PHILLY_RUNTIMES.clipped(PHILLY_RUNTIMES.min_s, 72 * HOUR_S)
 POLICIES = "easy,advisor,easy@predicted,advisor@predicted,advisor@exact"
 FIGURES = (
     ("allocation %", "allocation_ratio", 100.0, 2),
@@ -61,15 +60,7 @@ def replay_load(
     """Per policy label, the metrics of each seed."""
     out: dict[str, list[dict[str, object]]] = {}
     for seed in range(1, seeds + 1):
-        trace = generate_habitual_workload(
-            random.Random(seed),
-            jobs=jobs,
-            cluster_gpus=cluster.gpus,
-            load=load,
-            mix="multinode",
-            max_node_gpus=cluster.max_node_gpus,
-            runtimes=RUNTIMES,
-        )
+        trace = workload("habits", seed, jobs, cluster, load)
         base = SimulationConfig(seed=seed)
         configs = [parse_policy(spec, base) for spec in policies]
         for run in compare(trace, cluster, configs):

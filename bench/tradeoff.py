@@ -14,20 +14,19 @@ are and what each bound costs. A report, not a test: always exits 0.
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+
+from targets import workload
 
 from gpuadvisor.analysis.scheduling.plans import OrderSettings
 from gpuadvisor.config.values import duration_text, seconds
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.compare import compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
-from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES
-from gpuadvisor.simulation.habits import generate_habitual_workload
+from gpuadvisor.simulation.generator import HOUR_S
 
-RUNTIMES = PHILLY_RUNTIMES.clipped(PHILLY_RUNTIMES.min_s, 72 * HOUR_S)
 FIXED = ("easy", "easy@predicted", "sjf", "sjf@predicted", "sjf@exact")
 SWEPT = ("advisor", "advisor@predicted", "advisor@exact")
 OFF_S = 1e12
@@ -50,18 +49,7 @@ def _number(value: object) -> float:
 
 
 def _traces(seeds: int, jobs: int, cluster: Cluster, load: float) -> list[list[Job]]:
-    return [
-        generate_habitual_workload(
-            random.Random(seed),
-            jobs=jobs,
-            cluster_gpus=cluster.gpus,
-            load=load,
-            mix="multinode",
-            max_node_gpus=cluster.max_node_gpus,
-            runtimes=RUNTIMES,
-        )
-        for seed in range(1, seeds + 1)
-    ]
+    return [workload("habits", seed, jobs, cluster, load) for seed in range(1, seeds + 1)]
 
 
 def points(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,12 +107,18 @@ def test_the_default_workload_is_bundled_small_and_multi_node_heavy() -> None:
     assert all(j.time_limit_s is not None and j.time_limit_s >= (j.runtime_s or 0) for j in jobs)
 
 
-def test_the_default_workload_matches_its_generator() -> None:
+def _workload_generator() -> Any:
+    """bench/make_default_workload.py, loaded as a module."""
     script = REPO / "bench" / "make_default_workload.py"
     spec = importlib.util.spec_from_file_location("make_default_workload", script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_default_workload_matches_its_generator() -> None:
+    module = _workload_generator()
     text: str = module.render()
     assert default_workload_path().read_text(encoding="utf-8") == text, (
         "stale: run python bench/make_default_workload.py"
@@ -126,11 +133,7 @@ def test_the_users_limits_workload_is_bundled_with_names_and_matches_its_generat
     assert len({j.name for j in jobs}) < 200  # recurring jobs
     limits = {j.time_limit_s or 0.0 for j in jobs}
     assert limits <= set(LIMIT_GRID_S) and max(limits) == 72 * 3600
-    script = REPO / "bench" / "make_default_workload.py"
-    spec = importlib.util.spec_from_file_location("make_default_workload", script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _workload_generator()
     text: str = module.render_users_limits()
     assert path.read_text(encoding="utf-8") == text, (
         "stale: run python bench/make_default_workload.py"
