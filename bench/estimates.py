@@ -4,9 +4,12 @@ predictions and with the exact runtimes (the oracle), over seeds.
 
     .venv/bin/python bench/estimates.py [--seeds 5] [--jobs 3000] [--loads 1.1,1.3,1.5]
         [--shape 16x8] [--policies easy,advisor,easy@predicted,advisor@predicted,advisor@exact]
+        [--workloads habits,habits:philly,good,alibaba]
 
-Workload: the users'-limits model (``simulation.habits``: recurring jobs per user, round limits
-up to a 72 h maximum, a median limit ~10x the runtime), multinode size mix, Philly runtimes.
+Workloads are ``bench/targets.py``'s (default ``habits``: the users'-limits model,
+``simulation.habits``: recurring jobs per user, round limits up to a 72 h maximum, a median
+limit ~10x the runtime, multinode size mix, Philly runtimes; ``good``: limits 1-3x the runtime;
+``alibaba``: openb pods with the users' limits; a size mix after a colon).
 Every policy replays the same jobs of each seed. Bounded slowdown uses tau = 10 s.
 
 Targets (issue "beat Slurm's own backfill"), on the mean over seeds of each load:
@@ -55,12 +58,17 @@ def _verdict(ok: bool) -> str:
 
 
 def replay_load(
-    load: float, seeds: int, jobs: int, cluster: Cluster, policies: Sequence[str]
+    load: float,
+    seeds: int,
+    jobs: int,
+    cluster: Cluster,
+    policies: Sequence[str],
+    name: str = "habits",
 ) -> dict[str, list[dict[str, object]]]:
-    """Per policy label, the metrics of each seed."""
+    """Per policy label, the metrics of each seed of workload ``name``."""
     out: dict[str, list[dict[str, object]]] = {}
     for seed in range(1, seeds + 1):
-        trace = workload("habits", seed, jobs, cluster, load)
+        trace = workload(name, seed, jobs, cluster, load)
         base = SimulationConfig(seed=seed)
         configs = [parse_policy(spec, base) for spec in policies]
         for run in compare(trace, cluster, configs):
@@ -102,7 +110,8 @@ def report(load: float, runs: dict[str, list[dict[str, object]]]) -> None:
     if "advisor@predicted" in runs:
         pred = runs["advisor@predicted"]
         pred_gain = statistics.fmean(alloc_pp("advisor@predicted"))
-        wait = mean_of(pred, "wait_mean_s") / mean_of(easy, "wait_mean_s")
+        easy_wait = mean_of(easy, "wait_mean_s")
+        wait = mean_of(pred, "wait_mean_s") / easy_wait if easy_wait else 1.0
         line = (
             f"  advisor@predicted: mean wait {wait:.2f} x easy's <= 0.6: {_verdict(wait <= 0.6)}; "
             f"allocation {pred_gain:+.2f} pp vs easy >= 0: {_verdict(pred_gain >= 0)}"
@@ -124,15 +133,17 @@ def main() -> None:
     parser.add_argument("--loads", default="1.1,1.3,1.5")
     parser.add_argument("--shape", default="16x8")
     parser.add_argument("--policies", default=POLICIES)
+    parser.add_argument("--workloads", default="habits", help="as bench/targets.py's")
     args = parser.parse_args()
     cluster = Cluster.parse_shape(args.shape)
     policies = [p for p in args.policies.split(",") if p]
-    print(
-        f"users' limits workload, {args.jobs} jobs, multinode mix, {args.shape} "
-        f"({cluster.gpus} GPUs), seeds 1..{args.seeds}"
-    )
-    for load in (float(x) for x in args.loads.split(",") if x):
-        report(load, replay_load(load, args.seeds, args.jobs, cluster, policies))
+    for name in (w for w in args.workloads.split(",") if w):
+        print(
+            f"workload {name}, {args.jobs} jobs, {args.shape} ({cluster.gpus} GPUs), "
+            f"seeds 1..{args.seeds}"
+        )
+        for load in (float(x) for x in args.loads.split(",") if x):
+            report(load, replay_load(load, args.seeds, args.jobs, cluster, policies, name))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,12 @@ import pytest
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Job
 from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES
-from gpuadvisor.simulation.habits import LIMIT_GRID_S, Habits, generate_habitual_workload
+from gpuadvisor.simulation.habits import (
+    LIMIT_GRID_S,
+    Habits,
+    generate_habitual_workload,
+    with_user_limits,
+)
 from gpuadvisor.simulation.workload import offered_load
 
 RUNTIMES = PHILLY_RUNTIMES.clipped(PHILLY_RUNTIMES.min_s, 72 * HOUR_S)
@@ -57,3 +62,34 @@ def test_bad_habits_are_refused() -> None:
         Habits(overestimate=(0.5, 2.0))
     with pytest.raises(ModelError, match="need jobs >= 0"):
         generate_habitual_workload(random.Random(0), jobs=-1, cluster_gpus=8, load=1.0)
+
+
+def test_a_trace_without_limits_gets_the_users_limits() -> None:
+    """Alibaba's pods record no limit: each gets a round one from the grid, at least its runtime
+    where the runtime fits under the maximum; a longer run is cut at the maximum; jobs with a
+    limit or without a runtime are kept."""
+    kept = Job(job_id="kept", submit_time_s=0.0, runtime_s=50.0, gpus=1, time_limit_s=60.0)
+    no_runtime = Job(job_id="open", submit_time_s=0.0, runtime_s=None, gpus=1)
+    pods = [
+        Job(job_id=f"pod-{i}", submit_time_s=float(i), runtime_s=float(60 * (i + 1) ** 2), gpus=1)
+        for i in range(300)
+    ]
+    long_run = Job(job_id="long", submit_time_s=0.0, runtime_s=100 * HOUR_S, gpus=8)
+    jobs = [kept, no_runtime, *pods, long_run]
+    first = with_user_limits(random.Random(3), jobs)
+    assert first == with_user_limits(random.Random(3), jobs)
+    assert first[0] == kept and first[1] == no_runtime
+    top = LIMIT_GRID_S[-1]
+    for before, after in zip(pods, first[2:-1], strict=True):
+        assert after.time_limit_s in LIMIT_GRID_S
+        assert before.runtime_s is not None and after.runtime_s is not None
+        assert after.runtime_s == min(before.runtime_s, top)
+        assert after.runtime_s <= after.time_limit_s
+        assert (after.job_id, after.gpus, after.submit_time_s) == (
+            before.job_id,
+            before.gpus,
+            before.submit_time_s,
+        )
+    at_top = sum(1 for job in first[2:-1] if job.time_limit_s == top)
+    assert at_top >= 0.1 * len(pods)
+    assert first[-1].time_limit_s == top and first[-1].runtime_s == top

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from itertools import accumulate
 
 from gpuadvisor.errors import ModelError
@@ -105,6 +106,36 @@ class Recurring:
     limit_s: float
 
 
+def user_limit(rng: random.Random, runtime_s: float, habits: Habits) -> float:
+    """The limit a user writes for a job that typically runs ``runtime_s``: the partition's
+    maximum with ``max_limit_ratio``, else the runtime times a log-uniform ``overestimate``
+    factor rounded up to the grid (never above its top)."""
+    top = habits.limit_grid_s[-1]
+    if rng.random() < habits.max_limit_ratio:
+        return top
+    log_low, log_high = (math.log(v) for v in habits.overestimate)
+    factor = math.exp(rng.uniform(log_low, log_high))
+    return min(time_limit_s(runtime_s, factor, habits.limit_grid_s), top)
+
+
+def with_user_limits(
+    rng: random.Random, jobs: Sequence[Job], habits: Habits | None = None
+) -> list[Job]:
+    """``jobs`` with the limits users would have written where a trace records none (Alibaba's
+    pods have no time limit): each job without one gets ``user_limit`` of its own runtime, and
+    a runtime above that limit is cut to it (the scheduler would have ended the run there).
+    Jobs that have a limit, or no runtime, are kept as they are."""
+    habits = habits or Habits()
+    out: list[Job] = []
+    for job in jobs:
+        if job.time_limit_s is not None or job.runtime_s is None:
+            out.append(job)
+            continue
+        limit = user_limit(rng, min(job.runtime_s, habits.limit_grid_s[-1]), habits)
+        out.append(replace(job, time_limit_s=limit, runtime_s=min(job.runtime_s, limit)))
+    return out
+
+
 def recurring_jobs(
     rng: random.Random,
     habits: Habits,
@@ -113,7 +144,6 @@ def recurring_jobs(
 ) -> list[list[Recurring]]:
     """Every user's recurring jobs (a list per user, in user order)."""
     size_cum = list(accumulate(w for _, _, w in mix.shapes))
-    log_low, log_high = (math.log(v) for v in habits.overestimate)
     top = habits.limit_grid_s[-1]
     out: list[list[Recurring]] = []
     for u in range(1, habits.users + 1):
@@ -123,11 +153,7 @@ def recurring_jobs(
         for k in range(1, count + 1):
             gpus, milli, _w = mix.shapes[pick(rng, size_cum)]
             typical = min(runtimes.sample(rng), top)
-            if rng.random() < habits.max_limit_ratio:
-                limit = top
-            else:
-                factor = math.exp(rng.uniform(log_low, log_high))
-                limit = min(time_limit_s(typical, factor, habits.limit_grid_s), top)
+            limit = user_limit(rng, typical, habits)
             own.append(Recurring(f"{user}-job{k}", user, gpus, milli, typical, limit))
         out.append(own)
     return out
