@@ -32,6 +32,7 @@ from gpuadvisor.sinks.delivery.webhook import WebhookSettings
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
 from gpuadvisor.sources.prometheus.live import LiveSettings
 from gpuadvisor.sources.prometheus.profiles import PROFILES, Profile, profile
+from gpuadvisor.sources.slurm.history import HistorySettings
 
 SCHEDULERS = {"slurm": "scontrol commands", "none": "advice in words only"}
 DEFAULT_LISTEN = ":19844"
@@ -61,6 +62,8 @@ class AdvisorConfig:
     webhooks: tuple[WebhookSettings, ...] = ()
     scheduler: str | None = None
     """``slurm`` or ``none``; None: from the profile (gpuadvisor → slurm, kubernetes → none)."""
+    history: HistorySettings = field(default_factory=HistorySettings)
+    """Finished jobs to learn runtimes from (``history:``); no file: advice plans with limits."""
 
     @property
     def effective_cycle(self) -> CycleSettings:
@@ -331,7 +334,19 @@ TOP_KEYS = {
     "reclaim",
     "outbox",
     "sinks",
+    "history",
 }
+
+
+def _history(root: YamlMap, base: str) -> HistorySettings:
+    section = root.section("history")
+    if section is None:
+        return HistorySettings()
+    section.reject_unknown({"sacct_file", "last"})
+    return HistorySettings(
+        sacct_file=_path(section, "sacct_file", base),
+        last=_get(section, "last", _count(1), HistorySettings().last),
+    )
 
 
 def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> AdvisorConfig:
@@ -397,4 +412,5 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
         slack=slack,
         webhooks=webhooks,
         scheduler=_choice(root, "scheduler", SCHEDULERS, "") or None,
+        history=_history(root, base),
     )
