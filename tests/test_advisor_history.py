@@ -22,7 +22,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
-from gpuadvisor.config.advisor import AdvisorConfig, load_advisor_config
+from gpuadvisor.cli import build_parser
+from gpuadvisor.cli.advisor import overrides
+from gpuadvisor.config.advisor import AdvisorConfig, advisor_config, load_advisor_config
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model import Kind, Recommendation
 from gpuadvisor.services.advisor import ADVISOR, create_app
@@ -223,3 +225,17 @@ def test_the_history_section_of_the_config_file(tmp_path: Path) -> None:
     path.write_text("prometheus: {url: 'http://127.0.0.1:9090'}\nhistory: {last: 0}\n")
     with pytest.raises(ConfigError, match=r"history.last"):
         load_advisor_config(str(path))
+
+
+def test_the_flag_replaces_the_files_history(tmp_path: Path) -> None:
+    path = tmp_path / "advisor.yaml"
+    path.write_text("prometheus: {url: 'http://127.0.0.1:9090'}\nhistory: {sacct_file: a.txt}\n")
+    args = build_parser(["advisor"]).parse_args(
+        ["advisor", f"--config={path}", "--history.sacct-file=/var/lib/sacct.json"]
+    )
+    config = advisor_config(args.config, overrides(args))
+    assert config.history == HistorySettings("/var/lib/sacct.json", 2)
+    args = build_parser(["advisor"]).parse_args(["advisor", f"--config={path}"])
+    assert advisor_config(args.config, overrides(args)).history.sacct_file == str(
+        tmp_path / "a.txt"
+    )

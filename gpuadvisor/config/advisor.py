@@ -92,6 +92,10 @@ class AdvisorConfig:
             changes["interval_s"] = flags.interval_s
         if flags.listen_address is not None:
             changes["listen_address"] = flags.listen_address
+        if flags.history_sacct_file is not None:
+            changes["history"] = dataclasses.replace(
+                self.history, sacct_file=flags.history_sacct_file or None
+            )
         return dataclasses.replace(self, **changes)
 
 
@@ -104,6 +108,7 @@ class AdvisorOverrides:
     profile: str | None = None
     interval_s: float | None = None
     listen_address: str | None = None
+    history_sacct_file: str | None = None
 
 
 def advisor_default(name: str) -> Any:
