@@ -122,9 +122,19 @@ def test_learning_is_deterministic_whatever_the_order_of_the_record(
     assert set(a.skipped) == set(SKIP_REASONS)
     probe = make_job("p", gpus=2, runtime=None, limit=24 * HOUR, user="ana")
     assert a.predictor.predict(probe) == b.predictor.predict(probe)
-    for check in a.checks:  # never above the limit, never learned from the job itself
+    kept = {j.job_id: j for j in jobs if not isinstance(runtime_or_reason(j, 800.0), str)}
+    ended = sorted(kept.values(), key=lambda j: (j.end_time_s or 0.0, j.job_id))
+    for check in a.checks:  # never above the limit; only from jobs ended before it started
         assert check.prediction.runtime_s is not None
         assert check.prediction.runtime_s <= 24 * HOUR
+        start = kept[check.job_id].start_time_s or 0.0
+        alone = RuntimePredictor()
+        for job in ended:
+            if (job.end_time_s or 0.0) <= start:
+                runtime = runtime_or_reason(job, 800.0)
+                assert isinstance(runtime, float)
+                alone.record(job.job, runtime)
+        assert alone.predict(kept[check.job_id].job) == check.prediction
 
 
 # ---------------------------------------------------------------- planning with predictions
