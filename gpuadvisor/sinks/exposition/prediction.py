@@ -39,7 +39,8 @@ PREDICTION_METRICS: tuple[MetricDef, ...] = (
     MetricDef(
         "gpuadvisor_advisor_prediction_history_reads_total",
         "counter",
-        f"Reads of the history file (each time it changed) by outcome: ok, error ({PREDICTOR}).",
+        "Attempts to read the history file (each time it changed, and every cycle while it "
+        f"cannot be read) by outcome: ok, error ({PREDICTOR}).",
         ("outcome",),
     ),
     MetricDef(
