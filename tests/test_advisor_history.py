@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
@@ -28,6 +29,9 @@ from gpuadvisor.config.advisor import AdvisorConfig, advisor_config, load_adviso
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model import Kind, Recommendation
 from gpuadvisor.services.advisor import ADVISOR, create_app
+from gpuadvisor.services.history import HistoryFeed
+from gpuadvisor.sinks.exposition.metrics import private_registry
+from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
 from gpuadvisor.sources.prometheus.live import LiveSettings
 from gpuadvisor.sources.slurm.history import HistorySettings
@@ -239,3 +243,27 @@ def test_the_flag_replaces_the_files_history(tmp_path: Path) -> None:
     assert advisor_config(args.config, overrides(args)).history.sacct_file == str(
         tmp_path / "a.txt"
     )
+
+
+async def test_a_missing_file_leaves_limits_until_it_appears(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    history = tmp_path / "sacct.txt"
+    metrics = PredictionMetrics(lambda: None)
+    feed = HistoryFeed(HistorySettings(str(history)), metrics, clock=lambda: 1000.0)
+    with caplog.at_level("WARNING"):
+        assert await feed.predictor(1000.0) is None
+        assert await feed.predictor(1030.0) is None
+    warned = [r.getMessage() for r in caplog.records if "history not read" in r.getMessage()]
+    assert len(warned) == 1  # once per reason, not every cycle
+    assert "planning with time limits" in warned[0] and "No such file" in warned[0]
+    write_history(history, sacct_lines([("COMPLETED", 100, 700), ("COMPLETED", 800, 1000)]))
+    predictor = await feed.predictor(1060.0)
+    assert predictor is not None and feed.learned is not None and feed.learned.jobs == 2
+    m = samples(generate_latest(private_registry(metrics)).decode())
+    assert m[("gpuadvisor_advisor_prediction_history_reads_total", (("outcome", "error"),))] == 2
+    assert m[("gpuadvisor_advisor_prediction_history_up", ())] == 1
+    assert m[("gpuadvisor_advisor_prediction_history_last_read_timestamp_seconds", ())] == 1000
+    # the second job started after the first ended: predicted from it (600 s), ran 200 s
+    error = "gpuadvisor_advisor_prediction_error_factor"
+    assert m[(f"{error}_sum", (("source", "history"),))] == 200 / 600
