@@ -261,6 +261,20 @@ jobs:
 """The simulated node's built-in jobs (1001 on four GPUs, 1002, 1003), an 8-GPU head that
 cannot start and a 1-GPU job that fits now: the advisor sees idle GPUs by reason."""
 
+SACCT_FILE = "\n".join(
+    [
+        "JobID|User|State|Submit|Start|End|ElapsedRaw|TimelimitRaw|NNodes|AllocTRES",
+        *(
+            f"{900 + i}|erin|COMPLETED|1699990000|{1699990000 + 600 * i}|"
+            f"{1699990000 + 600 * i + 240 + 30 * i}|{240 + 30 * i}|10|1|cpu=1,gres/gpu=1"
+            for i in range(5)
+        ),
+        "905|erin|COMPLETED|1699990000|1699999000|1699998000|0|10|1|cpu=1,gres/gpu=1",
+    ]
+)
+"""The advisor's history: erin's 1-GPU jobs of 4 to 6 minutes (her waiting job 2002 is planned
+with them) and one whose end precedes its start (skipped: clock skew)."""
+
 
 def nvml_gpus(*, lost: bool) -> list[FakeGpu]:
     """A busy Hopper GPU with GPM, a GPU in MIG mode, and one that is (later) lost."""
@@ -318,6 +332,7 @@ def stack(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     fake = FakeNvml(library=fake_nvml_library, scenario=tmp / "nvml-scenario.txt")
     epoch = fake.write(nvml_gpus(lost=False))
     (tmp / "queue.yaml").write_text(QUEUE_FILE)
+    (tmp / "sacct.txt").write_text(SACCT_FILE)
     webhook = Receiver()
     ports = {name: free_port() for name in ("sim", "nvml", "queue", "advisor", "prometheus")}
     address = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
@@ -328,6 +343,7 @@ max_age: 15s
 window: 10s
 prometheus: {{url: "http://{address["prometheus"]}", timeout: 3s}}
 hysteresis: {{hold_cycles: 1, clear_cycles: 1}}
+history: {{sacct_file: sacct.txt}}
 sinks:
   webhook:
     - {{url: "{webhook.url}/hook", secret: grafana-test}}

@@ -47,13 +47,20 @@ def _keys(job: Job) -> tuple[_Key | None, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Prediction:
-    """A predicted runtime and what it rests on: the level (``KEYS``, ``limit`` or ``none``) and
-    how many past jobs of that level exist."""
+    """A predicted runtime and what it rests on: the level (``KEYS``) and how many past jobs of
+    that level exist, or, with no history (``similar_jobs`` 0), the fallback: ``limit`` (the
+    time limit) or ``none`` (unknown)."""
 
     runtime_s: float | None
     basis: str
     similar_jobs: int = 0
     limit_s: float | None = None
+
+    @property
+    def from_history(self) -> bool:
+        """Whether it was learned from similar finished jobs (``basis`` one of ``KEYS``, where
+        ``limit`` is the level "same user, shape and limit"), not the fallback to the limit."""
+        return self.similar_jobs > 0
 
     @property
     def capped(self) -> bool:

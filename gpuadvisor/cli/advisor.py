@@ -53,6 +53,13 @@ def add_parser(sub: Any) -> None:
         f"(overrides the file; default {advisor_default('listen_address')})",
     )
     p.add_argument(
+        "--history.sacct-file",
+        dest="history_sacct_file",
+        metavar="FILE",
+        help="sacct --json or --parsable2 output to learn runtimes from, read again when it "
+        "changes (overrides the file's history.sacct_file; default: none, plan with limits)",
+    )
+    p.add_argument(
         "--once",
         action="store_true",
         default=None,
@@ -77,6 +84,7 @@ def overrides(args: argparse.Namespace) -> AdvisorOverrides:
         profile=args.profile,
         interval_s=interval_s,
         listen_address=args.listen_address,
+        history_sacct_file=args.history_sacct_file,
     )
 
 

@@ -32,6 +32,7 @@ from gpuadvisor.sinks.delivery.webhook import WebhookSettings
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
 from gpuadvisor.sources.prometheus.live import LiveSettings
 from gpuadvisor.sources.prometheus.profiles import PROFILES, Profile, profile
+from gpuadvisor.sources.slurm.history import HistorySettings
 
 SCHEDULERS = {"slurm": "scontrol commands", "none": "advice in words only"}
 DEFAULT_LISTEN = ":19844"
@@ -61,6 +62,8 @@ class AdvisorConfig:
     webhooks: tuple[WebhookSettings, ...] = ()
     scheduler: str | None = None
     """``slurm`` or ``none``; None: from the profile (gpuadvisor → slurm, kubernetes → none)."""
+    history: HistorySettings = field(default_factory=HistorySettings)
+    """Finished jobs to learn runtimes from (``history:``); no file: advice plans with limits."""
 
     @property
     def effective_cycle(self) -> CycleSettings:
@@ -89,6 +92,10 @@ class AdvisorConfig:
             changes["interval_s"] = flags.interval_s
         if flags.listen_address is not None:
             changes["listen_address"] = flags.listen_address
+        if flags.history_sacct_file is not None:
+            changes["history"] = dataclasses.replace(
+                self.history, sacct_file=flags.history_sacct_file or None
+            )
         return dataclasses.replace(self, **changes)
 
 
@@ -101,6 +108,7 @@ class AdvisorOverrides:
     profile: str | None = None
     interval_s: float | None = None
     listen_address: str | None = None
+    history_sacct_file: str | None = None
 
 
 def advisor_default(name: str) -> Any:
@@ -331,7 +339,19 @@ TOP_KEYS = {
     "reclaim",
     "outbox",
     "sinks",
+    "history",
 }
+
+
+def _history(root: YamlMap, base: str) -> HistorySettings:
+    section = root.section("history")
+    if section is None:
+        return HistorySettings()
+    section.reject_unknown({"sacct_file", "last"})
+    return HistorySettings(
+        sacct_file=_path(section, "sacct_file", base),
+        last=_get(section, "last", _count(1), HistorySettings().last),
+    )
 
 
 def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> AdvisorConfig:
@@ -397,4 +417,5 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
         slack=slack,
         webhooks=webhooks,
         scheduler=_choice(root, "scheduler", SCHEDULERS, "") or None,
+        history=_history(root, base),
     )

@@ -31,8 +31,10 @@ from gpuadvisor.analysis.advice.hysteresis import (
     Tracked,
     step,
 )
+from gpuadvisor.analysis.advice.predicted import PredictionSummary
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import LiveState, SourceHealth
+from gpuadvisor.services.history import HistoryFeed
 from gpuadvisor.services.web import healthy, ready
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerSink
@@ -41,6 +43,7 @@ from gpuadvisor.sinks.delivery.payload import iso_utc, recommendation_json
 from gpuadvisor.sinks.delivery.slack import SlackSink
 from gpuadvisor.sinks.delivery.webhook import WebhookSink
 from gpuadvisor.sinks.exposition.advisor import AdvisorMetrics, AdvisorStatus
+from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusClient
 from gpuadvisor.sources.prometheus.live import gc_paused, read_live_state
 
@@ -80,8 +83,11 @@ class Advisor:
         metrics: AdvisorMetrics | None = None,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.perf_counter,
+        history: HistoryFeed | None = None,
     ) -> None:
         self._read_state = read_state
+        self.history = history
+        """Where runtime predictions come from (None: advice plans with time limits)."""
         self.dispatcher = dispatcher
         self.settings = settings
         self._clock = clock
@@ -113,9 +119,10 @@ class Advisor:
         try:
             live = await self._read_state(now)
             sources = live.sources
+            predictor = await self.history.predictor(now) if self.history else None
             loop = asyncio.get_running_loop()
             findings = await loop.run_in_executor(
-                self._executor, analyse, live, self.settings.cycle
+                self._executor, analyse, live, self.settings.cycle, predictor
             )
             outcome = "ok" if findings.trusted else "untrusted"
         except Exception as exc:  # a failed cycle must not stop the advisor
@@ -268,8 +275,21 @@ def compose(
         for sink in (sinks_of(config) if sinks is None else sinks)
     )
     dispatcher = OutboxDispatcher(outboxes, config.external_url)
-    advisor = Advisor(read_state, dispatcher, settings, metrics=metrics, clock=clock, timer=timer)
+    history = None
+    if config.history.sacct_file:
+        predictions = PredictionMetrics(lambda: _planned(advisor.status))
+        metrics.registry.register(predictions)
+        history = HistoryFeed(config.history, predictions, clock=clock)
+    advisor = Advisor(
+        read_state, dispatcher, settings, metrics=metrics, clock=clock, timer=timer, history=history
+    )
     return Parts(advisor, dispatcher, client)
+
+
+def _planned(status: AdvisorStatus) -> PredictionSummary | None:
+    """How the last trusted cycle planned its jobs."""
+    findings = status.findings
+    return findings.predictions if findings is not None and findings.trusted else None
 
 
 async def _metrics(request: web.Request) -> web.Response:

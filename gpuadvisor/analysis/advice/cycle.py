@@ -10,11 +10,17 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gpuadvisor.analysis.advice.predicted import (
+    PlannedRuntimes,
+    PredictionSummary,
+    with_runtime_evidence,
+)
 from gpuadvisor.analysis.advice.reclaim import ReclaimSettings, reclaim_idle
 from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise, capacity_of
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.analysis.fragmentation import Fragmentation, WorkloadMix, measure
 from gpuadvisor.analysis.idle import IdleSplit, split_idle
+from gpuadvisor.analysis.prediction import RuntimePredictor
 from gpuadvisor.model import MILLI_PER_GPU, Job, Kind, LiveState, Recommendation
 
 _PER_JOB_GAIN = frozenset({Kind.START_NOW, Kind.RECLAIM_IDLE})
@@ -40,6 +46,8 @@ class Findings:
     fragmentation: Fragmentation | None = None
     pending_jobs: int = 0
     running_jobs: int = 0
+    predictions: PredictionSummary | None = None
+    """How the jobs were planned when runtimes were predicted (None: planned with limits)."""
 
     @property
     def expected_gain_ratio(self) -> float:
@@ -60,8 +68,13 @@ def _waiting_shapes(pending: tuple[Job, ...]) -> list[tuple[Job, int]]:
     return [(first[key], count) for key, count in counts.items()]
 
 
-def analyse(live: LiveState, settings: CycleSettings = CycleSettings()) -> Findings:
-    """The findings of one cycle on ``live``."""
+def analyse(
+    live: LiveState,
+    settings: CycleSettings = CycleSettings(),
+    predictor: RuntimePredictor | None = None,
+) -> Findings:
+    """The findings of one cycle on ``live``; with a ``predictor`` (learned from finished jobs)
+    the advice plans with predicted runtimes and says so in its evidence, else with limits."""
     if not live.trusted:
         return Findings(trusted=False)
     snapshot = live.snapshot
@@ -69,7 +82,10 @@ def analyse(live: LiveState, settings: CycleSettings = CycleSettings()) -> Findi
     pending = snapshot.pending
     mix = WorkloadMix.of_jobs(pending)
     valid_until = snapshot.time_s + settings.advice.validity_s
-    advice = advise(snapshot, estimate_runtime, mix=mix, settings=settings.advice)
+    planned = PlannedRuntimes(snapshot, predictor) if predictor is not None else None
+    advice = advise(snapshot, planned or estimate_runtime, mix=mix, settings=settings.advice)
+    if planned is not None:
+        advice = with_runtime_evidence(advice, planned)
     reclaim = reclaim_idle(live, settings.reclaim, valid_until)
     recommendations = tuple(
         sorted(advice + reclaim, key=lambda r: (-r.gain.gpus_busy_now, r.kind, r.job_id))
@@ -83,4 +99,5 @@ def analyse(live: LiveState, settings: CycleSettings = CycleSettings()) -> Findi
         fragmentation=measure(capacity, mix) if mix else None,
         pending_jobs=len(pending),
         running_jobs=len(snapshot.running),
+        predictions=planned.summary if planned is not None else None,
     )

@@ -25,6 +25,7 @@ from gpuadvisor.sinks.exposition.metrics import (
     histogram,
     private_registry,
 )
+from gpuadvisor.sinks.exposition.prediction import PREDICTION_METRICS
 
 ADVISOR = "gpuadvisor advisor"
 
@@ -117,6 +118,7 @@ ADVISOR_METRICS: tuple[MetricDef, ...] = (
         "gpuadvisor build, always 1.",
         ("version",),
     ),
+    *PREDICTION_METRICS,
 )
 _BY_NAME = {m.name: m for m in ADVISOR_METRICS}
 CYCLE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

@@ -1,0 +1,31 @@
+"""Finished jobs as the scheduler's accounting recorded them (``sacct``): what runtime
+predictions learn from, and what a what-if replay of the past starts from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuadvisor.model.job import Job
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedJob:
+    """One job of the accounting record, as recorded: nothing here is corrected.
+
+    ``job`` is its request (GPUs, nodes, user, account, partition, name, time limit, submit
+    time; ``runtime_s`` None: which runtime to trust is the reader's rule, e.g.
+    ``analysis.history``). ``state`` is the scheduler's base state, upper case (``COMPLETED``,
+    ``TIMEOUT``, ``FAILED``…). ``start_time_s`` and ``end_time_s`` are None where the record has
+    none (a job cancelled before it started); ``elapsed_s`` is the scheduler's own count of
+    seconds run (suspended time excluded), None where the record has none.
+    """
+
+    job: Job
+    state: str
+    start_time_s: float | None
+    end_time_s: float | None
+    elapsed_s: float | None = None
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id

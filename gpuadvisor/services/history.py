@@ -1,0 +1,76 @@
+"""The advisor's runtime predictor, learned from the history file and learned again when the file
+changes (docs/advisor.md, "Runtime predictions").
+
+Each cycle asks ``predictor(now_s)``: an unchanged file costs one ``stat``; a changed one is read,
+parsed and learned on a worker thread (``analysis.history.learn``), then replaces the predictor.
+A file that cannot be read or parsed keeps the last good predictor (none before the first good
+read: the advice then plans with time limits), logs why once, and sets
+``gpuadvisor_advisor_prediction_history_up`` to 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from gpuadvisor.analysis.history import Learned, learn
+from gpuadvisor.analysis.prediction import RuntimePredictor
+from gpuadvisor.errors import InputError
+from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
+from gpuadvisor.sources.slurm.history import HistorySettings, SacctFile
+
+log = logging.getLogger(__name__)
+
+
+class HistoryFeed:
+    """The predictor from ``settings.sacct_file``; ``metrics`` counts its reads."""
+
+    def __init__(
+        self,
+        settings: HistorySettings,
+        metrics: PredictionMetrics,
+        *,
+        clock: Callable[[], float],
+    ) -> None:
+        if not settings.sacct_file:
+            raise ValueError("a history feed needs history.sacct_file")
+        self.settings = settings
+        self.metrics = metrics
+        self._file = SacctFile(settings.sacct_file)
+        self._clock = clock
+        self._learned: Learned | None = None
+        self._problem = ""
+
+    @property
+    def learned(self) -> Learned | None:
+        """What the last good read taught (None before one)."""
+        return self._learned
+
+    def _load(self, now_s: float) -> Learned:
+        result = self._file.read()
+        return learn(result.jobs, now_s=now_s, last=self.settings.last)
+
+    async def predictor(self, now_s: float) -> RuntimePredictor | None:
+        """The predictor to plan this cycle with (reading the file first if it changed)."""
+        if self._file.changed():
+            loop = asyncio.get_running_loop()
+            try:
+                learned = await loop.run_in_executor(None, self._load, now_s)
+            except InputError as exc:
+                self.metrics.read_failed()
+                if str(exc) != self._problem:
+                    kept = "the last good history" if self._learned else "time limits"
+                    log.warning("history not read, planning with %s: %s", kept, exc)
+                    self._problem = str(exc)
+            else:
+                self._learned = learned
+                self.metrics.read_ok(learned, self._clock())
+                log.info(
+                    "history read from %s: %d finished jobs learned, %d skipped",
+                    self._file.path,
+                    learned.jobs,
+                    sum(learned.skipped.values()),
+                )
+                self._problem = ""
+        return self._learned.predictor if self._learned is not None else None

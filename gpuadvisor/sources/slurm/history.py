@@ -1,0 +1,72 @@
+"""The advisor's history of finished jobs: a ``sacct`` output file, written by cron
+(docs/advisor.md), read again whenever it changes.
+
+A change is a new (modification time, size, inode): writing the file anew, or moving a new one
+over it (``mv`` after writing a temporary file, so the advisor never reads half a file), is seen
+at the next cycle; an unchanged file is not read again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from gpuadvisor.analysis.prediction import DEFAULT_LAST
+from gpuadvisor.errors import InputError
+from gpuadvisor.sources.slurm.sacct import SacctResult, parse_sacct
+
+MAX_BYTES = 512 * 1024 * 1024
+"""Larger history files are refused (about two million jobs of sacct --json)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistorySettings:
+    """Where the history is and how predictions use it (the ``history:`` section)."""
+
+    sacct_file: str | None = None
+    """``sacct --json`` or ``--parsable2`` output; None: no history, advice plans with limits."""
+    last: int = DEFAULT_LAST
+    """How many of the most recent similar runtimes a prediction averages."""
+
+
+Signature = tuple[int, int, int]
+
+
+class SacctFile:
+    """One sacct output file; ``changed`` tells whether ``read`` would see something new."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._seen: Signature | None = None
+
+    def _signature(self) -> Signature:
+        stat = os.stat(self.path)
+        return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+    def changed(self) -> bool:
+        """Whether the file differs from the last one read (a missing file has changed: reading
+        it says why it cannot be read)."""
+        try:
+            return self._signature() != self._seen
+        except OSError:
+            return True
+
+    def read(self) -> SacctResult:
+        """Read and parse the file now (remembered as seen even when it fails to parse, so that
+        a bad file is reported once, not every cycle). Raises ``InputError``."""
+        try:
+            signature = self._signature()
+            if signature[1] > MAX_BYTES:
+                self._seen = signature
+                raise InputError(
+                    f"{signature[1]} bytes, more than the {MAX_BYTES} read: keep fewer days in it",
+                    path=self.path,
+                )
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            self._seen = None
+            problem = f"cannot read the history file: {exc.strerror}"
+            raise InputError(problem, path=self.path) from exc
+        self._seen = signature
+        return parse_sacct(data, source=self.path)

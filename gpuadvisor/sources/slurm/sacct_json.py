@@ -1,0 +1,206 @@
+"""``sacct --json`` → ``FinishedJob``s, for every Slurm release from 22.05 on.
+
+The format is chosen by ``meta.plugin`` as for squeue (``sources.slurm.parse``):
+``openapi/dbv0.0.38`` in 22.05 (plain integers, Slurm's NO_VAL/INFINITE sentinels),
+``data_parser/v0.0.39`` … ``v0.0.45`` after (``time.limit`` and ``array.task_id`` as
+``{set, infinite, number}``; ``state.current`` a list of flags from v0.0.40 on). Fields read
+(Slurm's ``src/plugins/data_parser`` job parser): ``job_id``, ``array.{job_id,task_id,task}``,
+``name``, ``user``, ``account``, ``partition``, ``state.current``,
+``time.{submission,start,end,elapsed,limit}`` (limit in minutes), ``allocation_nodes``,
+``tres.allocated`` (``tres.requested`` for a job that never started: its request), each a list of
+``{type, name, count}``. ``steps`` are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpuadvisor.errors import InputError
+from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
+from gpuadvisor.sources.slurm.parse import FORMATS, SqueueFormat, tres_gpus
+from gpuadvisor.sources.slurm.sacct_record import SacctRecord, SacctResult
+
+DB_V38 = SqueueFormat("dbv0.0.38", "22.05", wrapped_numbers=False, state_list=False)
+"""22.05's ``sacct --json`` (the OpenAPI DB plugin)."""
+JSON_FORMATS: dict[str, SqueueFormat] = {DB_V38.version: DB_V38} | {
+    v: f for v, f in FORMATS.items() if v != "v0.0.38"
+}
+"""Supported ``sacct --json`` formats by plugin version suffix."""
+
+_NO_VAL32 = (1 << 32) - 2
+_INFINITE32 = (1 << 32) - 1
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class _JsonJob:
+    """Typed access to one job object; every failure names the source, the job and the field."""
+
+    def __init__(
+        self, raw: Mapping[str, object], index: int, source: str, fmt: SqueueFormat
+    ) -> None:
+        self.raw, self.index, self.source, self.fmt = raw, index, source, fmt
+        self.job_id = ""
+        job_id = raw.get("job_id")
+        if not _is_number(job_id) or isinstance(job_id, float):
+            raise self.error("job_id", f"expected an integer, got {job_id!r}")
+        self.job_id = str(job_id)
+
+    def error(self, field: str, problem: str) -> InputError:
+        job = f"jobs[{self.index}]" + (f" (job_id {self.job_id})" if self.job_id else "")
+        return InputError(f"{job}: field {field!r}: {problem}", path=self.source)
+
+    def get(self, path: str) -> object:
+        node: object = self.raw
+        for key in path.split("."):
+            if node is None:
+                return None
+            if not isinstance(node, Mapping):
+                raise self.error(path, f"expected an object at {key!r}, got {node!r}")
+            node = node.get(key)
+        return node
+
+    def text(self, path: str) -> str:
+        value = self.get(path)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise self.error(path, f"expected a string, got {value!r}")
+        return value
+
+    def number(self, path: str) -> float | None:
+        """A set, finite number; None when unset, NO_VAL, INFINITE or absent."""
+        value = self.get(path)
+        if value is None:
+            return None
+        if _is_number(value):
+            assert isinstance(value, int | float)
+            return None if value in (_NO_VAL32, _INFINITE32) else float(value)
+        if self.fmt.wrapped_numbers and isinstance(value, Mapping):
+            is_set, infinite, number = (value.get(k) for k in ("set", "infinite", "number"))
+            if isinstance(is_set, bool) and isinstance(infinite, bool) and _is_number(number):
+                assert isinstance(number, int | float)
+                return float(number) if is_set and not infinite else None
+        shape = "a number or {set, infinite, number}" if self.fmt.wrapped_numbers else "a number"
+        raise self.error(path, f"expected {shape} ({self.fmt.version}), got {value!r}")
+
+    def time(self, path: str) -> float | None:
+        """Epoch seconds; Slurm's 0 and unset mean "not known"."""
+        value = self.number(path)
+        return value if value is not None and value > 0 else None
+
+    def state(self) -> str:
+        value = self.get("state.current")
+        if isinstance(value, list) and value and all(isinstance(f, str) for f in value):
+            return str(value[0]).upper()
+        if isinstance(value, str) and value:
+            return value.split()[0].upper()
+        raise self.error("state.current", f"expected a state ({self.fmt.version}), got {value!r}")
+
+    def gpus(self, path: str) -> int | None:
+        value = self.get(path)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise self.error(path, f"expected a list of {{type, name, count}}, got {value!r}")
+        specs = []
+        for item in value:
+            fields = item if isinstance(item, Mapping) else {}
+            kind, name, count = (fields.get(k) for k in ("type", "name", "count"))
+            if not isinstance(kind, str) or not _is_number(count):
+                raise self.error(path, f"expected {{type, name, count}}, got {item!r}")
+            assert isinstance(count, int | float)
+            specs.append(f"{kind}/{name}={int(count)}" if name else f"{kind}={int(count)}")
+        try:
+            return tres_gpus(",".join(specs))
+        except ValueError as exc:
+            raise self.error(path, str(exc)) from None
+
+    def nodes(self) -> int:
+        count = self.number("allocation_nodes")
+        if count is not None and count >= 1:
+            return int(count)
+        try:
+            return len(expand_hostlist(self.text("nodes"))) or 1
+        except HostlistError:
+            return 1
+
+
+def json_format(doc: Mapping[str, object], source: str) -> SqueueFormat:
+    """The format named by ``meta.plugin`` (``data_parser``, else the OpenAPI ``type``)."""
+    meta = doc.get("meta")
+    plugin = meta.get("plugin", meta.get("plugins")) if isinstance(meta, Mapping) else None
+    if not isinstance(plugin, Mapping):
+        raise InputError("no meta.plugin: not the output of sacct --json", path=source)
+    supported = ", ".join(f"{v} (Slurm {f.slurm})" for v, f in JSON_FORMATS.items())
+    for key in ("data_parser", "type"):
+        name = plugin.get(key)
+        if isinstance(name, str) and name:
+            version = name.rpartition("/")[2]
+            if version in JSON_FORMATS:
+                return JSON_FORMATS[version]
+            raise InputError(
+                f"unsupported sacct --json format meta.plugin.{key} {name!r}; "
+                f"supported: {supported}",
+                path=source,
+            )
+    raise InputError(
+        f"meta.plugin names no data_parser or type {dict(plugin)!r}; supported: {supported}",
+        path=source,
+    )
+
+
+def json_jobs(doc: Mapping[str, object], source: str) -> SacctResult:
+    fmt = json_format(doc, source)
+    errors = doc.get("errors")
+    if isinstance(errors, list) and errors:
+        shown = "; ".join(
+            str(e.get("description") or e.get("error") or e) if isinstance(e, Mapping) else str(e)
+            for e in errors
+        )
+        raise InputError(f"sacct reported errors: {shown}", path=source)
+    jobs = doc.get("jobs")
+    if not isinstance(jobs, list):
+        raise InputError(
+            f"field 'jobs': expected a list, got {jobs!r} (truncated or not sacct --json output)",
+            path=source,
+        )
+    out: list[FinishedJob] = []
+    for index, raw in enumerate(jobs):
+        if not isinstance(raw, Mapping):
+            raise InputError(f"jobs[{index}]: expected an object, got {raw!r}", path=source)
+        job = _JsonJob(raw, index, source, fmt)
+        array_job = job.number("array.job_id")
+        task = job.number("array.task_id")
+        allocated = job.gpus("tres.allocated")
+        requested = job.gpus("tres.requested")
+        record = SacctRecord(
+            user=job.text("user"),
+            account=job.text("account"),
+            partition=job.text("partition"),
+            name=job.text("name"),
+            state=job.state(),
+            submit_s=job.time("time.submission"),
+            start_s=job.time("time.start"),
+            end_s=job.time("time.end"),
+            elapsed_s=job.number("time.elapsed"),
+            limit_min=job.number("time.limit"),
+            nodes=job.nodes(),
+            gpus_total=(allocated if allocated is not None else requested) or 0,
+        )
+        tasks = job.text("array.task")
+        try:
+            out.extend(
+                record.expanded(
+                    job.job_id,
+                    str(int(array_job)) if array_job else "",
+                    None if task is None else str(int(task)),
+                    tasks,
+                )
+            )
+        except ValueError as exc:  # ModelError is one
+            raise job.error("array.task" if tasks else "job_id", str(exc)) from exc
+    return SacctResult(tuple(out), f"{fmt.version} (Slurm {fmt.slurm})")
