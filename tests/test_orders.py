@@ -188,6 +188,26 @@ def test_end_fit_breaks_a_whole_node_only_when_no_busy_one_admits() -> None:
         assert [s.allocation.nodes for s in plan.starts] == [(node,)]
 
 
+def test_end_fit_puts_a_fraction_on_a_partly_used_gpu_before_breaking_a_whole_one() -> None:
+    # Node 0 runs a whole-GPU job on 7 GPUs until 500 (one whole GPU free); node 1 runs a
+    # 600-milli fraction on GPU 0 until 1000. A 400-milli job of 100 s delays neither node; it
+    # goes into GPU 0's 400 free milli rather than break node 0's last whole GPU (Alibaba's
+    # openb pods: bench/estimates.py --workloads alibaba, docs/benchmarks.md).
+    whole = (make_job("a", gpus=7, runtime=500), on(0, 0, 1, 2, 3, 4, 5, 6))
+    fraction = (make_job("b", gpus=1, milli=600, runtime=1000), on(1, 0, milli=600))
+    capacity = make_capacity(make_cluster(2, 8), whole, fraction)
+    running = [Ending(500.0, *whole), Ending(1000.0, *fraction)]
+    light = make_job("light", gpus=1, milli=400, runtime=100)
+    plan = ORDERS["advisor"].plan(
+        timed_view(capacity, running, [light]), end_fit, PlacementContext()
+    )
+    assert [s.allocation.parts for s in plan.starts] == [((1, (0,)),)]
+    # A whole-GPU job is placed as before: the tightest node that it delays least (node 0).
+    one = make_job("one", gpus=1, runtime=100)
+    plan = ORDERS["advisor"].plan(timed_view(capacity, running, [one]), end_fit, PlacementContext())
+    assert [s.allocation.nodes for s in plan.starts] == [(0,)]
+
+
 def test_end_fit_sees_the_jobs_started_earlier_in_the_same_pass() -> None:
     # Node 0 has 2 GPUs free until 50; nodes 1 and 2 are idle. The first job (4 GPUs, 1000 s)
     # must break node 1. The second (2 GPUs, 100 s) then joins it there, ending long before
