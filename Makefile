@@ -19,9 +19,9 @@ demo: $(STAMP)
 	$(BIN)/gpuadvisor demo --output demo-output
 
 # Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7):
-# Prometheus + promtool, Alertmanager, node_exporter, a single-node Slurm 22.05 with munge, and
+# Prometheus + promtool, Alertmanager + amtool, node_exporter, a single-node Slurm 22.05 with munge, and
 # systemd-analyze (checks the shipped units).
-SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager prometheus-node-exporter \
+SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager amtool prometheus-node-exporter \
 	slurmctld slurmd squeue munged systemd-analyze
 SYSTEM_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter \
 	slurmctld slurmd slurm-client munge systemd
