@@ -1,5 +1,6 @@
 # The two commands a fresh machine needs: `make demo` and `make test`.
-# Both create .venv and install gpuadvisor with its dev tools first.
+# Both create .venv and install gpuadvisor with its dev tools and the `report` extra (the plots
+# of `gpuadvisor demo` and `simulate --plots`: matplotlib) first.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -12,7 +13,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,report]'
 	touch $(STAMP)
 
 demo: $(STAMP)
