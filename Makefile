@@ -20,12 +20,13 @@ demo: $(STAMP)
 	$(BIN)/gpuadvisor demo --output demo-output
 
 # Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7):
-# Prometheus + promtool, Alertmanager + amtool, node_exporter, a single-node Slurm 22.05 with munge, and
-# systemd-analyze (checks the shipped units).
+# Prometheus + promtool, Alertmanager + amtool, node_exporter, a single-node Slurm 22.05 with munge,
+# systemd-analyze (checks the shipped units), shellcheck (the Slurm prolog and epilog) and kubectl
+# (`kubectl kustomize` builds deploy/kubernetes).
 SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager amtool prometheus-node-exporter \
-	slurmctld slurmd squeue munged systemd-analyze
+	slurmctld slurmd squeue munged systemd-analyze shellcheck kubectl
 SYSTEM_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter \
-	slurmctld slurmd slurm-client munge systemd
+	slurmctld slurmd slurm-client munge systemd shellcheck kubernetes-client
 
 system-deps:
 	@missing=""; for b in $(SYSTEM_BINARIES); do \
