@@ -109,6 +109,22 @@ def test_bad_input_writes_nothing_and_never_fails_the_job(
     assert not (tmp_path / "etc").exists()
 
 
+@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=["prolog", "epilog"])
+def test_an_unusable_directory_never_fails_the_job(tmp_path: Path, script: Path) -> None:
+    """The lock cannot be opened (it is a directory here; a read-only file system alike): the
+    script logs and exits 0, where a plain ``exec 9>`` would have ended it with status 2."""
+    mapping = tmp_path / "jobs"
+    (mapping / ".lock").mkdir(parents=True)
+    (mapping / "0").write_text("4\n")
+    done = run_script(script, mapping, SLURM_JOB_ID="4", SLURM_JOB_GPUS="0,1")
+    assert done.returncode == 0, done.stderr
+    assert contents(mapping) == {"0": ["4"]}  # untouched
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    done = run_script(script, blocked / "jobs", SLURM_JOB_ID="4", SLURM_JOB_GPUS="0")
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_job_without_gpus_leaves_no_trace(tmp_path: Path) -> None:
     mapping = tmp_path / "jobs"
     assert run_script(PROLOG, mapping, SLURM_JOB_ID="9").returncode == 0

@@ -20,7 +20,8 @@ case "$job" in
     '' | *[!0-9]*) complain "SLURM_JOB_ID '${job}' is not a job id" ;;
 esac
 [ -d "$dir" ] || exit 0
-exec 9>"${dir}/.lock" || complain "cannot open ${dir}/.lock"
+# `command`: a failing redirection of a plain `exec` would end the script with status 2.
+command exec 9>"${dir}/.lock" || complain "cannot open ${dir}/.lock"
 flock -w 10 9 || complain "timed out waiting for ${dir}/.lock"
 
 for file in "$dir"/[0-9]*; do

@@ -40,7 +40,8 @@ esac
 
 mkdir -p "$dir" || complain "cannot create ${dir}"
 chmod 0755 "$dir" 2>/dev/null || true
-exec 9>"${dir}/.lock" || complain "cannot open ${dir}/.lock"
+# `command`: a failing redirection of a plain `exec` would end the script with status 2.
+command exec 9>"${dir}/.lock" || complain "cannot open ${dir}/.lock"
 flock -w 10 9 || complain "timed out waiting for ${dir}/.lock"
 
 old_ifs=$IFS
