@@ -37,7 +37,7 @@ DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 DEPLOY_FILES = sorted(
     p for p in (ROOT / "deploy").rglob("*") if p.suffix in {".yaml", ".yml"} and p.is_file()
 )
-_FENCE = re.compile(r"^```ya?ml\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(r"^```ya?ml\b[^\n]*\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -270,6 +270,14 @@ def loader_for(example: Example) -> tuple[str, Loader]:
     if keys & {"timelines", "gpus", "group_size", "groups"}:
         return "simulated node", load_sim_node
     raise AssertionError(f"{example}: no loader recognises this example (keys {sorted(keys)})")
+
+
+def test_no_yaml_fence_is_missed() -> None:
+    """Every fence that says YAML, indented or not, is one of the examples."""
+    fences = sum(
+        len(re.findall(r"^\s*```ya?ml\b", p.read_text(), flags=re.MULTILINE)) for p in DOC_FILES
+    )
+    assert fences == len(doc_examples())
 
 
 def test_examples_are_found() -> None:
