@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import yaml
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
 from gpuadvisor.sinks.delivery.alertmanager import ALERTNAMES, alerts_json
 from gpuadvisor.sinks.delivery.outbox import Active, Cycle
+from gpuadvisor.sinks.delivery.payload import iso_utc
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.harness.process import require_binary
 from tests.harness.receiver import Received, Receiver
@@ -192,6 +194,7 @@ def test_advice_reaches_slack_and_the_webhook_unless_its_inputs_are_down(tmp_pat
         text = by_title["1 GPU recommendation · start-now · a"]["text"]
         assert "*Start job 4711 (2 GPU) now on gpu-07* `scontrol top 4711`" in text
         assert "Expected gain: +2 GPUs busy now" in text
+        assert by_title["1 GPU recommendation · start-now · a"]["color"] == "warning"
         assert by_title["1 GPU recommendation · start-now · a"]["title_link"].startswith(
             "http://adv:19844/api/v1/recommendations?id="
         )
@@ -203,6 +206,27 @@ def test_advice_reaches_slack_and_the_webhook_unless_its_inputs_are_down(tmp_pat
         assert held["status"]["inhibitedBy"], held["status"]
         (free,) = [a for a in server.alerts() if a["labels"].get("job_id") == "4711"]
         assert not free["status"]["inhibitedBy"]
+
+        # The advisor withdraws job 4711's advice: endsAt in the past, by Alertmanager's clock.
+        withdrawn = {
+            "labels": free["labels"],
+            "annotations": free["annotations"],
+            "endsAt": iso_utc(time.time() - 1.0),
+        }
+        post(server.url, [withdrawn])
+        resolved = receiver.wait_for(
+            lambda got: any("withdrawn" in json.dumps(r.json()) for r in got),
+            path="/slack",
+            what="the withdrawal",
+        )
+        (gone,) = [
+            a
+            for m in resolved
+            for a in m.json()["attachments"]
+            if a["title"] == "GPU recommendations withdrawn · start-now · a"
+        ]
+        assert "~Start job 4711 (2 GPU) now on gpu-07~ withdrawn" in gone["text"]
+        assert gone["color"] == "good"
     finally:
         server.stop()
         receiver.stop()
