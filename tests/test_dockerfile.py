@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +160,24 @@ def test_entrypoint_is_gpuadvisor_and_cmd_is_a_command_the_cli_accepts() -> None
 def test_exposes_the_three_servers_ports() -> None:
     ports = {int(p) for i in RUNTIME.all("EXPOSE") for p in i.args.split()}
     assert ports == {AGENT_PORT, QUEUE_PORT, ADVISOR_PORT}
+
+
+def test_the_licence_file_metadata_and_label_agree() -> None:
+    """pyproject.toml's SPDX ``license`` is the LICENSE file's licence and the image's label;
+    classifiers leave the licence to the SPDX string (setuptools refuses both)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    assert labels(RUNTIME)["org.opencontainers.image.licenses"] == project["license"]
+    assert project["classifiers"]
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]
+    assert {"Homepage", "Source", "Issues", "Documentation"} <= set(project["urls"])
+    assert all(url.startswith("https://") for url in project["urls"].values())
+    assert "matplotlib" not in " ".join(project["dependencies"])
+    assert any(d.startswith("matplotlib") for d in project["optional-dependencies"]["report"])
 
 
 def test_oci_labels_name_the_version_and_licence() -> None:
