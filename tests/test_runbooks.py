@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -69,6 +70,12 @@ def test_summaries_carry_no_per_series_labels() -> None:
         summary = rule["annotations"]["summary"]
         assert "{{" not in summary, f"{rule['alert']}: {summary!r}"
         assert "{{" in rule["annotations"]["description"], f"{rule['alert']}: name the series"
+
+
+def test_the_runbooks_live_in_the_projects_repository() -> None:
+    """The default address is the project's own (pyproject.toml's ``Source``), main branch."""
+    source = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Source"]
+    assert f"{source}/blob/main/docs/runbooks.md" == BASE
 
 
 def test_the_anchor_rule_matches_github() -> None:
