@@ -1,5 +1,6 @@
 # The two commands a fresh machine needs: `make demo` and `make test`.
-# Both create .venv and install gpuadvisor with its dev tools first.
+# Both create .venv and install gpuadvisor with its dev tools and the `report` extra (the plots
+# of `gpuadvisor demo` and `simulate --plots`: matplotlib) first.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -12,19 +13,20 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,report]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/gpuadvisor demo --output demo-output
 
 # Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7):
-# Prometheus + promtool, Alertmanager, node_exporter, a single-node Slurm 22.05 with munge, and
-# systemd-analyze (checks the shipped units).
-SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager prometheus-node-exporter \
-	slurmctld slurmd squeue munged systemd-analyze
+# Prometheus + promtool, Alertmanager + amtool, node_exporter, a single-node Slurm 22.05 with munge,
+# systemd-analyze (checks the shipped units), shellcheck (the Slurm prolog and epilog) and kubectl
+# (`kubectl kustomize` builds deploy/kubernetes).
+SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager amtool prometheus-node-exporter \
+	slurmctld slurmd squeue munged systemd-analyze shellcheck kubectl
 SYSTEM_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter \
-	slurmctld slurmd slurm-client munge systemd
+	slurmctld slurmd slurm-client munge systemd shellcheck kubernetes-client
 
 system-deps:
 	@missing=""; for b in $(SYSTEM_BINARIES); do \

@@ -72,6 +72,7 @@ def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
     assert config.prometheus.http.auth == BasicAuth("advisor", password)
     assert password.read() == "hunter2" and config.prometheus.tenant_id == "team-a"
     assert config.prometheus.compression is True
+    assert config.prometheus.http.max_response_bytes == 64 * 1024 * 1024  # the transport's default
     assert config.webhooks[0].url == "https://hooks.example/x"
     assert config.alertmanagers == () and config.slack == ()
 
@@ -88,6 +89,11 @@ def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
             "prometheus.compression: expected true or false",
         ),
         ("prometheus: {url: http://p:9090}\nprofile: kubernets\n", 2, "did you mean 'kubernetes'"),
+        (
+            "prometheus:\n  url: http://p:9090\n  max_response_bytes: 0\n",
+            3,
+            "prometheus.max_response_bytes: expected a whole number >= 1",
+        ),
         (
             "prometheus: {url: http://p:9090}\npolicy:\n  order: lifo\n",
             3,
@@ -196,3 +202,12 @@ def test_a_bad_flag_is_named_before_anything_runs(
     argv = ["advisor", "--prometheus.url", "http://127.0.0.1:9", "--once", *flags]
     assert main(argv) == 2
     assert f"gpuadvisor advisor: error: {message}" in capsys.readouterr().err
+
+
+def test_the_answer_size_limit_can_be_raised(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "prometheus:\n  url: http://p:9090\n  timeout: 20s\n  max_response_bytes: 134217728\n",
+    )
+    http = load_advisor_config(path, env={}).prometheus.http
+    assert http.max_response_bytes == 128 * 1024 * 1024 and http.timeout_s == 20.0

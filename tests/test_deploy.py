@@ -225,15 +225,93 @@ def port(spec: dict[str, Any], name: str) -> int:
     return int(number)
 
 
+CLUSTER_SCOPED = {"Namespace", "PriorityClass"}
+NEEDS_OPERATOR = {"podmonitor.yaml", "prometheusrule.yaml"}
+"""Manifests of the Prometheus operator's kinds: not in the kustomization, which must apply
+where the CRDs are absent."""
+KUSTOMIZATION = DEPLOY / "kubernetes" / "kustomization.yaml"
+
+
 def test_manifests_are_namespaced_and_the_kustomization_lists_them() -> None:
     for m in MANIFESTS:
         assert {"apiVersion", "kind", "metadata"} <= set(m)
-        if m["kind"] != "Namespace":
+        if m["kind"] not in CLUSTER_SCOPED:
             assert m["metadata"]["namespace"] == NAMESPACE, m["metadata"]["name"]
-    kustomization = yaml.safe_load((DEPLOY / "kubernetes" / "kustomization.yaml").read_text())
+        else:
+            assert "namespace" not in m["metadata"], m["metadata"]["name"]
+    kustomization = yaml.safe_load(KUSTOMIZATION.read_text())
     listed = set(kustomization["resources"])
     on_disk = {p.name for p in (DEPLOY / "kubernetes").glob("*.yaml")}
-    assert listed == on_disk - {"kustomization.yaml", "podmonitor.yaml"}
+    assert listed == on_disk - {"kustomization.yaml", *NEEDS_OPERATOR}
+
+
+def kustomized() -> list[Manifest]:
+    """``kubectl kustomize deploy/kubernetes``: what ``kubectl apply -k`` would send."""
+    done = subprocess.run(
+        [require_binary("kubectl"), "kustomize", str(DEPLOY / "kubernetes")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def test_the_image_is_set_once_by_the_kustomization() -> None:
+    """The manifests name the image without a tag; the kustomization's ``images:`` entry gives
+    the registry name and this version, and ``kubectl kustomize`` puts it in every container."""
+    (entry,) = yaml.safe_load(KUSTOMIZATION.read_text())["images"]
+    assert entry["name"] == "gpuadvisor" and entry["newTag"] == __version__
+    for m in MANIFESTS:
+        if m["kind"] in {"DaemonSet", "Deployment"}:
+            assert container(m)["image"] == "gpuadvisor", m["metadata"]["name"]
+    built = [m for m in kustomized() if m["kind"] in {"DaemonSet", "Deployment"}]
+    assert {m["metadata"]["name"] for m in built} == {"gpuadvisor-agent", "gpuadvisor-advisor"}
+    for m in built:
+        assert container(m)["image"] == f"{entry['newName']}:{__version__}"
+
+
+def test_the_agent_has_a_priority_class_of_its_own() -> None:
+    """Above workloads (the kubelet evicts lower priorities first under memory pressure), below
+    the system's node-critical class, and it never preempts a job to get in."""
+    pod = one("DaemonSet", "gpuadvisor-agent")["spec"]["template"]["spec"]
+    priority = one("PriorityClass", pod["priorityClassName"])
+    assert 0 < priority["value"] < 1_000_000_000  # user classes stay below the system's
+    assert priority["preemptionPolicy"] == "Never"
+    assert priority["globalDefault"] is False
+    kinds = {(m["kind"], m["metadata"]["name"]) for m in kustomized()}
+    assert ("PriorityClass", pod["priorityClassName"]) in kinds
+
+
+def test_the_advisor_has_a_disruption_budget_that_lets_a_drain_proceed() -> None:
+    deployment = one("Deployment", "gpuadvisor-advisor")
+    budget = one("PodDisruptionBudget", "gpuadvisor-advisor")
+    assert budget["apiVersion"] == "policy/v1"
+    selector = budget["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    replicas = deployment["spec"]["replicas"]
+    if "maxUnavailable" in budget["spec"]:
+        assert budget["spec"]["maxUnavailable"] >= 1
+    else:
+        assert budget["spec"]["minAvailable"] < replicas, "a drain would wait for ever"
+
+
+def test_the_prometheus_rule_is_the_rules_file() -> None:
+    """deploy/kubernetes/prometheusrule.yaml is ``scripts/render_rules.py --prometheus-rule``:
+    regenerate it when the rules change."""
+    path = DEPLOY / "kubernetes" / "prometheusrule.yaml"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "render_rules.py"), "--prometheus-rule"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert path.read_text() == done.stdout, "run scripts/render_rules.py --prometheus-rule"
+    rule = one("PrometheusRule", "gpuadvisor")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
 
 
 @pytest.mark.parametrize(("kind", "name"), [("DaemonSet", "agent"), ("Deployment", "advisor")])
@@ -249,7 +327,7 @@ def test_workloads_run_unprivileged_from_this_version(kind: str, name: str) -> N
     assert pod["securityContext"]["runAsUser"] == 10001  # the Dockerfile's USER
     assert pod["automountServiceAccountToken"] is False
     spec = container(workload)
-    assert spec["image"] == f"gpuadvisor:{__version__}"
+    assert spec["image"] == "gpuadvisor"  # the tag: test_the_image_is_set_once_by_the_kustomization
     security = spec["securityContext"]
     assert security["allowPrivilegeEscalation"] is False
     assert security["readOnlyRootFilesystem"] is True

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +123,20 @@ def test_the_builder_builds_a_wheel_and_the_runtime_copies_only_its_result() -> 
     assert not any("pip install" in i.args for i in RUNTIME.all("RUN"))
 
 
+def test_the_image_has_no_pip_setuptools_or_report_extra() -> None:
+    """The venv is made without pip and filled by the builder's pip; the runtime removes the
+    base image's pip, setuptools and wheel; the wheel goes in without extras, so the plots'
+    matplotlib (the ``report`` extra) is not in the servers' image."""
+    assert BUILDER is not None
+    runs = " ".join(i.args for i in BUILDER.all("RUN"))
+    assert "python -m venv --without-pip /opt/gpuadvisor" in runs
+    assert "pip --python /opt/gpuadvisor/bin/python install /wheels/gpuadvisor-*.whl" in runs
+    assert "[" not in runs.split("install", 1)[1], "an extra would bring matplotlib"
+    (first, *_) = RUNTIME.all("RUN")
+    assert first.args.startswith("python -m pip uninstall --yes --no-input pip setuptools wheel")
+    assert "MPLCONFIGDIR" not in DOCKERFILE.read_text()
+
+
 def test_runs_as_a_non_root_user() -> None:
     users = RUNTIME.all("USER")
     assert users, "no USER: the container would run as root"
@@ -145,6 +160,24 @@ def test_entrypoint_is_gpuadvisor_and_cmd_is_a_command_the_cli_accepts() -> None
 def test_exposes_the_three_servers_ports() -> None:
     ports = {int(p) for i in RUNTIME.all("EXPOSE") for p in i.args.split()}
     assert ports == {AGENT_PORT, QUEUE_PORT, ADVISOR_PORT}
+
+
+def test_the_licence_file_metadata_and_label_agree() -> None:
+    """pyproject.toml's SPDX ``license`` is the LICENSE file's licence and the image's label;
+    classifiers leave the licence to the SPDX string (setuptools refuses both)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    assert labels(RUNTIME)["org.opencontainers.image.licenses"] == project["license"]
+    assert project["classifiers"]
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]
+    assert {"Homepage", "Source", "Issues", "Documentation"} <= set(project["urls"])
+    assert all(url.startswith("https://") for url in project["urls"].values())
+    assert "matplotlib" not in " ".join(project["dependencies"])
+    assert any(d.startswith("matplotlib") for d in project["optional-dependencies"]["report"])
 
 
 def test_oci_labels_name_the_version_and_licence() -> None:
@@ -238,7 +271,10 @@ def test_the_builder_stage_builds_a_wheel_that_runs(tmp_path: Path) -> None:
     (docs/deploy.md)."""
     context = tmp_path / "src"
     context.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    assert BUILDER is not None
+    copied = [s for i in BUILDER.all("COPY") for s in i.args.split()[:-1]]
+    assert copied == ["pyproject.toml", "README.md", "LICENSE", "gpuadvisor"]
+    for name in copied[:-1]:
         shutil.copy(ROOT / name, context / name)
     shutil.copytree(
         ROOT / "gpuadvisor", context / "gpuadvisor", ignore=shutil.ignore_patterns("__pycache__")
@@ -266,20 +302,32 @@ def test_the_builder_stage_builds_a_wheel_that_runs(tmp_path: Path) -> None:
         names = set(archive.namelist())
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
         assert "gpuadvisor = gpuadvisor.cli:main" in archive.read(entry_points).decode()
+        metadata = archive.read(next(n for n in names if n.endswith("METADATA"))).decode()
+        licence = next(n for n in names if n.endswith("licenses/LICENSE"))
+        assert archive.read(licence) == (ROOT / "LICENSE").read_bytes()
     assert {"gpuadvisor/data/default_workload.csv", "gpuadvisor/py.typed"} <= names
+    headers = [line for line in metadata.splitlines() if ": " in line]
+    assert "License-Expression: Apache-2.0" in headers
+    assert "Provides-Extra: report" in headers
+    matplotlib = [h for h in headers if h.startswith("Requires-Dist: matplotlib")]
+    assert matplotlib and all('extra == "report"' in h for h in matplotlib), matplotlib
+    assert any(h.startswith("Project-URL: Source, https://") for h in headers)
+    assert any(h.startswith("Classifier: ") for h in headers)
     # the runtime stage: a venv with the wheel; its dependencies come from this test's
     # environment through a .pth line (whose own .pth files, the editable install among them,
     # are not processed), so the installed wheel is what answers
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     (site,) = (venv / "lib").glob("python3.*/site-packages")
     deps = next(p for p in sys.path if p.endswith("site-packages"))
     (site / "test-dependencies.pth").write_text(deps + "\n")
     install = subprocess.run(
         [
-            str(venv / "bin" / "python"),
+            sys.executable,
             "-m",
             "pip",
+            "--python",
+            str(venv / "bin" / "python"),
             "install",
             "--no-deps",
             "--no-index",
@@ -309,3 +357,4 @@ def test_the_builder_stage_builds_a_wheel_that_runs(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert where.stdout.startswith(str(site)), where.stdout
+    assert not {p.name.split("-")[0] for p in site.iterdir()} & {"pip", "setuptools", "wheel"}

@@ -204,7 +204,8 @@ def test_variables_are_defined_and_used_as_regexes(path: Path) -> None:
     for name, variable in defined.items():
         if variable["type"] == "query":
             assert variable["datasource"] == DATASOURCE, name
-            assert variable["includeAll"] and variable["allValue"] == ".*", name
+            # ".+", never ".*": "All" must not match series that lack the label.
+            assert variable["includeAll"] and variable["allValue"] == ".+", name
             assert _LABEL_VALUES.match(variable["definition"]), name
             assert variable["query"]["query"] == variable["definition"], name
     for query in queries(path):
@@ -217,10 +218,80 @@ def test_variables_are_defined_and_used_as_regexes(path: Path) -> None:
             assert before.endswith('=~"'), f"{query}: ${name} outside a =~ matcher"
 
 
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=lambda p: p.stem)
+def test_every_dashboard_filters_by_job_and_by_instance_or_node(path: Path) -> None:
+    """A ``job`` variable (the scrape job: several agent jobs, staging and production) and an
+    ``instance`` or ``node`` variable, each used by a panel or by a later variable (node-detail
+    picks the instances of the chosen nodes)."""
+    defined = variables(load(path))
+    assert "job" in defined and {"instance", "node"} & set(defined), sorted(defined)
+    exprs = [q.expr for q in queries(path)]
+    for name in {"job", "instance", "node"} & set(defined):
+        assert any(f'{name}=~"${name}"' in e for e in exprs), f"${name} is used nowhere"
+
+
+_SERIES = re.compile(r'(?<![\w:$"])((?:\w+:)?gpuadvisor_\w+(?::\w+)?|up)(?![\w:(])(\{[^}]*\})?')
+
+
+def selectors(expr: str) -> list[tuple[str, str]]:
+    """Each series selector of ``expr``: (name, its braces or "") outside string literals."""
+    found = []
+    for match in _SERIES.finditer(expr):
+        if expr[: match.start()].count('"') % 2 == 0:
+            found.append((match.group(1), match.group(2) or ""))
+    return found
+
+
+@pytest.mark.parametrize("query", ALL_QUERIES, ids=str)
+def test_every_series_selector_carries_the_job_variable(query: Query) -> None:
+    """Every selector of an exporter's series (and of the per-node records, which keep
+    ``job``) has ``job=~"$job"``; only the ``cluster:`` records, aggregated over jobs, and the
+    ``cluster`` and ``job`` variables themselves do without."""
+    if query.where in ("variable cluster", "variable job"):
+        return
+    found = selectors(query.expr)
+    assert found, query
+    for name, braces in found:
+        if not name.startswith("cluster:"):
+            assert 'job=~"$job"' in braces, f"{query}: {name}{braces}"
+
+
+def test_the_selector_scan_finds_every_series() -> None:
+    expr = (
+        'sum(gpuadvisor_a{job=~"$job"}) * on (instance, job) group_left (node) gpuadvisor_b'
+        ' / cluster:gpuadvisor_c:ratio{x="gpuadvisor_d"} + up{job=~"$job"}'
+        ' + node:gpuadvisor_e:ratio_rate5m{job=~"$job"}'
+    )
+    assert selectors(expr) == [
+        ("gpuadvisor_a", '{job=~"$job"}'),
+        ("gpuadvisor_b", ""),
+        ("cluster:gpuadvisor_c:ratio", '{x="gpuadvisor_d"}'),
+        ("up", '{job=~"$job"}'),
+        ("node:gpuadvisor_e:ratio_rate5m", '{job=~"$job"}'),
+    ]
+
+
+UNITS = {"none", "short", "s", "percentunit", "bytes", "watt", "ops"}
+"""Grafana unit ids the dashboards use; a typo (``seconds``, ``percent_unit``) fails."""
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=lambda p: p.stem)
+def test_every_panel_has_a_unit(path: Path) -> None:
+    for panel in panels(load(path)):
+        if panel["type"] == "row":
+            continue
+        config = panel["fieldConfig"]
+        assert config["defaults"].get("unit") in UNITS, f"{panel['title']}: no known unit"
+        for override in config.get("overrides", []):
+            for prop in override["properties"]:
+                if prop["id"] == "unit":
+                    assert prop["value"] in UNITS, panel["title"]
+
+
 @pytest.mark.parametrize("query", ALL_QUERIES, ids=str)
 def test_queries_name_only_metrics_the_code_or_the_rules_define(query: Query) -> None:
     assert not unknown_names(query.expr), f"{query}: {sorted(unknown_names(query.expr))}"
-    assert gpuadvisor_names(query.expr) or 'job=~"gpuadvisor-' in query.expr, query
+    assert gpuadvisor_names(query.expr) or "up{" in query.expr, query
 
 
 def test_every_metric_is_on_a_dashboard() -> None:

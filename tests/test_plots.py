@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -143,3 +145,64 @@ def test_long_timelines_plot_quickly(tmp_path: Path) -> None:
     ] * 3
     write_plots(results, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(NAMES)
+
+
+# ---------------------------------------------------------------------------- without the extra
+
+WITHOUT_MATPLOTLIB = """
+import sys
+sys.modules["matplotlib"] = None  # as if the report extra were not installed
+sys.modules["numpy"] = None
+from gpuadvisor.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def run_without_matplotlib(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    root = Path(__file__).resolve().parent.parent
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_MATPLOTLIB, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path},
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("demo", "--output", "demo-output"),
+        (
+            "simulate",
+            "--trace",
+            str(Path(__file__).parent / "data" / "traces" / "generic_minimal.csv"),
+            "--cluster",
+            "1x8",
+            "--plots",
+            "plots",
+        ),
+    ],
+    ids=["demo", "simulate --plots"],
+)
+def test_plotting_without_the_report_extra_names_what_to_install(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """Before any work, one line that names the extra; nothing written."""
+    done = run_without_matplotlib(tmp_path, *args)
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'gpuadvisor[report]'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_simulate_without_plots_needs_no_matplotlib(tmp_path: Path) -> None:
+    trace = Path(__file__).parent / "data" / "traces" / "generic_minimal.csv"
+    done = run_without_matplotlib(
+        tmp_path, "simulate", "--trace", str(trace), "--cluster", "1x8", "--policies", "fifo"
+    )
+    assert done.returncode == 0, done.stderr

@@ -28,7 +28,7 @@ from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.results import SimulationResult
 from gpuadvisor.simulation.workload import offered_load
-from gpuadvisor.sinks.report.plots import write_plots
+from gpuadvisor.sinks.report.plots import require_plotting, write_plots
 from gpuadvisor.sinks.report.tables import (
     progress_bar,
     render_size_table,
@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     settings = demo_settings(args)
     console = make_console()
     started = time.monotonic()
+    require_plotting()
     out = prepare_folder(Path(settings.output), "--output")
     cluster = Cluster.parse_shape(DEMO_CLUSTER)
     jobs = read_trace(default_workload_path())

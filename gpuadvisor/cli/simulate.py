@@ -33,7 +33,7 @@ from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.simulation.habits import generate_habitual_workload
 from gpuadvisor.simulation.inflation import run_inflation
 from gpuadvisor.simulation.workload import offered_load, scale_to_load
-from gpuadvisor.sinks.report.plots import write_plots
+from gpuadvisor.sinks.report.plots import require_plotting, write_plots
 from gpuadvisor.sinks.report.schedule import write_schedule
 from gpuadvisor.sinks.report.tables import (
     progress_bar,
@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     if output_json is not None:
         prepare_file(output_json, "--output-json")
     if plots is not None:
+        require_plotting()
         prepare_folder(plots, "--plots")
     if output_schedule is not None:
         if settings.protocol != "replay":

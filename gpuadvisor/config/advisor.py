@@ -187,11 +187,14 @@ def _sections(m: YamlMap, key: str, allowed: set[str]) -> list[YamlMap]:
 def _prometheus(m: YamlMap | None, base: str, env: Mapping[str, str]) -> PrometheusSettings:
     if m is None:
         raise ConfigError("prometheus: required section (at least prometheus.url)", path=base)
-    m.reject_unknown(HTTP_KEYS | {"url", "tenant_id", "compression"})
+    m.reject_unknown(HTTP_KEYS | {"url", "tenant_id", "compression", "max_response_bytes"})
     url = m.string("url")
     if not url:
         raise m.error("url", "required: where Prometheus (or Thanos, Mimir...) answers")
     http = http_settings(m, base, env)
+    if m.value("max_response_bytes") is not None:
+        limit = _get(m, "max_response_bytes", _count(1), http.max_response_bytes)
+        http = dataclasses.replace(http, max_response_bytes=limit)
     compression = _get(m, "compression", _bool, False)
     return built(
         m,

@@ -50,7 +50,7 @@ def fetch_recommendations(advisor_url: str, *, timeout_s: float = 10.0) -> tuple
     parts = urllib.parse.urlsplit(advisor_url)
     if parts.scheme not in {"http", "https"} or not parts.netloc:
         raise InputError(
-            f"--advisor must be an http(s) URL such as http://advisor:9400, not {advisor_url!r}"
+            f"--advisor must be an http(s) URL such as http://advisor:19844, not {advisor_url!r}"
         )
     url = advisor_url.rstrip("/") + API_PATH
     request = urllib.request.Request(url, headers={"Accept": "application/json"})

@@ -44,7 +44,10 @@ class AlertmanagerServer(Stoppable):
         port: int | None = None,
         group_wait: str = "200ms",
         group_interval: str = "1s",
+        config: str | None = None,
     ) -> None:
+        """``config`` replaces the one-route configuration (then ``webhook_url`` and the group
+        timings are unused)."""
         self.binary = require_binary(BINARY)
         self.folder = folder
         self.port = free_port() if port is None else port
@@ -52,7 +55,9 @@ class AlertmanagerServer(Stoppable):
         (folder / "data").mkdir(exist_ok=True)
         self.config_path = folder / "alertmanager.yml"
         self.config_path.write_text(
-            CONFIG.format(
+            config
+            if config is not None
+            else CONFIG.format(
                 webhook_url=json.dumps(webhook_url),
                 group_wait=group_wait,
                 group_interval=group_interval,

@@ -72,7 +72,7 @@ MessageTimeout=5
 NodeName={node} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={cpus} RealMemory=16000 \
 Gres=gpu:{gpus} State=UNKNOWN
 PartitionName=gpu Nodes={node} Default=YES MaxTime=INFINITE State=UP PriorityTier=1
-{tier2}"""
+{tier2}{scripts}"""
 
 TIER2_PARTITION: Final = (
     "PartitionName=tier2 Nodes={node} PriorityTier=2 Hidden=YES State=INACTIVE\n"
@@ -114,7 +114,11 @@ class SlurmCluster(Stoppable):
         sched_interval_s: int = 1,
         priority_ordered: bool = True,
         root: Path | None = None,
+        prolog: Path | None = None,
+        epilog: Path | None = None,
     ) -> None:
+        """``prolog`` and ``epilog``: scripts slurmd runs as root around each job
+        (``Prolog=``/``Epilog=``, with ``PrologFlags=Alloc``: at allocation)."""
         self.scheduler = scheduler
         self.priority = priority
         self.node = node
@@ -122,6 +126,8 @@ class SlurmCluster(Stoppable):
         self.cpus = cpus
         self.sched_interval_s = sched_interval_s
         self.priority_ordered = priority_ordered
+        self.prolog = prolog
+        self.epilog = epilog
         # Unix socket paths are limited to 108 bytes: a short dir under /tmp, not pytest's tmp_path.
         self.root = root if root is not None else Path(tempfile.mkdtemp(prefix="slurm-"))
         self._own_root = root is None
@@ -200,6 +206,9 @@ class SlurmCluster(Stoppable):
             "last": self.gpus - 1,
         }
         fields["tier2"] = TIER2_PARTITION.format(**fields) if self.priority_ordered else ""
+        scripts = [f"Prolog={self.prolog}\n"] if self.prolog is not None else []
+        scripts += [f"Epilog={self.epilog}\n"] if self.epilog is not None else []
+        fields["scripts"] = "".join(scripts + (["PrologFlags=Alloc\n"] if scripts else []))
         self.conf_path.write_text(SLURM_CONF.format(**fields))
         (self.root / "gres.conf").write_text(GRES_CONF.format(**fields))
 
@@ -260,6 +269,10 @@ class SlurmCluster(Stoppable):
         if not job_id.isdigit():
             raise RuntimeError(f"sbatch printed no job id: {job_id!r}")
         return job_id
+
+    def cancel(self, job_id: str) -> None:
+        """``scancel`` the job."""
+        self._run(["scancel", job_id])
 
     def squeue_json(self) -> str:
         """``squeue --json`` exactly as printed (the queue exporter's input)."""

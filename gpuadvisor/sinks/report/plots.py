@@ -2,6 +2,10 @@
 
 Figures are built on matplotlib's object API with an explicit Agg canvas: no pyplot, no global
 backend switch, no change to anyone's rcParams, nothing random.
+
+matplotlib (with numpy and pillow, most of an install's size) is the ``report`` extra: the agent,
+queue exporter and advisor never need it. Without it this module still imports, and
+``require_plotting`` / ``write_plots`` raise a ``GpuAdvisorError`` that says what to install.
 """
 
 from __future__ import annotations
@@ -10,11 +14,17 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+try:
+    import numpy as np
+    from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+except ImportError as exc:  # the report extra is not installed
+    _MISSING: ImportError | None = exc
+else:
+    _MISSING = None
 
+from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.model import MILLI_PER_GPU
 from gpuadvisor.model.job import SIZE_CLASSES
 from gpuadvisor.simulation.results import SimulationResult
@@ -60,6 +70,19 @@ LOG_TICKS = (
 )
 
 
+REPORT_EXTRA_HINT = "pip install 'gpuadvisor[report]'"
+
+
+def require_plotting() -> None:
+    """Raise a one-line error naming the extra to install when matplotlib is missing (called
+    before a long run, so that it fails at once rather than after the simulation)."""
+    if _MISSING is not None:
+        raise GpuAdvisorError(
+            f"plots need matplotlib and numpy, which are not installed ({_MISSING.name}): "
+            f"{REPORT_EXTRA_HINT}"
+        )
+
+
 def write_plots(
     results: Sequence[SimulationResult],
     out_dir: Path,
@@ -71,6 +94,7 @@ def write_plots(
     ``metrics``: each result's ``metrics()`` when the caller has them already (else computed).
     Returns the paths written, in that order. ``out_dir`` is created if needed.
     """
+    require_plotting()
     if metrics is None:
         metrics = [r.metrics() for r in results]
     elif len(metrics) != len(results):

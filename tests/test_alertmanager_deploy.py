@@ -1,0 +1,232 @@
+"""deploy/alertmanager/: the example routing tree and its Slack templates.
+
+``amtool check-config`` accepts the file and finds the templates; ``amtool config routes test``
+sends each kind of alert where the file says; and a real Alertmanager running the file (with the
+Slack and webhook addresses pointed at a local receiver, and short group waits) renders the
+advice into Slack messages, posts it to the webhook, and holds back the advice of a cluster
+whose inputs are down. The advice alerts are built by the advisor's own Alertmanager sink.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
+from gpuadvisor.sinks.delivery.alertmanager import ALERTNAMES, alerts_json
+from gpuadvisor.sinks.delivery.outbox import Active, Cycle
+from gpuadvisor.sinks.delivery.payload import iso_utc
+from tests.harness.alertmanager import AlertmanagerServer
+from tests.harness.process import require_binary
+from tests.harness.receiver import Received, Receiver
+from tests.test_alert_rules import load_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = ROOT / "deploy" / "alertmanager"
+CONFIG = FOLDER / "alertmanager.yml"
+ADVICE = "gpuadvisor-advice"
+
+
+def amtool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [require_binary("amtool"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_amtool_accepts_the_config_and_its_templates() -> None:
+    result = amtool("check-config", str(CONFIG))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+    assert "1 inhibit rules" in result.stdout
+    assert "1 templates" in result.stdout
+
+
+ROUTES = [
+    *[
+        ({"alertname": name, "kind": str(kind), "cluster": "a"}, ADVICE)
+        for kind, name in ALERTNAMES.items()
+        if kind != Kind.RECLAIM_IDLE
+    ],
+    ({"alertname": "GpuAdvisorReclaimIdle", "kind": "reclaim-idle"}, "gpuadvisor-advice-webhook"),
+    ({"alertname": "GpuAdvisorXidCritical", "severity": "critical"}, "gpuadvisor-page"),
+    ({"alertname": "GpuAdvisorInputStale", "severity": "warning"}, "gpuadvisor-ops"),
+    ({"alertname": "GpuAdvisorAllocatedGpuIdle", "severity": "info"}, "gpuadvisor-ops"),
+    ({"alertname": "NodeFilesystemFull", "severity": "critical"}, "ignore"),
+]
+
+
+@pytest.mark.parametrize(("labels", "receiver"), ROUTES, ids=str)
+def test_amtool_routes_each_alert_to_its_receiver(labels: dict[str, str], receiver: str) -> None:
+    args = [f"{k}={v}" for k, v in labels.items()]
+    result = amtool(
+        "config",
+        "routes",
+        "test",
+        f"--config.file={CONFIG}",
+        f"--verify.receivers={receiver}",
+        *args,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_alert_of_the_rules_reaches_a_receiver() -> None:
+    for rule in load_rules():
+        if "alert" in rule:
+            labels = [f"alertname={rule['alert']}", f"severity={rule['labels']['severity']}"]
+            result = amtool("config", "routes", "test", f"--config.file={CONFIG}", *labels)
+            assert result.returncode == 0, result.stderr
+            assert result.stdout.strip() in {"gpuadvisor-page", "gpuadvisor-ops"}, rule["alert"]
+
+
+# ---------------------------------------------------------------------------- a real Alertmanager
+
+
+def local_config(folder: Path, receiver: Receiver) -> str:
+    """The example with Slack and every webhook pointed at ``receiver`` (paths ``/slack``,
+    ``/hook``...), templates by absolute path, and group waits short enough for a test."""
+    doc: dict[str, Any] = yaml.safe_load(CONFIG.read_text())
+    secret = folder / "slack-webhook-url"
+    secret.write_text(f"{receiver.url}/slack\n")
+    doc["global"]["slack_api_url_file"] = str(secret)
+    doc["templates"] = [str(FOLDER / t) for t in doc["templates"]]
+
+    def fast(route: dict[str, Any]) -> None:
+        route.update(group_wait="1s", group_interval="1s")
+        for child in route.get("routes", []):
+            fast(child)
+
+    fast(doc["route"])
+    for entry in doc["receivers"]:
+        for hook in entry.get("webhook_configs", []):
+            hook["url"] = f"{receiver.url}/hook/{entry['name']}"
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def advice(job_id: str, node: str) -> Recommendation:
+    return Recommendation(
+        kind=Kind.START_NOW,
+        job_id=job_id,
+        node=node,
+        action=f"Start job {job_id} (2 GPU) now on {node}",
+        commands=(("scontrol", "top", job_id),),
+        gain=Gain(gpus_busy_now=2.0, gpu_hours_per_day=12.5, allocation_pp=25.0),
+        evidence=(("gpus", "2"),),
+        severity=Severity.WARNING,
+        valid_until_s=4_000_000_000.0,
+    )
+
+
+def input_stale(cluster: str) -> dict[str, Any]:
+    """The rules' GpuAdvisorInputStale as Prometheus would send it."""
+    (rule,) = [r for r in load_rules() if r.get("alert") == "GpuAdvisorInputStale"]
+    return {
+        "labels": {
+            "alertname": rule["alert"],
+            "cluster": cluster,
+            "source": "queue",
+            **rule["labels"],
+        },
+        "annotations": {
+            "summary": rule["annotations"]["summary"],
+            "description": f"The advisor of {cluster} has not trusted its queue input.",
+            "runbook_url": rule["annotations"]["runbook_url"],
+        },
+    }
+
+
+def post(url: str, alerts: list[Any]) -> None:
+    request = urllib.request.Request(
+        f"{url}/api/v2/alerts",
+        data=json.dumps(alerts).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=5) as reply:
+        assert reply.status == 200
+
+
+def slack_texts(got: list[Received]) -> list[str]:
+    return [json.dumps(r.json()) for r in got]
+
+
+@pytest.mark.e2e
+def test_advice_reaches_slack_and_the_webhook_unless_its_inputs_are_down(tmp_path: Path) -> None:
+    receiver = Receiver()
+    server = AlertmanagerServer(tmp_path / "am", "", config=local_config(tmp_path, receiver))
+    try:
+        server.start().wait_ready()
+        now_s = 3_999_999_000.0  # the advice's validity; Alertmanager takes startsAt as given
+        for cluster, rec in (("a", advice("4711", "gpu-07")), ("b", advice("4800", "gpu-09"))):
+            cycle = Cycle(now_s, 30.0, active=(Active(rec, now_s),), advisor_url="http://adv:19844")
+            if cluster == "b":
+                post(server.url, [input_stale("b")])
+            body = alerts_json(cycle, (("cluster", cluster),))
+            for alert in body:
+                alert.pop("startsAt")  # Alertmanager's clock: the alert starts now
+                alert.pop("endsAt")
+            post(server.url, body)
+
+        hook = receiver.wait_for(bool, path=f"/hook/{ADVICE}", what="advice")
+        messages = receiver.wait_for(
+            lambda got: len(got) >= 2, path="/slack", what="advice and the health message"
+        )
+        (sent,) = [a for r in hook for a in r.json()["alerts"]]
+        assert sent["labels"]["cluster"] == "a" and sent["labels"]["job_id"] == "4711"
+
+        attachments = [a for m in messages for a in m.json()["attachments"]]
+        by_title = {a["title"]: a for a in attachments}
+        assert set(by_title) == {
+            "1 GPU recommendation · start-now · a",
+            "[FIRING:1] Advisor input stale or down · b",
+        }, by_title
+        text = by_title["1 GPU recommendation · start-now · a"]["text"]
+        assert "*Start job 4711 (2 GPU) now on gpu-07* `scontrol top 4711`" in text
+        assert "Expected gain: +2 GPUs busy now" in text
+        assert by_title["1 GPU recommendation · start-now · a"]["color"] == "warning"
+        assert by_title["1 GPU recommendation · start-now · a"]["title_link"].startswith(
+            "http://adv:19844/api/v1/recommendations?id="
+        )
+        health = by_title["[FIRING:1] Advisor input stale or down · b"]["text"]
+        assert "runbooks.md#gpuadvisorinputstale|runbook>" in health
+        assert not any("4800" in t for t in slack_texts(receiver.received()))
+
+        (held,) = [a for a in server.alerts() if a["labels"].get("job_id") == "4800"]
+        assert held["status"]["inhibitedBy"], held["status"]
+        (free,) = [a for a in server.alerts() if a["labels"].get("job_id") == "4711"]
+        assert not free["status"]["inhibitedBy"]
+
+        # The advisor withdraws job 4711's advice: endsAt in the past, by Alertmanager's clock.
+        withdrawn = {
+            "labels": free["labels"],
+            "annotations": free["annotations"],
+            "endsAt": iso_utc(time.time() - 1.0),
+        }
+        post(server.url, [withdrawn])
+        resolved = receiver.wait_for(
+            lambda got: any("withdrawn" in json.dumps(r.json()) for r in got),
+            path="/slack",
+            what="the withdrawal",
+        )
+        (gone,) = [
+            a
+            for m in resolved
+            for a in m.json()["attachments"]
+            if a["title"] == "GPU recommendations withdrawn · start-now · a"
+        ]
+        assert "~Start job 4711 (2 GPU) now on gpu-07~ withdrawn" in gone["text"]
+        assert gone["color"] == "good"
+    finally:
+        server.stop()
+        receiver.stop()
