@@ -17,6 +17,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import logging
 import os
 import re
 import ssl
@@ -68,6 +69,13 @@ DEFAULT_MAX_REQUESTS = 40
 """In-flight ``/metrics`` requests beyond which the agent answers 503 (node_exporter's default)."""
 
 REALM = "gpuadvisor"
+
+BCRYPT_MAX_PASSWORD_BYTES: Final = 72
+"""bcrypt's key schedule reads at most 72 bytes of a password. Go's bcrypt (node_exporter and
+every exporter-toolkit program) compares longer passwords on those 72 bytes; Python's bcrypt 5
+raises instead, so the password is cut here, to accept what node_exporter accepts."""
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +199,7 @@ class BasicAuth:
         self._cache: dict[bytes, bool] = {}
         self.bcrypt_checks = 0
         """How many bcrypt comparisons ran (tests use it to see the cache work)."""
+        self._told_long = False
 
     def _key(self, user: str, hashed: bytes, password: bytes) -> bytes:
         digest = hashlib.sha256()
@@ -201,6 +210,16 @@ class BasicAuth:
 
     def _bcrypt(self, password: bytes, hashed: bytes) -> bool:
         self.bcrypt_checks += 1
+        if len(password) > BCRYPT_MAX_PASSWORD_BYTES:
+            if not self._told_long:
+                self._told_long = True
+                log.warning(
+                    "a basic-auth password longer than %d bytes was given: it is checked on its "
+                    "first %d bytes, as bcrypt and node_exporter do (logged once)",
+                    BCRYPT_MAX_PASSWORD_BYTES,
+                    BCRYPT_MAX_PASSWORD_BYTES,
+                )
+            password = password[:BCRYPT_MAX_PASSWORD_BYTES]
         try:
             return bcrypt.checkpw(password, hashed)
         except ValueError:
