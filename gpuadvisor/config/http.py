@@ -18,7 +18,7 @@ from typing import TypeVar
 from gpuadvisor.config.values import seconds, text
 from gpuadvisor.config.yamlfile import YamlMap
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.transport.auth import Auth, BasicAuth, BearerAuth
+from gpuadvisor.transport.auth import Auth, BasicAuth, BearerAuth, authorization
 from gpuadvisor.transport.secret import Secret, SecretError
 from gpuadvisor.transport.settings import DEFAULT_TIMEOUT_S, HttpSettings
 from gpuadvisor.transport.tls import TlsSettings
@@ -108,10 +108,18 @@ def _basic_auth(m: YamlMap, base: str, env: Mapping[str, str]) -> BasicAuth | No
 def _auth(m: YamlMap, base: str, env: Mapping[str, str]) -> Auth | None:
     basic = _basic_auth(m, base, env)
     token = secret(m, "bearer_token", base, env)
-    if basic is not None and token is not None:
-        key = next(k for k in ("bearer_token", "bearer_token_file", "bearer_token_env") if k in m)
+    if token is None:
+        return basic
+    key = next(k for k in ("bearer_token", "bearer_token_file", "bearer_token_env") if k in m)
+    if basic is not None:
         raise m.error(key, "basic_auth and bearer_token exclude each other")
-    return basic if token is None else BearerAuth(token)
+    try:
+        bearer = BearerAuth(token)
+        authorization(bearer)  # a file's token is checked now too, and again at every use
+    except (ConfigError, SecretError) as exc:
+        reason = exc.reason if isinstance(exc, ConfigError) else str(exc)
+        raise m.error(key, reason) from None
+    return bearer
 
 
 def _tls(m: YamlMap, base: str) -> TlsSettings | None:

@@ -1,25 +1,39 @@
 """Security classes of issue 12, against real servers on loopback: ``Accept-Encoding`` read with
 its q-values (item 14), basic-auth passwords longer than bcrypt's 72 bytes treated as
-node_exporter treats them (item 11, checked against the real node_exporter)."""
+node_exporter treats them (item 11, checked against the real node_exporter), credentials in URLs
+refused and URLs redacted (item 9), and what cannot be sent or negotiated (CR/LF in headers and
+tokens, ports out of range, malformed IPv6, TLS versions OpenSSL refuses) failing check-config
+(item 12)."""
 
 from __future__ import annotations
 
 import base64
 import logging
+import re
+import socket
+import ssl
+import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import aiohttp
 import bcrypt
 import pytest
 from aiohttp.test_utils import TestServer
 
+from gpuadvisor.cli import main
 from gpuadvisor.services.agent import AgentSettings, create_app
 from gpuadvisor.services.web import accepts_gzip
-from gpuadvisor.services.webconfig import web_security
+from gpuadvisor.services.webconfig import TLS_VERSIONS, web_security
 from gpuadvisor.sources.simnode.node import SimulatedProbe, default_spec
+from gpuadvisor.transport.auth import BearerAuth, authorization
+from gpuadvisor.transport.secret import Secret, SecretError
+from gpuadvisor.transport.url import redact_url
 from tests.harness.process import ManagedProcess, require_binary
 from tests.ports import free_port
 
@@ -183,3 +197,180 @@ async def test_the_long_password_reason_is_logged_once(
     told = [r.getMessage() for r in caplog.records if "72 bytes" in r.getMessage()]
     assert len(told) == 1
     assert LONG not in told[0] and LONG[:72] not in told[0]
+
+
+# --- items 9 and 12: URLs, headers and tokens that must fail check-config -----------------------
+
+SECRET = "s3cr3t-pa55"
+
+
+def check(tmp_path: Path, advisor_yaml: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """``gpuadvisor check-config --advisor FILE`` in process: exit 2 and the error, which must
+    not repeat the secret."""
+    path = tmp_path / "advisor.yml"
+    path.write_text(advisor_yaml)
+    code = main(["check-config", "--advisor", str(path)])
+    out = capsys.readouterr()
+    assert code == 2, out
+    assert SECRET not in out.out + out.err
+    assert str(path) in out.err
+    return out.err
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        (
+            f"prometheus: {{url: 'http://admin:{SECRET}@prom:9090'}}\n",
+            "prometheus.url: .*basic_auth",
+        ),
+        (
+            "prometheus: {url: 'http://prom:9090'}\n"
+            f"sinks: {{alertmanager: [{{url: 'http://am:{SECRET}@am:9093'}}]}}\n",
+            r"sinks.alertmanager\[0\].url: .*basic_auth",
+        ),
+        (
+            "prometheus: {url: 'http://prom:9090'}\n"
+            f"sinks: {{webhook: [{{url: 'https://u:{SECRET}@hook/x', secret: k}}]}}\n",
+            r"sinks.webhook\[0\].url: .*basic_auth",
+        ),
+        ("prometheus: {url: 'http://prom:70000'}\n", "prometheus.url: .*out of range"),
+        ("prometheus: {url: 'http://prom:0'}\n", "prometheus.url: .*out of range"),
+        ("prometheus: {url: 'http://[::1:9090'}\n", "prometheus.url: .*IPv6"),
+        ("prometheus: {url: 'http://prom:'}\n", "prometheus.url: .*port"),
+        ('prometheus: {url: "http://prom:9090/\\r\\nX: y"}\n', "prometheus.url: .*line breaks"),
+        (
+            "prometheus: {url: 'http://prom:9090', headers: {X-Org: \"a\\r\\nX-Evil: 1\"}}\n",
+            "prometheus.headers: .*X-Org.*line breaks",
+        ),
+        (
+            "prometheus: {url: 'http://prom:9090', headers: {\"Bad Name\": v}}\n",
+            "prometheus.headers: .*not a valid header name",
+        ),
+        (
+            f"prometheus: {{url: 'http://prom:9090', bearer_token: \"{SECRET}\\nX-Evil: 1\"}}\n",
+            "prometheus.bearer_token: .*line breaks",
+        ),
+        (
+            "prometheus: {url: 'http://prom:9090', tenant_id: \"a\\rb\"}\n",
+            "prometheus.tenant_id: .*line breaks",
+        ),
+    ],
+)
+def test_bad_urls_headers_and_tokens_fail_check_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], yaml_text: str, message: str
+) -> None:
+    assert re.search(message, check(tmp_path, yaml_text, capsys))
+
+
+def test_a_token_file_with_a_line_break_inside_fails_check_config_and_each_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = tmp_path / "token"
+    token.write_text(f"{SECRET}\nX-Evil: 1\n")
+    err = check(
+        tmp_path, f"prometheus: {{url: 'http://p:9090', bearer_token_file: {token}}}\n", capsys
+    )
+    assert re.search(r"prometheus.bearer_token_file: .*line breaks", err)
+    with pytest.raises(SecretError, match="line breaks"):  # rotated into a bad one later
+        authorization(BearerAuth(Secret.from_file(str(token))))
+
+
+def test_a_valid_advisor_file_passes_check_config_with_its_url_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "advisor.yml"
+    path.write_text(
+        "prometheus: {url: 'https://[::1]:9090/prom', headers: {X-Org: 'a b'}}\n"
+        "sinks: {alertmanager: [{url: 'http://am:9093'}]}\n"
+    )
+    assert main(["check-config", "--advisor", str(path)]) == 0
+    assert "https://[::1]:9090/prom" in capsys.readouterr().out
+
+
+def test_credentials_on_the_command_line_are_refused_and_never_printed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["advisor", "--once", "--prometheus.url", f"http://admin:{SECRET}@127.0.0.1:1"])
+    out = capsys.readouterr()
+    assert code == 2 and "basic_auth" in out.err
+    assert SECRET not in out.out + out.err
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (f"http://admin:{SECRET}@prom:9090/x?token={SECRET}", "http://admin:xxxxx@prom:9090/x"),
+        ("http://admin@prom:9090", "http://admin@prom:9090"),
+        ("https://[::1]:9090/p", "https://[::1]:9090/p"),
+        ("http://[::1", "<unparsable URL>"),
+    ],
+)
+def test_urls_are_redacted_wherever_printed(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_tls_versions_the_library_refuses_fail_check_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"),
+            *("-subj", "/CN=localhost", "-keyout", "k.pem", "-out", "c.pem"),
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    tls = f"tls_server_config: {{cert_file: {tmp_path}/c.pem, key_file: {tmp_path}/k.pem"
+    results = {}
+    for version in ("TLS10", "TLS11", "TLS12", "TLS13"):
+        path = tmp_path / f"web-{version}.yml"
+        path.write_text(f"{tls}, min_version: {version}}}\n")
+        code = main(["check-config", "--web", str(path)])
+        results[version] = (code, capsys.readouterr().err)
+    # what this OpenSSL will not negotiate is refused, what it will is accepted: each version's
+    # verdict is the handshake's (checked here with a real client pinned to it)
+    for version, (code, err) in results.items():
+        assert (code == 0) is negotiates(version, tmp_path), (version, err)
+        if code:
+            assert "min_version" in err and "use TLS12 or TLS13" in err
+    assert results["TLS12"][0] == 0 and results["TLS13"][0] == 0
+
+
+def negotiates(version: str, folder: Path) -> bool:
+    """Whether a real server and client, both pinned to ``version``, complete a handshake over
+    a loopback socket (the verdict check-config must match)."""
+    pinned = TLS_VERSIONS[version]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        for context in (server, client):
+            context.minimum_version = context.maximum_version = pinned
+    server.load_cert_chain(folder / "c.pem", folder / "k.pem")
+    client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        outcome: list[bool] = []
+
+        def serve() -> None:
+            conn, _ = listener.accept()
+            try:
+                with server.wrap_socket(conn, server_side=True):
+                    outcome.append(True)
+            except (ssl.SSLError, OSError):
+                outcome.append(False)
+
+        thread = threading.Thread(target=serve)
+        thread.start()
+        try:
+            with (
+                socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+                client.wrap_socket(raw),
+            ):
+                ok = True
+        except (ssl.SSLError, OSError):
+            ok = False
+        thread.join(10)
+    return ok and outcome == [True]
