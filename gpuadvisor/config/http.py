@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from gpuadvisor.config.values import seconds, text
-from gpuadvisor.config.yamlfile import YamlMap
+from gpuadvisor.config.yamlfile import YamlMap, load_yaml_map
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.transport.auth import Auth, BasicAuth, BearerAuth, authorization
 from gpuadvisor.transport.secret import Secret, SecretError
@@ -151,3 +151,11 @@ def http_settings(m: YamlMap, base: str, env: Mapping[str, str]) -> HttpSettings
             raise m.error("timeout", str(exc)) from None
     headers = tuple(m.string_map("headers").items())
     return built(m, lambda: HttpSettings(headers=headers, auth=auth, tls=tls, timeout_s=timeout_s))
+
+
+def load_http_config(path: str, env: Mapping[str, str]) -> HttpSettings:
+    """A file holding only an HTTP target's keys (``gpuadvisor apply --http-config``): the same
+    ``basic_auth``, ``bearer_token``, ``tls``, ``headers`` and ``timeout`` as ``prometheus:``."""
+    root = load_yaml_map(path)
+    root.reject_unknown(HTTP_KEYS)
+    return http_settings(root, os.path.dirname(os.path.abspath(path)), env)
