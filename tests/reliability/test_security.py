@@ -1,12 +1,14 @@
 """Security classes of issue 12, against real servers on loopback: ``Accept-Encoding`` read with
 its q-values (item 14), basic-auth passwords longer than bcrypt's 72 bytes treated as
 node_exporter treats them (item 11, checked against the real node_exporter), credentials in URLs
-refused and URLs redacted (item 9), and what cannot be sent or negotiated (CR/LF in headers and
+refused and URLs redacted (item 9), ``*_file`` secrets read again for every request by every
+consumer (item 10), and what cannot be sent or negotiated (CR/LF in headers and
 tokens, ports out of range, malformed IPv6, TLS versions OpenSSL refuses) failing check-config
 (item 12)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import re
@@ -24,12 +26,20 @@ from pathlib import Path
 import aiohttp
 import bcrypt
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from gpuadvisor.cli import main
+from gpuadvisor.config.advisor import load_advisor_config
+from gpuadvisor.config.http import load_http_config
+from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
+from gpuadvisor.services.advisor import sinks_of
 from gpuadvisor.services.agent import AgentSettings, create_app
 from gpuadvisor.services.web import accepts_gzip
 from gpuadvisor.services.webconfig import TLS_VERSIONS, web_security
+from gpuadvisor.sinks.delivery.outbox import Active, Cycle
+from gpuadvisor.sources.advice import fetch_recommendations
+from gpuadvisor.sources.prometheus.client import PrometheusClient
 from gpuadvisor.sources.simnode.node import SimulatedProbe, default_spec
 from gpuadvisor.transport.auth import BearerAuth, authorization
 from gpuadvisor.transport.secret import Secret, SecretError
@@ -374,3 +384,99 @@ def negotiates(version: str, folder: Path) -> bool:
             ok = False
         thread.join(10)
     return ok and outcome == [True]
+
+
+# --- item 10: *_file secrets are read again for every request, by every consumer --------------
+
+
+class Recorder:
+    """A loopback server standing in for Prometheus, the sinks' receivers and the advisor's
+    API: it answers each as they do and records every request's path and Authorization."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        await request.read()
+        self.seen.append((request.path, request.headers.get("Authorization", "")))
+        if request.path.endswith("/api/v1/query"):
+            return web.json_response(
+                {"status": "success", "data": {"resultType": "vector", "result": []}}
+            )
+        if request.path.endswith("/api/v1/recommendations"):
+            return web.json_response({"recommendations": [], "generated_at": None})
+        return web.Response(text="ok")
+
+    def auth_for(self, path: str) -> list[str]:
+        return [auth for seen, auth in self.seen if seen == path]
+
+
+def bearer(token: str) -> str:
+    return f"Bearer {token}"
+
+
+async def test_rotated_token_and_password_files_take_effect_at_the_next_request(
+    tmp_path: Path,
+) -> None:
+    recorder = Recorder()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", recorder.handle)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    base = f"http://127.0.0.1:{server.port}"
+    token, password = tmp_path / "token", tmp_path / "password"
+    auth_file = f"bearer_token_file: {token}"
+    basic = f"basic_auth: {{username: gpuadvisor, password_file: {password}}}"
+    config_path = tmp_path / "advisor.yml"
+    config_path.write_text(
+        f"prometheus: {{url: '{base}/prom', {auth_file}}}\n"
+        "sinks:\n"
+        f"  alertmanager: [{{url: '{base}/am', {basic}}}]\n"
+        f"  slack: [{{webhook_url: '{base}/slack', {auth_file}}}]\n"
+        f"  webhook: [{{url: '{base}/hook', secret: k, {basic}}}]\n"
+    )
+    apply_http = tmp_path / "apply-http.yml"
+    apply_http.write_text(f"{basic}\n")
+
+    rec = Recommendation(
+        kind=Kind.START_NOW,
+        job_id="5",
+        node="gpu01",
+        action="Start job 5 now.",
+        commands=(("scontrol", "top", "5"),),
+        gain=Gain(gpus_busy_now=1.0),
+        evidence=(),
+        severity=Severity.WARNING,
+        valid_until_s=time.time() + 600,
+    )
+    active = (Active(rec, time.time()),)
+    try:
+        for round_ in ("one", "two"):
+            token.write_text(f"token-{round_}\n")
+            password.write_text(f"pw-{round_}\n")
+            if round_ == "one":  # the config is read once, before any rotation
+                config = load_advisor_config(str(config_path), env={})
+                http = load_http_config(str(apply_http), {})
+                client = PrometheusClient(config.prometheus)
+                sinks = sinks_of(config)
+            await client.query("up")
+            cycle = Cycle(now_s=time.time(), interval_s=30.0, active=active, new=active)
+            for sink in sinks:
+                await sink.deliver(cycle)
+            await asyncio.to_thread(fetch_recommendations, base, http)
+    finally:
+        await client.close()
+        for sink in sinks:
+            await sink.aclose()
+        await server.close()
+
+    def basic_of(pw: str) -> str:
+        return "Basic " + base64.b64encode(f"gpuadvisor:{pw}".encode()).decode()
+
+    tokens = [bearer("token-one"), bearer("token-two")]
+    passwords = [basic_of("pw-one"), basic_of("pw-two")]
+    assert recorder.auth_for("/prom/api/v1/query") == tokens
+    assert recorder.auth_for("/slack") == tokens
+    assert recorder.auth_for("/am/api/v2/alerts") == passwords
+    assert recorder.auth_for("/hook") == passwords
+    assert recorder.auth_for("/api/v1/recommendations") == passwords
