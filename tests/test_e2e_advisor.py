@@ -41,7 +41,8 @@ SECRET = "e2e-webhook-secret"
 
 
 def gpuadvisor(*args: str) -> list[str]:
-    return [sys.executable, "-m", "gpuadvisor", "--log-level", "info", *args]
+    command, *rest = args
+    return [sys.executable, "-m", "gpuadvisor", command, "--log.level=info", *rest]
 
 
 def sync_job_mapping(cluster: SlurmCluster, mapping_dir: Path) -> None:
