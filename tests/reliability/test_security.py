@@ -480,3 +480,30 @@ async def test_rotated_token_and_password_files_take_effect_at_the_next_request(
     assert recorder.auth_for("/am/api/v2/alerts") == passwords
     assert recorder.auth_for("/hook") == passwords
     assert recorder.auth_for("/api/v1/recommendations") == passwords
+
+
+@pytest.mark.parametrize(
+    ("address", "ok"),
+    [
+        (":19844", True),
+        ("[::1]:19844", True),
+        ("127.0.0.1:19844", True),
+        (":70000", False),
+        (":0", False),
+        ("[::1:19844", False),  # malformed IPv6
+        ("::1:19844", False),  # IPv6 without brackets: where does the port start?
+        ("host:", False),
+    ],
+)
+def test_listen_addresses_fail_check_config_when_malformed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], address: str, ok: bool
+) -> None:
+    path = tmp_path / "advisor.yml"
+    path.write_text(
+        f"prometheus: {{url: 'http://prom:9090'}}\nweb: {{listen_address: '{address}'}}\n"
+    )
+    code = main(["check-config", "--advisor", str(path)])
+    err = capsys.readouterr().err
+    assert code == (0 if ok else 2), err
+    if not ok:
+        assert "web.listen_address" in err and "line 2" in err
