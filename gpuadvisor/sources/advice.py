@@ -44,6 +44,8 @@ class Advice:
     job_id: str = ""
     generated_at_s: float | None = None
     """When the advisor made the document (its ``generated_at``), when it says."""
+    jobs_to_top: tuple[str, ...] = ()
+    """The jobs a ``queue-blocked`` recommendation lists (its ``evidence.jobs_to_top``)."""
 
 
 def read_recommendations_file(path: str) -> tuple[Advice, ...]:
@@ -174,7 +176,20 @@ def _advice(item: object, index: int, origin: str, generated_s: float | None) ->
         valid_until_s=_timestamp(text("valid_until"), f"{where}.valid_until", origin),
         job_id=text("job_id", required=False),
         generated_at_s=generated_s,
+        jobs_to_top=_jobs_to_top(item.get("evidence"), f"{where}.evidence", origin),
     )
+
+
+def _jobs_to_top(evidence: object, where: str, origin: str) -> tuple[str, ...]:
+    """``evidence.jobs_to_top`` (``"5,6"``) as job ids; absent: none."""
+    if evidence is None:
+        return ()
+    if not isinstance(evidence, dict):
+        raise InputError(f"{where}: expected an object, got {_type(evidence)}", path=origin)
+    listed = evidence.get("jobs_to_top", "")
+    if not isinstance(listed, str):
+        raise InputError(f"{where}.jobs_to_top: expected a string, got {listed!r}", path=origin)
+    return tuple(job for job in listed.split(",") if job)
 
 
 def _commands(value: object, where: str, origin: str) -> tuple[tuple[str, ...], ...]:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,19 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise
+from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.cli import main
+from gpuadvisor.model import Cluster, ClusterSnapshot, RunningJob
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
+from gpuadvisor.services.apply.plan import Policy, Verdict, plan
 from gpuadvisor.services.webconfig import web_security
+from gpuadvisor.simulation.engine import SimulationConfig, simulate
+from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.sinks.delivery.payload import iso_utc, recommendation_json
+from gpuadvisor.sources.advice import parse_recommendations
+from tests.builders import make_cluster, make_job, on
+from tests.test_advice import head_of_line_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "apply-s3cret"
@@ -70,6 +80,7 @@ def recommendation(
     kind: Kind = Kind.START_NOW,
     commands: tuple[tuple[str, ...], ...] | None = None,
     action: str = "",
+    evidence: tuple[tuple[str, str], ...] = (),
     valid_for_s: float = 600.0,
 ) -> dict[str, Any]:
     rec = Recommendation(
@@ -79,7 +90,7 @@ def recommendation(
         action=action or f"Start job {job} now on gpu01.",
         commands=(("scontrol", "top", job),) if commands is None else commands,
         gain=Gain(gpus_busy_now=1.0),
-        evidence=(),
+        evidence=evidence,
         severity=Severity.WARNING,
         valid_until_s=time.time() + valid_for_s,
     )
@@ -324,11 +335,12 @@ UPDATE = ("--allow-update", "--kinds", "place-on,hold-node")
             recommendation(
                 "3",
                 kind=Kind.QUEUE_BLOCKED,
-                action="Job 3 heads the queue. Jobs 5, 6 fit now without delaying it.",
+                action="Job 3 (8 GPU) heads the queue; 77 GPUs idle. Jobs 5, 6 fit now.",
+                evidence=(("jobs_to_top", "5,6"),),
                 commands=(("scontrol", "top", "5"), ("scontrol", "top", "77")),
             ),
             ("--kinds", "queue-blocked"),
-            "job 77 is not one this recommendation names",
+            "job 77 is not one this recommendation names",  # though its text has a 77
         ),
         (
             recommendation("5", kind=Kind.RECLAIM_IDLE, commands=(("scontrol", "top", "5"),)),
@@ -367,7 +379,8 @@ def test_only_what_the_advisor_emits_runs(
             recommendation(
                 "3",
                 kind=Kind.QUEUE_BLOCKED,
-                action="Job 3 heads the queue. Jobs 5, 6 fit now without delaying it.",
+                action="Job 3 (8 GPU) heads the queue; 77 GPUs idle. Jobs 5, 6 fit now.",
+                evidence=(("jobs_to_top", "5,6"),),
                 commands=(("scontrol", "top", "5"), ("scontrol", "top", "6")),
             ),
             ("--kinds", "queue-blocked"),
@@ -403,3 +416,46 @@ def test_valid_until_is_capped_an_hour_after_the_document_was_made(
         tmp_path, capsys, document(far, generated_s=time.time() - 60), "--scontrol", "true"
     )
     assert code == 0 and "would run: scontrol top 5" in out
+
+
+# --- and everything the advisor emits is accepted ----------------------------------------------
+
+
+def snapshots() -> Iterator[ClusterSnapshot]:
+    """Snapshots that make every kind with a command: the head-of-line scenario, a choice of
+    node that first-fit and best-fit make differently (``place-on``), and 60 instants of a
+    FIFO replay of a seeded synthetic workload on 6 nodes of 8 GPUs (multi-node jobs)."""
+    yield head_of_line_snapshot()
+    cluster = make_cluster(nodes=2, gpus=8)
+    held = (
+        RunningJob(make_job("1", gpus=4, runtime=3600.0), 0.0, on(0, 0, 1, 2, 3)),
+        RunningJob(make_job("2", gpus=6, runtime=3600.0), 0.0, on(1, 0, 1, 2, 3, 4, 5)),
+    )
+    yield ClusterSnapshot(60.0, cluster, held, (make_job("3", at=30.0, gpus=2, runtime=600.0),))
+    jobs = generate_workload(
+        random.Random(3), jobs=300, cluster_gpus=48, load=1.3, job_id_prefix=""
+    )
+    replay = simulate(jobs, Cluster.parse_shape("6x8/4"), SimulationConfig(order="fifo"))
+    end = max(job.submit_time_s for job in jobs)
+    for i in range(1, 61):
+        yield replay.snapshot_at(end * i / 60)
+
+
+def test_every_command_the_advisor_emits_passes_the_allow_list() -> None:
+    every_kind = Policy(frozenset(str(kind) for kind in Kind), allow_update=True)
+    emitted: set[str] = set()
+    checked = 0
+    for snapshot in snapshots():
+        for placement in ("fgd", "best-fit", "topology", "end-fit"):
+            recs = advise(snapshot, estimate_runtime, settings=AdviceSettings(placement=placement))
+            body = json.dumps(
+                {"recommendations": [recommendation_json(r) for r in recs], "generated_at": None}
+            )
+            advices = parse_recommendations(body, "advisor")
+            for step in plan(advices, every_kind, now_s=snapshot.time_s).steps:
+                if step.advice.commands:
+                    assert step.verdict is Verdict.RUN, (step.reason, step.advice)
+                    emitted.add(step.advice.kind)
+                    checked += 1
+    assert emitted == {"start-now", "queue-blocked", "hold-node", "place-on"}, emitted
+    assert checked > 50  # 95 with this seed

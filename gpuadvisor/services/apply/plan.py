@@ -2,7 +2,7 @@
 
 Pure: recommendations, the operator's policy and the time in; a plan out. Exactly what the
 advisor emits runs, nothing else: ``scontrol top <job>`` with the recommendation's own job
-(``start-now``) or one of the jobs it names (``queue-blocked``, at most five), and with
+(``start-now``) or one of the jobs it lists (``queue-blocked``, at most five), and with
 ``--allow-update`` ``scontrol update JobId=<its job> ReqNodeList=<nodes>`` (``hold-node``,
 ``place-on``). Never advice past its ``valid_until``, itself capped at ``MAX_VALIDITY_S`` after
 the document's ``generated_at``; a recommendation with one refused command runs none.
@@ -103,7 +103,7 @@ def _job_of(argv: Sequence[str]) -> str:
 def mismatch(advice: Advice) -> str:
     """Why ``advice``'s commands are not the ones its kind carries (empty when they are): the
     job in a command must be the recommendation's own job, or for ``queue-blocked`` one of the
-    jobs it names in its action; a kind without commands carries none."""
+    jobs it lists (``evidence.jobs_to_top``); a kind without commands carries none."""
     commands = advice.commands
     subs = {argv[1] for argv in commands}
     if advice.kind == "start-now":
@@ -116,8 +116,9 @@ def mismatch(advice: Advice) -> str:
         if subs != {"top"} or len(commands) > MAX_BLOCKED_COMMANDS:
             return f"queue-blocked carries at most {MAX_BLOCKED_COMMANDS} scontrol top"
         jobs = [_job_of(argv) for argv in commands]
-        named = set(re.findall(r"[0-9]+(?:_[0-9]+)?", advice.action))
-        strangers = [job for job in jobs if job not in named or job == advice.job_id]
+        strangers = [
+            job for job in jobs if job not in advice.jobs_to_top or job == advice.job_id
+        ]
         if strangers or len(set(jobs)) != len(jobs):
             return f"job {(strangers or jobs)[0]} is not one this recommendation names"
         return ""
