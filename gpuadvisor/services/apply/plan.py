@@ -116,9 +116,7 @@ def mismatch(advice: Advice) -> str:
         if subs != {"top"} or len(commands) > MAX_BLOCKED_COMMANDS:
             return f"queue-blocked carries at most {MAX_BLOCKED_COMMANDS} scontrol top"
         jobs = [_job_of(argv) for argv in commands]
-        strangers = [
-            job for job in jobs if job not in advice.jobs_to_top or job == advice.job_id
-        ]
+        strangers = [job for job in jobs if job not in advice.jobs_to_top or job == advice.job_id]
         if strangers or len(set(jobs)) != len(jobs):
             return f"job {(strangers or jobs)[0]} is not one this recommendation names"
         return ""
