@@ -406,6 +406,10 @@ class Answers:
             "agent_age_seconds": lambda: self.on_node(
                 "gpuadvisor_node_gpus", lambda s: self.w.now_s - last
             ),
+            "node_seen": lambda: [
+                self._row({"node": dict(s.labels)["node"]}, 1.0)
+                for s in self.by_name.get("gpuadvisor_node_info", ())
+            ],
             "queue_up": lambda: self.plain("gpuadvisor_queue_up"),
             "queue_age_seconds": lambda: self.age("gpuadvisor_queue_up"),
             "job_info": lambda: self.plain("gpuadvisor_queue_job_info"),

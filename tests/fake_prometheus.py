@@ -68,6 +68,7 @@ def head_of_line(now_s: float) -> FakePrometheus:
         "gpu_allocated_idle_ratio": [({"gpu_uuid": u}, 0.0) for u in uuid],
         "nvml_up": [({"instance": "gpu01:19842"}, 1.0)],
         "agent_age_seconds": [(node, 5.0)],
+        "node_seen": [(node, 1.0)],
         "queue_up": [({}, 1.0)],
         "queue_age_seconds": [({}, 5.0)],
     }

@@ -124,17 +124,18 @@ def test_expired_advice_is_skipped_reported_and_logged(tmp_path: Path, apply: Ap
 
 
 def test_only_the_selected_kinds_are_considered(tmp_path: Path, apply: Apply) -> None:
-    place = advice("6", kind=Kind.PLACE_ON, commands=(("scontrol", "top", "6"),))
+    update = (("scontrol", "update", "JobId=6", "ReqNodeList=gpu02"),)
+    place = advice("6", kind=Kind.PLACE_ON, commands=update)
     path = write(tmp_path, document(advice("5"), place))
 
     code, out, _ = apply("--from", str(path))
     assert code == 0
-    assert "scontrol top 6" not in out
+    assert "JobId=6" not in out
     assert "1 of other kinds not selected (--kinds start-now)" in out
 
-    code, out, _ = apply("--from", str(path), "--kinds", "place-on")
+    code, out, _ = apply("--from", str(path), "--kinds", "place-on", "--allow-update")
     assert code == 0
-    assert "would run: scontrol top 6" in out
+    assert "would run: scontrol update JobId=6 ReqNodeList=gpu02" in out
     assert "scontrol top 5" not in out
 
 
@@ -155,8 +156,8 @@ def test_advice_without_a_command_is_shown_not_run(tmp_path: Path, apply: Apply)
         ((("bash", "-c", "scontrol top 5"),), (), "only scontrol commands run, not 'bash'"),
         ((("/usr/bin/scontrol", "top", "5"),), (), "only scontrol commands run"),
         ((("scontrol", "cancel", "5"),), (), "scontrol 'cancel' is not allowed (allowed: top)"),
-        ((("scontrol", "top", "5;reboot"),), (), "scontrol top takes one job list"),
-        ((("scontrol", "top", "5", "6"),), (), "scontrol top takes one job list"),
+        ((("scontrol", "top", "5;reboot"),), (), "scontrol top takes one job"),
+        ((("scontrol", "top", "5", "6"),), (), "scontrol top takes one job"),
         (
             (("scontrol", "update", "JobId=5", "ReqNodeList=gpu01"),),
             (),
@@ -165,13 +166,12 @@ def test_advice_without_a_command_is_shown_not_run(tmp_path: Path, apply: Apply)
         (
             (("scontrol", "update", "NodeName=gpu01", "State=DRAIN"),),
             ("--allow-update",),
-            "scontrol update must name JobId=<job>",
+            "scontrol update must be JobId=<job>",
         ),
         (
             (("scontrol", "update", "JobId=5", "TimeLimit=1"),),
             ("--allow-update",),
-            "scontrol update may set only ExcNodeList, Nice, Priority, ReqNodeList, not "
-            "'TimeLimit=1'",
+            "scontrol update may set only ReqNodeList, not 'TimeLimit=1'",
         ),
         ((("scontrol", "top", "5"), ("rm", "-rf", "/")), (), "only scontrol commands run"),
     ],
@@ -325,7 +325,7 @@ async def test_an_advisor_error_exits_2(tmp_path: Path, capsys: pytest.CaptureFi
     ("url", "message"),
     [
         (f"http://127.0.0.1:{free_port()}", "cannot reach the advisor"),
-        ("file:///etc/passwd", "--advisor must be an http(s) URL"),
+        ("file:///etc/passwd", "--advisor: expected http://host"),
     ],
 )
 def test_an_unusable_advisor_url_exits_2(apply: Apply, url: str, message: str) -> None:

@@ -17,18 +17,21 @@ def advice(
     kind: str = "start-now",
     valid_until_s: float = NOW + 60,
 ) -> Advice:
-    return Advice(index, f"id{index}", kind, "", "do it", commands, valid_until_s)
+    job = commands[0][2].removeprefix("JobId=") if commands else ""
+    return Advice(index, f"id{index}", kind, "", "do it", commands, valid_until_s, job)
 
 
-def test_scontrol_top_of_a_job_list_is_allowed_and_nothing_else_by_default() -> None:
-    assert refusal(("scontrol", "top", "4711,4712_3"), TOP) == ""
-    assert "one job list" in refusal(("scontrol", "top", "4711;reboot"), TOP)
+def test_scontrol_top_of_one_job_is_allowed_and_nothing_else_by_default() -> None:
+    assert refusal(("scontrol", "top", "4711"), TOP) == ""
+    assert refusal(("scontrol", "top", "4712_3"), TOP) == ""
+    assert "one job" in refusal(("scontrol", "top", "4711,4712"), TOP)  # never emitted
+    assert "one job" in refusal(("scontrol", "top", "4711;reboot"), TOP)
     assert "only scontrol" in refusal(("sh", "-c", "scontrol top 1"), TOP)
     assert "not allowed (allowed: top)" in refusal(("scontrol", "cancel", "1"), TOP)
     assert "--allow-update" in refusal(("scontrol", "update", "JobId=1", "Nice=5"), TOP)
 
 
-def test_scontrol_update_with_allow_update_may_set_only_the_listed_fields() -> None:
+def test_scontrol_update_with_allow_update_may_set_only_the_node_list() -> None:
     assert refusal(("scontrol", "update", "JobId=1", "ReqNodeList=gpu01"), UPDATE) == ""
     assert "not 'TimeLimit=9'" in refusal(("scontrol", "update", "JobId=1", "TimeLimit=9"), UPDATE)
     assert "JobId=<job>" in refusal(("scontrol", "update", "Nice=5"), UPDATE)

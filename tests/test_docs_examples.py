@@ -26,6 +26,7 @@ import yaml
 
 from gpuadvisor.config.advisor import load_advisor_config
 from gpuadvisor.config.agent import load_agent_config
+from gpuadvisor.config.http import HTTP_KEYS, load_http_config
 from gpuadvisor.config.simnode import load_sim_spec
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.webconfig import load_web_config
@@ -180,6 +181,11 @@ def load_queue_file(example: Example, tmp: Path, supplies: Supplies) -> None:
     assert snapshot.entries
 
 
+def load_http(example: Example, tmp: Path, supplies: Supplies) -> None:
+    path = written(example, tmp, supplies, "http.yml")
+    load_http_config(str(path), env=env_for(example.text))
+
+
 def load_web(example: Example, tmp: Path, supplies: Supplies) -> None:
     path = written(example, tmp, supplies, "web-config.yml")
     load_web_config(str(path))
@@ -263,6 +269,8 @@ def loader_for(example: Example) -> tuple[str, Loader]:
         return "web config", load_web
     if "prometheus" in keys:
         return "advisor", load_advisor
+    if keys and keys <= set(HTTP_KEYS):
+        return "http config", load_http
     if isinstance(first.get("jobs"), list):
         return "queue file", load_queue_file
     if keys & {"web", "backend", "collect", "nvml", "jobs", "sim"}:
@@ -283,7 +291,7 @@ def test_no_yaml_fence_is_missed() -> None:
 def test_examples_are_found() -> None:
     kinds = {loader_for(e)[0] for e in EXAMPLES}
     assert {"advisor", "agent", "simulated node", "queue file", "web config", "prometheus"} <= kinds
-    assert {"kubernetes", "kustomize", "alertmanager"} <= kinds
+    assert {"kubernetes", "kustomize", "alertmanager", "http config"} <= kinds
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=str)

@@ -1,5 +1,5 @@
-"""Hysteresis: advice is sent after it held for N cycles, withdrawn after M misses, never kept
-alive from untrusted data, and identical for two replicas fed the same cycles."""
+"""Hysteresis: advice is sent after it held for N cycles, withdrawn after M misses (an untrusted
+cycle is a miss too), and identical for two replicas fed the same cycles."""
 
 from __future__ import annotations
 
@@ -76,13 +76,25 @@ def test_the_latest_version_of_the_text_is_carried() -> None:
     assert active.first_seen_s == 0.0
 
 
-def test_untrusted_inputs_withdraw_everything_at_once_and_start_over() -> None:
-    s = HysteresisSettings(hold_cycles=2, clear_cycles=3)
+def test_one_untrusted_cycle_is_a_miss_not_a_withdrawal_of_everything() -> None:
+    s = HysteresisSettings(hold_cycles=2, clear_cycles=2)
     state, changes = run([[rec("4"), rec("5")], [rec("4"), rec("5")], None, [rec("5")]], s)
-    assert sorted(ids(changes[2].resolved)) == ["4", "5"]
-    assert not changes[2].active
-    assert not changes[3].new  # hold counting starts again after the gap
-    assert not state.active
+    assert sorted(ids(changes[1].new)) == ["4", "5"]
+    assert not changes[2].resolved  # one untrusted cycle: a miss, under clear_cycles
+    assert sorted(ids(changes[2].active)) == ["4", "5"]
+    assert not changes[3].new  # 5 came back: still active, not re-fired
+    assert ids(changes[3].resolved) == ["4"]  # 4 missed twice (untrusted, then absent)
+    (five,) = state.active
+    assert five.first_seen_s == 0.0 and five.active_since_s == 30.0
+
+
+def test_untrusted_cycles_withdraw_after_clear_cycles_and_break_hold_streaks() -> None:
+    s = HysteresisSettings(hold_cycles=2, clear_cycles=3)
+    _, changes = run([[rec("5")], [rec("5")], [rec("6")], None, None, None, [rec("6")]], s)
+    assert ids(changes[1].new) == ["5"]
+    assert [ids(c.resolved) for c in changes[2:6]] == [[], [], ["5"], []]
+    assert not changes[5].active
+    assert not changes[6].new  # 6's hold streak was broken by the untrusted cycles
 
 
 def test_settings_reject_zero_cycles() -> None:

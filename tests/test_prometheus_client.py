@@ -373,7 +373,7 @@ async def test_an_answer_over_the_size_bound_is_refused_sized_or_streamed(serve:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"url": "prometheus:9090"}, r"prometheus.url: expected http://host:port"),
+        ({"url": "prometheus:9090"}, r"prometheus.url: expected http://host"),
         ({"url": "http://p:9090/?x=1"}, r"prometheus.url: must not carry a query"),
         (
             {

@@ -150,9 +150,11 @@ def test_static_labels_cannot_break_the_identity(
 
 
 def test_the_sink_name_is_host_port_and_prefix_without_credentials() -> None:
-    target = AlertmanagerTarget("http://user:pw@am.example:9093/", path_prefix="/am")
+    target = AlertmanagerTarget("http://am.example:9093/", path_prefix="/am")
     assert AlertmanagerSink(target).name == "alertmanager:am.example:9093/am"
-    assert target.endpoint == "http://user:pw@am.example:9093/am/api/v2/alerts"
+    assert target.endpoint == "http://am.example:9093/am/api/v2/alerts"
+    with pytest.raises(ConfigError, match="basic_auth"):  # credentials belong in basic_auth
+        AlertmanagerTarget("http://user:pw@am.example:9093/")
     with pytest.raises(ConfigError, match="url"):
         AlertmanagerSink(AlertmanagerTarget("am.example:9093"))
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 
 from gpuadvisor import __version__
+from gpuadvisor.cli.flags import add_flags, given
+from gpuadvisor.cli.logs import configure
+from gpuadvisor.config.log import LOG_CHOICES, LOG_SETTINGS, LogSettings
 from gpuadvisor.errors import GpuAdvisorError
 
 COMMANDS: dict[str, str] = {
@@ -31,19 +33,24 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         prog="gpuadvisor",
         description="Make GPU-cluster queueing waste visible and recommend what to reorder.",
     )
-    parser.add_argument("--version", action="version", version=f"gpuadvisor {__version__}")
-    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
+    parser.add_argument("--version", action="version", version=VERSION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = [word for word in argv if word in COMMANDS][:1] or list(COMMANDS)
     for name in chosen:
         importlib.import_module(COMMANDS[name]).add_parser(sub)
+    for program in sub.choices.values():  # what every program has, after its name
+        program.add_argument("--version", action="version", version=VERSION)
+        add_flags(program, LOG_SETTINGS, LogSettings, choices=LOG_CHOICES)
     return parser
+
+
+VERSION = f"gpuadvisor {__version__}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(words).parse_args(words)
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    configure(LogSettings(**given(args, LOG_SETTINGS)))  # type: ignore[arg-type]
     try:
         code: int = args.run(args)
     except GpuAdvisorError as exc:

@@ -20,6 +20,7 @@ from gpuadvisor.config.advisor import (
 from gpuadvisor.config.values import seconds
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.advisor import run_once, serve
+from gpuadvisor.transport.url import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     sinks = len(config.alertmanagers) + len(config.slack) + len(config.webhooks)
     log.info(
         "advising from %s (profile %s) every %gs; %d sink(s); listening on %s:%d",
-        config.prometheus.url,
+        redact_url(config.prometheus.url),
         config.profile.name,
         config.interval_s,
         sinks,

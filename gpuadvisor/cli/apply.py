@@ -8,16 +8,21 @@ same JSON from a file (``--from``). Exit 0 when every selected command ran (or o
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import shutil
 import sys
 import time
 from typing import Any
 
+from gpuadvisor.config.http import load_http_config
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.recommendation import Kind
 from gpuadvisor.services.apply.plan import Plan, Policy, Verdict, plan
 from gpuadvisor.services.apply.runner import ApplyLog, Counts, carry_out
 from gpuadvisor.sources.advice import fetch_recommendations, read_recommendations_file
+from gpuadvisor.transport.settings import DEFAULT_TIMEOUT_S, HttpSettings
+from gpuadvisor.transport.url import redact_url
 
 DEFAULT_LOG = "gpuadvisor-apply.log"
 
@@ -47,7 +52,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--allow-update",
         action="store_true",
-        help="also run scontrol update JobId=… (ReqNodeList, ExcNodeList, Nice, Priority)",
+        help="also run scontrol update JobId=<its job> ReqNodeList=… (hold-node, place-on)",
     )
     p.add_argument(
         "--log", default=DEFAULT_LOG, metavar="PATH", help=f"JSON-lines log (default {DEFAULT_LOG})"
@@ -59,18 +64,38 @@ def add_parser(sub: Any) -> None:
         "--timeout", type=float, default=30.0, metavar="SECONDS", help="limit per command"
     )
     p.add_argument(
-        "--http-timeout", type=float, default=10.0, metavar="SECONDS", help="limit for --advisor"
+        "--http-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="limit for the whole --advisor answer, connect to last byte (default: the "
+        f"--http-config file's timeout, else {DEFAULT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--http-config",
+        metavar="FILE",
+        help="how to reach --advisor: YAML with basic_auth, bearer_token_file, tls (ca_file, "
+        "cert_file, key_file, server_name), headers, timeout; as prometheus: in the advisor's file",
     )
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     policy = Policy(kinds=parse_kinds(args.kinds), allow_update=args.allow_update)
-    if args.timeout <= 0 or args.http_timeout <= 0:
+    if args.timeout <= 0 or (args.http_timeout is not None and args.http_timeout <= 0):
         raise InputError("--timeout and --http-timeout must be positive numbers of seconds")
+    if args.http_config is not None and args.advisor is None:
+        raise InputError("--http-config goes with --advisor")
     if args.advisor is not None:
-        advices = fetch_recommendations(args.advisor, timeout_s=args.http_timeout)
-        origin = args.advisor
+        http = (
+            load_http_config(args.http_config, os.environ)
+            if args.http_config is not None
+            else HttpSettings()
+        )
+        if args.http_timeout is not None:
+            http = dataclasses.replace(http, timeout_s=args.http_timeout)
+        advices = fetch_recommendations(args.advisor, http)
+        origin = redact_url(args.advisor)
     else:
         advices = read_recommendations_file(args.from_file)
         origin = args.from_file

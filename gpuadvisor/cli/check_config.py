@@ -6,10 +6,13 @@ import argparse
 import os
 from typing import Any
 
+from gpuadvisor.config.advisor import AdvisorConfig, load_advisor_config
 from gpuadvisor.config.agent import load_agent_config
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.probes import AGENT_CHOICES, sim_spec
 from gpuadvisor.services.webconfig import load_web_config
+from gpuadvisor.transport.tls import ssl_context
+from gpuadvisor.transport.url import redact_url
 
 
 def add_parser(sub: Any) -> None:
@@ -20,14 +23,43 @@ def add_parser(sub: Any) -> None:
         "errors name the file, line and field. Exit 0 when every file is valid, 2 otherwise.",
     )
     p.add_argument("--agent", metavar="FILE", help="agent config (gpuadvisor agent --config)")
+    p.add_argument("--advisor", metavar="FILE", help="advisor config (gpuadvisor advisor --config)")
     p.add_argument("--web", metavar="FILE", help="web config (--web.config.file)")
     p.set_defaults(run=run)
 
 
+def _check_advisor(path: str) -> AdvisorConfig:
+    """The advisor's file as the advisor reads it, and every client TLS file it names loaded
+    (the advisor loads them when it starts its clients)."""
+    config = load_advisor_config(path, env=os.environ)
+    targets = [
+        ("prometheus", config.prometheus.http),
+        *((f"sinks.alertmanager[{i}]", t.http) for i, t in enumerate(config.alertmanagers)),
+        *((f"sinks.slack[{i}]", t.http) for i, t in enumerate(config.slack)),
+        *((f"sinks.webhook[{i}]", t.http) for i, t in enumerate(config.webhooks)),
+    ]
+    for name, http in targets:
+        if http.tls is not None:
+            try:
+                ssl_context(http.tls)
+            except ConfigError as exc:
+                raise ConfigError(f"{name}.{exc.column}: {exc.reason}", path=path) from None
+    sinks = len(config.alertmanagers) + len(config.slack) + len(config.webhooks)
+    print(
+        f"{path}: OK (Prometheus {redact_url(config.prometheus.url)}, profile "
+        f"{config.profile.name}, {sinks} sink(s), listen {config.listen_address})"
+    )
+    return config
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.agent is None and args.web is None:
-        raise ConfigError("nothing to check: give --agent FILE and/or --web FILE")
+    if args.agent is None and args.web is None and args.advisor is None:
+        raise ConfigError("nothing to check: give --agent FILE, --advisor FILE and/or --web FILE")
     web_files = [args.web] if args.web else []
+    if args.advisor is not None:
+        advisor = _check_advisor(args.advisor)
+        if advisor.web_config_file and advisor.web_config_file not in web_files:
+            web_files.append(advisor.web_config_file)
     if args.agent is not None:
         config = load_agent_config(args.agent, env=os.environ, choices=AGENT_CHOICES)
         if config.backend == "sim":  # the files it names are read at start-up too

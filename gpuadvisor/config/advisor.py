@@ -33,6 +33,7 @@ from gpuadvisor.sources.prometheus.client import PrometheusSettings
 from gpuadvisor.sources.prometheus.live import LiveSettings
 from gpuadvisor.sources.prometheus.profiles import PROFILES, Profile, profile
 from gpuadvisor.sources.slurm.history import HistorySettings
+from gpuadvisor.transport.url import check_url
 
 SCHEDULERS = {"slurm": "scontrol commands", "none": "advice in words only"}
 DEFAULT_LISTEN = ":19844"
@@ -372,6 +373,8 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
         listen = str(_get(web, "listen_address", listen_address, listen))
         web_config = _path(web, "config_file", base)
         external = web.string("external_url") or ""
+        if external:
+            built(web, lambda: check_url(external, field="external_url"))
     prometheus = _prometheus(root.section("prometheus"), base, environ)
     name = _choice(root, "profile", PROFILES, DEFAULT_PROFILE)
     overrides = root.string_map("queries")

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from gpuadvisor.config.values import seconds, text
-from gpuadvisor.config.yamlfile import YamlMap
+from gpuadvisor.config.yamlfile import YamlMap, load_yaml_map
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.transport.auth import Auth, BasicAuth, BearerAuth
+from gpuadvisor.transport.auth import Auth, BasicAuth, BearerAuth, authorization
 from gpuadvisor.transport.secret import Secret, SecretError
 from gpuadvisor.transport.settings import DEFAULT_TIMEOUT_S, HttpSettings
 from gpuadvisor.transport.tls import TlsSettings
@@ -108,10 +108,18 @@ def _basic_auth(m: YamlMap, base: str, env: Mapping[str, str]) -> BasicAuth | No
 def _auth(m: YamlMap, base: str, env: Mapping[str, str]) -> Auth | None:
     basic = _basic_auth(m, base, env)
     token = secret(m, "bearer_token", base, env)
-    if basic is not None and token is not None:
-        key = next(k for k in ("bearer_token", "bearer_token_file", "bearer_token_env") if k in m)
+    if token is None:
+        return basic
+    key = next(k for k in ("bearer_token", "bearer_token_file", "bearer_token_env") if k in m)
+    if basic is not None:
         raise m.error(key, "basic_auth and bearer_token exclude each other")
-    return basic if token is None else BearerAuth(token)
+    try:
+        bearer = BearerAuth(token)
+        authorization(bearer)  # a file's token is checked now too, and again at every use
+    except (ConfigError, SecretError) as exc:
+        reason = exc.reason if isinstance(exc, ConfigError) else str(exc)
+        raise m.error(key, reason) from None
+    return bearer
 
 
 def _tls(m: YamlMap, base: str) -> TlsSettings | None:
@@ -143,3 +151,11 @@ def http_settings(m: YamlMap, base: str, env: Mapping[str, str]) -> HttpSettings
             raise m.error("timeout", str(exc)) from None
     headers = tuple(m.string_map("headers").items())
     return built(m, lambda: HttpSettings(headers=headers, auth=auth, tls=tls, timeout_s=timeout_s))
+
+
+def load_http_config(path: str, env: Mapping[str, str]) -> HttpSettings:
+    """A file holding only an HTTP target's keys (``gpuadvisor apply --http-config``): the same
+    ``basic_auth``, ``bearer_token``, ``tls``, ``headers`` and ``timeout`` as ``prometheus:``."""
+    root = load_yaml_map(path)
+    root.reject_unknown(HTTP_KEYS)
+    return http_settings(root, os.path.dirname(os.path.abspath(path)), env)

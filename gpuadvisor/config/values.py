@@ -155,10 +155,16 @@ def count(minimum: int) -> Check:
 
 
 def listen_address(value: object) -> str:
+    """``HOST:PORT``, ``:PORT`` or ``[v6]:PORT``, the port in 1-65535; a host with a ``:`` must
+    be a bracketed IPv6 literal."""
     address = text(value)
-    _, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"expected HOST:PORT or :PORT, e.g. ':19842', got {address!r}")
+    host, sep, port = address.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]") and host.count("[") == 1
+    well_formed = bracketed or not any(c in host for c in "[]:")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not well_formed:
+        raise ValueError(
+            f"expected HOST:PORT, :PORT or [IPv6]:PORT, e.g. ':19842', got {address!r}"
+        )
     return address
 
 

@@ -47,6 +47,15 @@ class LiveState:
     snapshot: ClusterSnapshot
     gpu_use: tuple[GpuUse, ...] = ()
     sources: tuple[SourceHealth, ...] = ()
+    missing_nodes: tuple[str, ...] = ()
+    """Nodes the queue names (jobs run there) or that were seen recently, but that no agent
+    reports this cycle (stopped, stale, NVML down): the snapshot is a part of the cluster."""
+
+    @property
+    def degraded(self) -> bool:
+        """True when part of the cluster is missing: only advice that rests on visible nodes
+        alone may be given."""
+        return bool(self.missing_nodes)
 
     @property
     def trusted(self) -> bool:

@@ -99,6 +99,7 @@ class Advisor:
         """Its registry; one passed in must read this advisor's ``status``."""
         self.cycles_run = 0
         self._last_problem = ""
+        self._last_missing: tuple[str, ...] = ()
 
     async def cycle(self) -> AdvisorStatus:
         """Run one cycle now and return the status it published.
@@ -132,6 +133,7 @@ class Advisor:
         proposed = findings.recommendations if findings and findings.trusted else None
         self._debounced, change = step(self._debounced, proposed, now, self.settings.hysteresis)
         self._report_problems(outcome, sources)
+        self._report_missing(findings.missing_nodes if findings else ())
         self.dispatcher.dispatch(change, now, self.settings.interval_s)
         self.status = AdvisorStatus(
             findings=findings,
@@ -154,6 +156,24 @@ class Advisor:
             else:
                 log.warning("inputs trusted again; advice resumes")
             self._last_problem = problem
+
+    def _report_missing(self, missing: tuple[str, ...]) -> None:
+        """Log a degraded cluster once per change of the missing nodes, and its recovery."""
+        if missing == self._last_missing:
+            return
+        if missing:
+            shown = ", ".join(missing[:10]) + (
+                f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            )
+            log.warning(
+                "degraded: %d node(s) named by the queue or seen recently report no agent data "
+                "(%s); only reclaim-idle advice is given",
+                len(missing),
+                shown,
+            )
+        else:
+            log.warning("every node reports again; all advice resumes")
+        self._last_missing = missing
 
     async def run(self, stop: asyncio.Event) -> None:
         """Cycle every ``interval_s`` (measured start to start) until ``stop`` is set."""
@@ -199,6 +219,8 @@ def status_json(status: AdvisorStatus) -> dict[str, Any]:
     return {
         "generated_at": None if status.last_cycle_s is None else iso_utc(status.last_cycle_s),
         "trusted": bool(status.findings and status.findings.trusted),
+        "degraded": bool(status.findings and status.findings.degraded),
+        "missing_nodes": list(status.findings.missing_nodes) if status.findings else [],
         "sources": [
             {"source": s.source, "up": s.up, "reason": s.reason, "age_seconds": s.age_s}
             for s in status.sources

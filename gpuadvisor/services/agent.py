@@ -34,7 +34,7 @@ from gpuadvisor.analysis.agent_state import (
 )
 from gpuadvisor.config.agent import AgentConfig
 from gpuadvisor.model.gpu import NodeReading
-from gpuadvisor.services.web import collecting, every, healthy, landing_page, ready
+from gpuadvisor.services.web import accepts_gzip, collecting, every, healthy, landing_page, ready
 from gpuadvisor.sinks.exposition.agent import agent_registry
 from gpuadvisor.sinks.exposition.agent_text import CachedExposition
 from gpuadvisor.sources.probe import GpuProbe, ProbeUnavailableError
@@ -189,7 +189,7 @@ async def metrics(request: web.Request) -> web.Response:
     prometheus-client registry, uncached: they are rare and cheap."""
     names = request.query.getall("name[]", [])
     headers = {"Content-Type": CONTENT_TYPE_LATEST}
-    zipped = "gzip" in request.headers.get("Accept-Encoding", "")
+    zipped = accepts_gzip(request.headers.get("Accept-Encoding"))
     if zipped:
         headers["Content-Encoding"] = "gzip"
     if names:

@@ -26,7 +26,7 @@ from gpuadvisor import __version__
 from gpuadvisor.config.queue import QueueConfig
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.model.queue import QueueSnapshot
-from gpuadvisor.services.web import collecting, every, healthy, landing_page, ready
+from gpuadvisor.services.web import accepts_gzip, collecting, every, healthy, landing_page, ready
 from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ async def metrics(request: web.Request) -> web.Response:
     names = request.query.getall("name[]", [])
     body = generate_latest(registry.restricted_registry(names) if names else registry)
     headers = {"Content-Type": CONTENT_TYPE_LATEST}
-    if "gzip" in request.headers.get("Accept-Encoding", ""):
+    if accepts_gzip(request.headers.get("Accept-Encoding")):
         body = gzip.compress(body, compresslevel=1)
         headers["Content-Encoding"] = "gzip"
     return web.Response(body=body, headers=headers)

@@ -2,6 +2,9 @@
 the snapshot collector's two halves: a fixed-cadence loop that refreshes the latest snapshot, and
 the cleanup context that runs it for the app's lifetime (start, ``yield``, cancel, close).
 
+``accepts_gzip`` reads ``Accept-Encoding`` with its q-values (RFC 9110 §12.5.3), for the
+``/metrics`` handlers that compress.
+
 Each service keeps its own words (the texts its probes answer, its landing page's line); the
 handlers and the loop exist once, here.
 """
@@ -18,6 +21,39 @@ from aiohttp import web
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
+
+
+def _quality(params: str) -> float:
+    """The q-value of one coding's parameters (1 when absent; 0 when malformed: a coding whose
+    weight cannot be read is not chosen)."""
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "q":
+            try:
+                q = float(value.strip())
+            except ValueError:
+                return 0.0
+            return q if 0.0 <= q <= 1.0 else 0.0
+    return 1.0
+
+
+def accepts_gzip(header: str | None) -> bool:
+    """Whether ``Accept-Encoding`` lets the answer be gzip-compressed: ``gzip`` (or ``x-gzip``)
+    with a q-value above 0, else ``*`` above 0 when gzip is not named. ``gzip;q=0`` refuses it."""
+    if not header:
+        return False
+    named: float | None = None
+    star: float | None = None
+    for element in header.split(","):
+        coding, _, params = element.partition(";")
+        coding = coding.strip().lower()
+        if coding in ("gzip", "x-gzip"):
+            named = max(named or 0.0, _quality(params))
+        elif coding == "*":
+            star = _quality(params)
+    if named is not None:
+        return named > 0
+    return star is not None and star > 0
 
 
 def healthy(text: str = "OK\n") -> Handler:

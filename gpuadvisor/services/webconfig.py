@@ -17,9 +17,11 @@ import base64
 import binascii
 import hashlib
 import hmac
+import logging
 import os
 import re
 import ssl
+import warnings
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -68,6 +70,13 @@ DEFAULT_MAX_REQUESTS = 40
 """In-flight ``/metrics`` requests beyond which the agent answers 503 (node_exporter's default)."""
 
 REALM = "gpuadvisor"
+
+BCRYPT_MAX_PASSWORD_BYTES: Final = 72
+"""bcrypt's key schedule reads at most 72 bytes of a password. Go's bcrypt (node_exporter and
+every exporter-toolkit program) compares longer passwords on those 72 bytes; Python's bcrypt 5
+raises instead, so the password is cut here, to accept what node_exporter accepts."""
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +139,21 @@ def _ssl_context(tls: YamlMap, folder: str) -> ssl.SSLContext:
         )
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = TLS_VERSIONS[min_version]
-    context.maximum_version = TLS_VERSIONS[max_version]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        context.minimum_version = TLS_VERSIONS[min_version]
+        context.maximum_version = TLS_VERSIONS[max_version]
     try:
         context.load_cert_chain(cert_file, key_file)
     except (ssl.SSLError, OSError) as exc:
         raise tls.error("cert_file", f"cannot load certificate and key: {exc}") from None
+    refused = _handshake_error(TLS_VERSIONS[min_version], cert_file, key_file)
+    if refused is not None:
+        raise tls.error(
+            "min_version",
+            f"{min_version} is not negotiated by this system's TLS library "
+            f"({ssl.OPENSSL_VERSION}: {refused}); use TLS12 or TLS13",
+        )
     context.verify_mode = CLIENT_AUTH_TYPES[client_auth]
     if client_ca_file is not None:
         try:
@@ -143,6 +161,42 @@ def _ssl_context(tls: YamlMap, folder: str) -> ssl.SSLContext:
         except (ssl.SSLError, OSError) as exc:
             raise tls.error("client_ca_file", f"cannot load CA certificates: {exc}") from None
     return context
+
+
+def _handshake_error(version: ssl.TLSVersion, cert_file: str, key_file: str) -> str | None:
+    """Why this TLS library will not complete a handshake pinned to ``version`` with this
+    certificate (None: it will). OpenSSL 3 keeps TLS 1.0 and 1.1 compiled in but refuses them at
+    its default security level, so setting ``minimum_version`` alone says nothing: a handshake
+    in memory, between a server and a client pinned to the version, is the only honest test."""
+    with warnings.catch_warnings():  # ssl warns on TLSv1/TLSv1_1 merely being named
+        warnings.simplefilter("ignore", DeprecationWarning)
+        server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        client.check_hostname = False
+        client.verify_mode = ssl.CERT_NONE
+        for context in (server, client):
+            context.minimum_version = context.maximum_version = version
+    server.load_cert_chain(cert_file, key_file)
+    pipes = [ssl.MemoryBIO() for _ in range(4)]
+    ends = [
+        (client.wrap_bio(pipes[0], pipes[1]), pipes[1], pipes[2]),
+        (server.wrap_bio(pipes[2], pipes[3], server_side=True), pipes[3], pipes[0]),
+    ]
+    done = [False, False]
+    for _ in range(8):  # a TLS 1.2 handshake takes 2 round trips
+        for i, (end, out, peer) in enumerate(ends):
+            if not done[i]:
+                try:
+                    end.do_handshake()
+                    done[i] = True
+                except ssl.SSLWantReadError:
+                    pass
+                except ssl.SSLError as exc:
+                    return exc.reason or str(exc)
+            peer.write(out.read())
+        if all(done):
+            return None
+    return "the handshake did not complete"
 
 
 def _users(users: YamlMap) -> dict[str, bytes]:
@@ -191,6 +245,7 @@ class BasicAuth:
         self._cache: dict[bytes, bool] = {}
         self.bcrypt_checks = 0
         """How many bcrypt comparisons ran (tests use it to see the cache work)."""
+        self._told_long = False
 
     def _key(self, user: str, hashed: bytes, password: bytes) -> bytes:
         digest = hashlib.sha256()
@@ -201,6 +256,16 @@ class BasicAuth:
 
     def _bcrypt(self, password: bytes, hashed: bytes) -> bool:
         self.bcrypt_checks += 1
+        if len(password) > BCRYPT_MAX_PASSWORD_BYTES:
+            if not self._told_long:
+                self._told_long = True
+                log.warning(
+                    "a basic-auth password longer than %d bytes was given: it is checked on its "
+                    "first %d bytes, as bcrypt and node_exporter do (logged once)",
+                    BCRYPT_MAX_PASSWORD_BYTES,
+                    BCRYPT_MAX_PASSWORD_BYTES,
+                )
+            password = password[:BCRYPT_MAX_PASSWORD_BYTES]
         try:
             return bcrypt.checkpw(password, hashed)
         except ValueError:

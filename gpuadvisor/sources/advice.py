@@ -1,5 +1,7 @@
 """The advisor's recommendations as ``gpuadvisor apply`` reads them: from a file, or from the
-advisor's ``GET /api/v1/recommendations``.
+advisor's ``GET /api/v1/recommendations`` over the one HTTP transport (basic or bearer auth, a CA
+file, a client certificate), under one deadline for the whole answer: a server that drips its
+answer a byte at a time cannot hold a cron run for longer than the timeout.
 
 Reading is strict (errors name the source and the field, such as
 ``recommendations[2].commands[0]``), because a half-understood recommendation must not run.
@@ -8,16 +10,20 @@ Fields this version does not know are ignored: the format only ever adds fields.
 
 from __future__ import annotations
 
+import asyncio
 import json
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from gpuadvisor.errors import InputError
+import aiohttp
+
+from gpuadvisor.errors import ConfigError, InputError
+from gpuadvisor.transport.secret import SecretError
+from gpuadvisor.transport.session import HttpSession
+from gpuadvisor.transport.settings import HttpSettings
+from gpuadvisor.transport.url import check_url, redact_url
 
 API_PATH: Final = "/api/v1/recommendations"
 MAX_DOCUMENT_BYTES: Final = 16 * 1024 * 1024
@@ -36,6 +42,10 @@ class Advice:
     commands: tuple[tuple[str, ...], ...]
     valid_until_s: float
     job_id: str = ""
+    generated_at_s: float | None = None
+    """When the advisor made the document (its ``generated_at``), when it says."""
+    jobs_to_top: tuple[str, ...] = ()
+    """The jobs a ``queue-blocked`` recommendation lists (its ``evidence.jobs_to_top``)."""
 
 
 def read_recommendations_file(path: str) -> tuple[Advice, ...]:
@@ -45,24 +55,54 @@ def read_recommendations_file(path: str) -> tuple[Advice, ...]:
     return parse_recommendations(_text(raw, path), path)
 
 
-def fetch_recommendations(advisor_url: str, *, timeout_s: float = 10.0) -> tuple[Advice, ...]:
-    """GET ``<advisor_url>/api/v1/recommendations`` and parse the answer."""
-    parts = urllib.parse.urlsplit(advisor_url)
-    if parts.scheme not in {"http", "https"} or not parts.netloc:
-        raise InputError(
-            f"--advisor must be an http(s) URL such as http://advisor:19844, not {advisor_url!r}"
-        )
-    url = advisor_url.rstrip("/") + API_PATH
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+def fetch_recommendations(advisor_url: str, http: HttpSettings | None = None) -> tuple[Advice, ...]:
+    """GET ``<advisor_url>/api/v1/recommendations`` under ``http`` (auth, TLS) and parse the
+    answer; ``http.timeout_s`` bounds the whole exchange, connect to last byte."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            raw = response.read(MAX_DOCUMENT_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        raise InputError(f"the advisor answered HTTP {exc.code} {exc.reason}", path=url) from exc
-    except (urllib.error.URLError, OSError) as exc:
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        raise InputError(f"cannot reach the advisor: {reason}", path=url) from exc
-    return parse_recommendations(_text(raw, url), url)
+        check_url(advisor_url, field="--advisor")
+    except ConfigError as exc:
+        raise InputError(f"--advisor: {exc.reason} (such as http://advisor:19844)") from None
+    url = advisor_url.rstrip("/") + API_PATH
+    shown = redact_url(url)
+    raw = asyncio.run(_fetch(url, shown, http or HttpSettings()))
+    return parse_recommendations(_text(raw, shown), shown)
+
+
+async def _fetch(url: str, shown: str, http: HttpSettings) -> bytes:
+    session = HttpSession(http)
+    try:
+        async with asyncio.timeout(http.timeout_s):
+            async with session.get(url, defaults={"Accept": "application/json"}) as response:
+                if response.status != 200:
+                    raise InputError(
+                        f"the advisor answered HTTP {response.status} {response.reason or ''}"
+                        + (" (check the credentials)" if response.status in (401, 403) else ""),
+                        path=shown,
+                    )
+                limit = min(MAX_DOCUMENT_BYTES, http.max_response_bytes)
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.content.iter_chunked(64 * 1024):
+                    size += len(chunk)
+                    if size > limit:
+                        raise InputError(
+                            f"larger than {limit} bytes: not a recommendations document",
+                            path=shown,
+                        )
+                    chunks.append(chunk)
+                return b"".join(chunks)
+    except TimeoutError:
+        raise InputError(
+            f"no complete answer within {http.timeout_s:g}s (--http-timeout)", path=shown
+        ) from None
+    except SecretError as exc:
+        raise InputError(str(exc), path=shown) from None
+    except aiohttp.ClientSSLError as exc:
+        raise InputError(f"TLS handshake with the advisor failed: {exc}", path=shown) from None
+    except (aiohttp.ClientError, OSError) as exc:
+        raise InputError(f"cannot reach the advisor: {exc}", path=shown) from None
+    finally:
+        await session.close()
 
 
 def _text(raw: bytes, origin: str) -> str:
@@ -92,7 +132,11 @@ def parse_recommendations(text: str, origin: str) -> tuple[Advice, ...]:
     items = document["recommendations"]
     if not isinstance(items, list):
         raise InputError(f"recommendations: expected a list, got {_type(items)}", path=origin)
-    advices = tuple(_advice(item, index, origin) for index, item in enumerate(items))
+    generated = document.get("generated_at")
+    generated_s = (
+        _timestamp(generated, "generated_at", origin) if isinstance(generated, str) else None
+    )
+    advices = tuple(_advice(item, index, origin, generated_s) for index, item in enumerate(items))
     seen: dict[str, int] = {}
     for advice in advices:
         if advice.id in seen:
@@ -105,7 +149,7 @@ def parse_recommendations(text: str, origin: str) -> tuple[Advice, ...]:
     return advices
 
 
-def _advice(item: object, index: int, origin: str) -> Advice:
+def _advice(item: object, index: int, origin: str, generated_s: float | None) -> Advice:
     where = f"recommendations[{index}]"
     if not isinstance(item, dict):
         raise InputError(f"{where}: expected an object, got {_type(item)}", path=origin)
@@ -131,7 +175,21 @@ def _advice(item: object, index: int, origin: str) -> Advice:
         commands=_commands(item.get("commands"), f"{where}.commands", origin),
         valid_until_s=_timestamp(text("valid_until"), f"{where}.valid_until", origin),
         job_id=text("job_id", required=False),
+        generated_at_s=generated_s,
+        jobs_to_top=_jobs_to_top(item.get("evidence"), f"{where}.evidence", origin),
     )
+
+
+def _jobs_to_top(evidence: object, where: str, origin: str) -> tuple[str, ...]:
+    """``evidence.jobs_to_top`` (``"5,6"``) as job ids; absent: none."""
+    if evidence is None:
+        return ()
+    if not isinstance(evidence, dict):
+        raise InputError(f"{where}: expected an object, got {_type(evidence)}", path=origin)
+    listed = evidence.get("jobs_to_top", "")
+    if not isinstance(listed, str):
+        raise InputError(f"{where}.jobs_to_top: expected a string, got {listed!r}", path=origin)
+    return tuple(job for job in listed.split(",") if job)
 
 
 def _commands(value: object, where: str, origin: str) -> tuple[tuple[str, ...], ...]:

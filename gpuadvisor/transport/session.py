@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import aiohttp
 
@@ -29,22 +29,39 @@ class HttpSession:
         self._session = session
         self._owns_session = session is None
 
-    @asynccontextmanager
-    async def post(
+    def post(
         self,
         url: str,
         data: bytes | Mapping[str, str],
         headers: Mapping[str, str] = {},
         *,
         defaults: Mapping[str, str] = {},
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
+    ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
         """POST ``data`` to ``url``. Raises ``SecretError`` before sending when a secret file
         cannot be read, and aiohttp's errors (``TimeoutError`` included) as they come."""
+        return self._request("POST", url, data, headers, defaults)
+
+    def get(
+        self, url: str, headers: Mapping[str, str] = {}, *, defaults: Mapping[str, str] = {}
+    ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
+        """GET ``url``; raises as ``post`` does."""
+        return self._request("GET", url, None, headers, defaults)
+
+    @asynccontextmanager
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        data: bytes | Mapping[str, str] | None,
+        headers: Mapping[str, str],
+        defaults: Mapping[str, str],
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
         merged = self.settings.request_headers(headers, defaults=defaults)
         if self._session is None:
             self._session = aiohttp.ClientSession()
         tls = self.settings.tls
-        async with self._session.post(
+        async with self._session.request(
+            method,
             url,
             data=data,
             headers=merged,

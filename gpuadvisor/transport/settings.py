@@ -4,6 +4,7 @@ an answer. Checked when built; contradictions are ``ConfigError`` naming the fie
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -14,6 +15,21 @@ from gpuadvisor.transport.tls import TlsSettings
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """64 MiB: far above a 10,000-GPU cluster's Prometheus answers, far below what would hurt."""
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""A header name (RFC 9110 §5.1: a token)."""
+_FIELD_VALUE = re.compile(r"[^\x00-\x08\x0a-\x1f\x7f]*")
+"""A header value: no control characters but the tab (a CR or LF would split the request)."""
+
+
+def header_problem(name: str, value: str) -> str | None:
+    """What makes ``name: value`` unfit to send (None: nothing). Never repeats the value."""
+    if not _TOKEN.fullmatch(name):
+        return f"{name!r} is not a valid header name"
+    if not _FIELD_VALUE.fullmatch(value):
+        return f"the value of {name} must not contain line breaks or other control characters"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +45,10 @@ class HttpSettings:
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     def __post_init__(self) -> None:
+        for name, value in self.headers:
+            problem = header_problem(name, value)
+            if problem is not None:
+                raise ConfigError(problem, column="headers")
         names = {name.lower() for name, _ in self.headers}
         if "authorization" in names and self.auth is not None:
             raise ConfigError(

@@ -3,6 +3,14 @@
 The findings hold the idle split (why free GPUs sit idle), fragmentation against the pending
 queue's shapes, and the recommendations (`advice` and `reclaim`). When an input is not trusted
 (stale or down) the cycle finds nothing: no numbers and no advice from data it cannot vouch for.
+
+When part of the cluster is missing (``LiveState.missing_nodes``: nodes the queue names or that
+were seen recently, but no agent reports) the cycle is *degraded*: its numbers describe the
+visible part, and only advice that rests on visible nodes alone is given. That is
+``reclaim-idle`` (one job's own GPUs, all of them reported: a job with a GPU on a missing node is
+left out of the snapshot whole). The ordering and placement kinds are withheld: they compare the
+whole queue's plan (who fits where, when the head can start), which the missing nodes are part
+of, so none of them can be checked.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from gpuadvisor.analysis.prediction import RuntimePredictor
 from gpuadvisor.model import MILLI_PER_GPU, Job, Kind, LiveState, Recommendation
 
 _PER_JOB_GAIN = frozenset({Kind.START_NOW, Kind.RECLAIM_IDLE})
+LOCAL_KINDS = frozenset({Kind.RECLAIM_IDLE})
+"""Advice that rests on one job's reported GPUs alone: all a degraded cycle gives."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +58,12 @@ class Findings:
     running_jobs: int = 0
     predictions: PredictionSummary | None = None
     """How the jobs were planned when runtimes were predicted (None: planned with limits)."""
+    missing_nodes: tuple[str, ...] = ()
+    """Nodes named or seen but not reported (``degraded``); advice depends on none of them."""
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.missing_nodes)
 
     @property
     def expected_gain_ratio(self) -> float:
@@ -87,9 +103,13 @@ def analyse(
     if planned is not None:
         advice = with_runtime_evidence(advice, planned)
     reclaim = reclaim_idle(live, settings.reclaim, valid_until)
-    recommendations = tuple(
-        sorted(advice + reclaim, key=lambda r: (-r.gain.gpus_busy_now, r.kind, r.job_id))
-    )
+    found = advice + reclaim
+    missing = set(live.missing_nodes)
+    if missing:
+        found = tuple(
+            r for r in found if r.kind in LOCAL_KINDS and not missing & set(r.node.split(","))
+        )
+    recommendations = tuple(sorted(found, key=lambda r: (-r.gain.gpus_busy_now, r.kind, r.job_id)))
     return Findings(
         trusted=True,
         recommendations=recommendations,
@@ -100,4 +120,5 @@ def analyse(
         pending_jobs=len(pending),
         running_jobs=len(snapshot.running),
         predictions=planned.summary if planned is not None else None,
+        missing_nodes=live.missing_nodes,
     )

@@ -3,9 +3,13 @@
 One advisor cycle proposes a set of recommendations. A proposal becomes *active* (sent to the
 sinks) after it has been proposed in ``hold_cycles`` consecutive cycles; an active one is
 *resolved* (withdrawn, sent once as resolved) after it has been missing from ``clear_cycles``
-consecutive cycles. A cycle whose inputs cannot be trusted proposes nothing and withdraws every
-active recommendation at once: advice that cannot be checked against fresh data is not kept
-alive. Identity is the recommendation's stable ``id``; its text and gain follow the latest cycle.
+consecutive cycles. A cycle whose inputs cannot be trusted proposes nothing: it counts as a miss
+for every recommendation, under the same ``clear_cycles`` rule, so that advice that cannot be
+checked against fresh data is withdrawn after ``clear_cycles`` such cycles, while a single
+untrusted cycle neither withdraws everything at once nor makes the advice come back later as new
+(with a new ``first_seen``). It also breaks every hold streak: a proposal not yet active starts
+counting again. Identity is the recommendation's stable ``id``; its text and gain follow the
+latest cycle.
 
 The state is an immutable value, so two advisor replicas fed the same cycles agree exactly.
 """
@@ -79,11 +83,10 @@ def step(
     now_s: float,
     settings: HysteresisSettings = HysteresisSettings(),
 ) -> tuple[Debounced, Change]:
-    """Fold one cycle's proposals into the state; ``None`` means the inputs were not trusted."""
-    if proposed is None:
-        return Debounced(), Change((), (), state.active)
+    """Fold one cycle's proposals into the state; ``None`` means the inputs were not trusted: a
+    miss for every recommendation, withdrawn under the same ``clear_cycles`` rule."""
     latest: dict[str, Recommendation] = {}
-    for rec in proposed:
+    for rec in proposed or ():
         latest.setdefault(rec.id, rec)
     tracked: dict[str, Tracked] = {}
     new: list[Tracked] = []

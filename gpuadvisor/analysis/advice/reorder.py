@@ -254,6 +254,7 @@ def _queue_blocked(
             ("head_waiting_for", format_duration(now - head.submit_time_s)),
             ("head_starts_in", format_duration(reserve_at - now)),
             ("jobs_that_fit_now", str(len(backfills))),
+            ("jobs_to_top", ",".join(s.job.job_id for s in backfills[:5])),
         ),
         severity=Severity.CRITICAL if fillable >= 8 else Severity.WARNING,
         valid_until_s=valid_until,

@@ -56,6 +56,7 @@ class AlertmanagerTarget:
     """The ``sink`` label; default ``alertmanager:<host:port>`` plus the path prefix."""
 
     def __post_init__(self) -> None:
+        redacted_target(self.url, fingerprint=False)  # validates the URL
         if self.path_prefix and not self.path_prefix.startswith("/"):
             raise ConfigError("must start with '/'", column="path_prefix")
         for label, value in self.static_labels:

@@ -4,25 +4,24 @@
 from __future__ import annotations
 
 import hashlib
-import urllib.parse
 from collections.abc import Mapping
 
 import aiohttp
 
-from gpuadvisor.errors import ConfigError
 from gpuadvisor.sinks.delivery.outbox import SinkError
 from gpuadvisor.transport.secret import SecretError
 from gpuadvisor.transport.session import HttpSession
 from gpuadvisor.transport.settings import HttpSettings
+from gpuadvisor.transport.url import check_url
 
 
 def redacted_target(url: str, *, fingerprint: bool) -> str:
     """``host:port`` of ``url`` (no credentials, path or query), and with ``fingerprint`` a short
-    hash of the whole URL, so that two secret URLs on one host get different names."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError("must be an http:// or https:// URL with a host", column="url")
-    host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    hash of the whole URL, so that two secret URLs on one host get different names. The URL is
+    checked (``transport.url.check_url``: no credentials, a valid port) on the way."""
+    parts = check_url(url)
+    host = parts.hostname or ""  # check_url makes sure there is one
+    host = host if parts.port is None else f"{host}:{parts.port}"
     if not fingerprint:
         return host
     return f"{host}#{hashlib.sha256(url.encode()).hexdigest()[:8]}"

@@ -82,6 +82,13 @@ ADVISOR_METRICS: tuple[MetricDef, ...] = (
         f"Share of all GPUs the active advice would make busy now, 0-1 ({ADVISOR}).",
     ),
     MetricDef(
+        "gpuadvisor_advisor_missing_nodes",
+        "gauge",
+        "Nodes the queue names or an agent reported recently that no agent reports now; above 0 "
+        "the cycle is degraded: its numbers cover the visible nodes and only reclaim-idle advice "
+        f"is given ({ADVISOR}).",
+    ),
+    MetricDef(
         "gpuadvisor_advisor_source_up",
         "gauge",
         "1 if the input was fresh and answered in the last cycle, 0 if not (the advisor gives "
@@ -167,6 +174,7 @@ def render_status(status: AdvisorStatus) -> Iterator[Metric]:
     gain.add_metric([], Findings(True, status.active, gpus=findings.gpus).expected_gain_ratio)
     yield gain
     for name, value in (
+        ("gpuadvisor_advisor_missing_nodes", float(len(findings.missing_nodes))),
         ("gpuadvisor_cluster_gpus", float(findings.gpus)),
         ("gpuadvisor_cluster_allocated_gpus", findings.allocated_gpus),
         ("gpuadvisor_cluster_pending_jobs", float(findings.pending_jobs)),

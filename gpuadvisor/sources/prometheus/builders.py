@@ -34,6 +34,7 @@ from gpuadvisor.sources.prometheus.scratch import (
 def _agents(b: Build, r: Answers) -> SourceHealth:
     """Nodes with their GPUs from the agents; a stale or duplicated node is left out."""
     ages = r.values("agent_age_seconds", "node")
+    b.seen = {s.label("node") for s in r.get("node_seen", ()) if s.label("node")}
     for s in r.get("nvml_up", ()):
         if s.value == 0:
             where = s.label("instance", "?")

@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import NamedTuple, Protocol
-from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -27,7 +26,8 @@ import orjson
 from gpuadvisor.errors import ConfigError, GpuAdvisorError
 from gpuadvisor.transport.secret import SecretError
 from gpuadvisor.transport.session import HttpSession
-from gpuadvisor.transport.settings import HttpSettings
+from gpuadvisor.transport.settings import HttpSettings, header_problem
+from gpuadvisor.transport.url import check_url, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +57,13 @@ class PrometheusSettings:
         def bad(name: str, message: str) -> ConfigError:
             return ConfigError(f"prometheus.{name}: {message}")
 
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise bad("url", f"expected http://host:port[/prefix] or https://..., got {self.url!r}")
-        if parts.query or parts.fragment:
-            raise bad("url", f"must not carry a query string or fragment, got {self.url!r}")
+        try:
+            check_url(self.url, query=False)
+        except ConfigError as exc:
+            raise bad("url", exc.reason) from None
+        problem = None if self.tenant_id is None else header_problem(TENANT_HEADER, self.tenant_id)
+        if problem is not None:
+            raise bad("tenant_id", problem)
         names = {name.lower() for name, _ in self.http.headers}
         if TENANT_HEADER.lower() in names and self.tenant_id is not None:
             raise bad("headers", f"{TENANT_HEADER} is set by tenant_id; remove it here")
@@ -237,6 +239,7 @@ class PrometheusClient:
     async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult:
         """Evaluate ``expr`` at ``time_s`` (epoch seconds; the server's now when None)."""
         url = self.settings.query_url
+        shown = redact_url(url)
         form = {"query": expr}
         if time_s is not None:
             form["time"] = repr(float(time_s))
@@ -244,33 +247,34 @@ class PrometheusClient:
             async with self._http.post(
                 url, form, self._headers(), defaults=self._defaults()
             ) as response:
-                raw = await self._read(response, url)
+                raw = await self._read(response, shown)
                 status = response.status
                 location = response.headers.get("Location")
         except SecretError as exc:
-            raise PrometheusError(f"{url}: {exc}") from None
+            raise PrometheusError(f"{shown}: {exc}") from None
         except TimeoutError:
             raise PrometheusError(
-                f"{url}: no answer within {self.settings.http.timeout_s:g}s (query: {expr})"
+                f"{shown}: no answer within {self.settings.http.timeout_s:g}s (query: {expr})"
             ) from None
         except aiohttp.ClientConnectorCertificateError as exc:
-            raise PrometheusError(f"{url}: TLS certificate not trusted: {exc}") from None
+            raise PrometheusError(f"{shown}: TLS certificate not trusted: {exc}") from None
         except aiohttp.ClientSSLError as exc:
-            raise PrometheusError(f"{url}: TLS handshake failed: {exc}") from None
+            raise PrometheusError(f"{shown}: TLS handshake failed: {exc}") from None
         except aiohttp.ClientConnectorError as exc:
             reason = (
                 "connection refused"
                 if isinstance(exc.os_error, ConnectionRefusedError)
                 else str(exc.os_error or exc)
             )
-            raise PrometheusError(f"{url}: cannot connect: {reason}") from None
+            raise PrometheusError(f"{shown}: cannot connect: {reason}") from None
         except aiohttp.ClientError as exc:
-            raise PrometheusError(f"{url}: {type(exc).__name__}: {exc}") from None
+            raise PrometheusError(f"{shown}: {type(exc).__name__}: {exc}") from None
         if location is not None and 300 <= status < 400:
             raise PrometheusError(
-                f"{url}: HTTP {status} redirect to {location}; set the final URL as prometheus.url"
+                f"{shown}: HTTP {status} redirect to {redact_url(location)}; "
+                "set the final URL as prometheus.url"
             )
-        return self._parse(expr, url, status, raw)
+        return self._parse(expr, shown, status, raw)
 
     async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytes:
         limit = self.settings.http.max_response_bytes

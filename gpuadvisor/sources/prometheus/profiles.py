@@ -192,6 +192,13 @@ GPUADVISOR = Profile(
             ("node",),
         ),
         Query(
+            "node_seen",
+            "max by (node) (max_over_time(gpuadvisor_node_info{$selector}[1h]))",
+            "Every node an agent reported within the last hour: one that does not report now "
+            "makes the cycle degraded (shorten the range to forget removed nodes sooner).",
+            ("node",),
+        ),
+        Query(
             "queue_up",
             "gpuadvisor_queue_up{$selector}",
             "0 while the queue exporter cannot read the scheduler.",

@@ -9,6 +9,10 @@ Where a running job's GPUs are depends on who tells: the node agent's job mappin
 scheduler's GPU indices (``gpuadvisor_queue_job_gpu_info``), else — the fallback — the lowest
 free indices on each node the job holds, assigned after every job with known indices. A GPU the
 agent sees held by a job the queue does not list as running stays held, under that job id.
+
+A node the queue names (a job runs there) or that was seen recently, but that no source reports
+now, is *missing*: the state says so (``LiveState.missing_nodes``), so that the cycle counts as
+degraded and no advice rests on it.
 """
 
 from __future__ import annotations
@@ -225,6 +229,9 @@ class Build:
         """(job id, node) → GPU indices, as the GPU side (agent, dcgm-exporter) sees them."""
         self.claims: list[Claim] = []
         self.pending: list[tuple[tuple[float, float, tuple[int, int, str]], Job]] = []
+        self.seen: set[str] = set()
+        """Nodes seen recently (a node agent reported them within the look-back of the
+        profile's ``node_seen`` query), whether or not they report now."""
 
     def warn(self, reason: str, subject: str, detail: str) -> None:
         self.warnings.append(LiveWarning(reason, subject, detail))
@@ -384,4 +391,7 @@ class Build:
         cluster = Cluster(tuple(self.nodes.values()))
         pending = tuple(job for _, job in self.pending)
         snapshot = ClusterSnapshot(self.now_s, cluster, tuple(running), pending)
-        return LiveBuild(LiveState(snapshot, tuple(use), tuple(sources)), tuple(self.warnings))
+        named = {node for c in self.claims for node in c.nodes}
+        missing = tuple(sorted(name for name in named | self.seen if name and name not in index))
+        state = LiveState(snapshot, tuple(use), tuple(sources), missing)
+        return LiveBuild(state, tuple(self.warnings))
