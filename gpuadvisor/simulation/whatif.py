@@ -103,8 +103,9 @@ def fidelity(rebuilt: Rebuilt, cluster: Cluster, replay: SimulationResult) -> di
             )
         reasons.extend(UNKNOWABLE)
     return {
-        "window_start_s": window.start_s,
-        "window_end_s": window.end_s,
+        # whole seconds as integers: JSON's rounding to 6 significant digits spares integers
+        "window_start_s": round(window.start_s),
+        "window_end_s": round(window.end_s),
         "capacity_gpus": cluster.gpus,
         "as_run": replay.label,
         "observed_allocation_ratio": observed,
