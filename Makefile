@@ -19,12 +19,12 @@ demo: $(STAMP)
 	$(BIN)/gpuadvisor demo --output demo-output
 
 # Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7):
-# Prometheus + promtool, Alertmanager, node_exporter, a single-node Slurm 22.05 with munge, and
-# systemd-analyze (checks the shipped units).
+# Prometheus + promtool, Alertmanager, node_exporter, a single-node Slurm 22.05 with munge,
+# systemd-analyze (checks the shipped units) and chromium (opens the whatif report headless).
 SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager prometheus-node-exporter \
-	slurmctld slurmd squeue munged systemd-analyze
+	slurmctld slurmd squeue munged systemd-analyze chromium
 SYSTEM_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter \
-	slurmctld slurmd slurm-client munge systemd
+	slurmctld slurmd slurm-client munge systemd chromium
 
 system-deps:
 	@missing=""; for b in $(SYSTEM_BINARIES); do \
