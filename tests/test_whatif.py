@@ -105,9 +105,11 @@ def test_jobs_without_gpus_or_without_an_end_are_counted_not_replayed() -> None:
             finished("1", submit=0, start=10, end=100),
             finished("cpu", submit=1, start=10, end=100, gpus=0),
             finished("running", submit=2, start=10, end=None, state="RUNNING"),
+            finished("waiting", submit=3, start=None, end=None, state="PENDING"),
         ]
     )
-    assert rebuilt.skipped == {"no GPU": 1, "still running (no end)": 1}
+    assert rebuilt.skipped == {"no GPU": 1, "still running (no end)": 1, "still pending": 1}
+    assert rebuilt.left_queue == ()
 
 
 def test_an_end_before_the_start_is_a_zero_runtime_and_counted() -> None:

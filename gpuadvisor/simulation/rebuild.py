@@ -11,7 +11,8 @@ Rules (docs/whatif.md):
 - a job that never started (cancelled, or timed out, while pending) is demand that **left the
   queue**: kept in ``Rebuilt.left_queue`` with its GPUs and how long it waited, reported, but not
   replayed (it held no GPU in reality; replaying it would add work reality never had, so observed
-  and replayed allocation would no longer measure the same work);
+  and replayed allocation would no longer measure the same work); a job still ``PENDING`` when
+  sacct was run has not left: it is not replayed either (counted);
 - the window is ``[since, until)`` on submit times; without ``since`` it starts at the first
   submit, without ``until`` it ends at the last submit of a job that ran: the arrival window, as
   the simulator's own ``allocation_ratio`` (a window holding all the work would give every
@@ -142,6 +143,9 @@ def rebuild(
         in_window += 1
         if record.job.total_gpus == 0:
             skip("no GPU")
+            continue
+        if record.start_time_s is None and record.state == "PENDING":
+            skip("still pending")
             continue
         if record.start_time_s is None:
             left.append(LeftQueue(record.job, record.end_time_s, record.state))
