@@ -4,7 +4,9 @@ replaying jobs under a known policy on a known cluster must be reproduced exactl
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,7 @@ from gpuadvisor.simulation.whatif import (
     ks_statistic,
     starvation,
 )
+from gpuadvisor.sources.slurm.sacct import parse_sacct
 from tests.builders import make_cluster, make_job
 
 
@@ -97,6 +100,16 @@ def test_a_job_cancelled_before_it_started_left_the_queue_and_is_not_replayed() 
     assert [r.job.job_id for r in rebuilt.ran] == ["1"]
     (left,) = rebuilt.left_queue
     assert (left.job.job_id, left.job.gpus, left.left_s, left.state) == ("2", 8, 400, "CANCELLED")
+
+
+def test_a_job_eligible_after_its_submit_arrives_and_starts_waiting_then() -> None:
+    held = FinishedJob(Job("h", 0, None, 2), "COMPLETED", 500, 600, eligible_time_s=400)
+    early = FinishedJob(Job("e", 0, None, 2), "COMPLETED", 50, 60, eligible_time_s=0)
+    rebuilt = rebuild([held, early])
+    by_id = {r.job.job_id: r for r in rebuilt.ran}
+    assert (by_id["h"].job.submit_time_s, by_id["h"].wait_s) == (400, 100)
+    assert (by_id["e"].job.submit_time_s, by_id["e"].wait_s) == (0, 50)
+    assert rebuilt.eligible_later == 1
 
 
 def test_jobs_without_gpus_or_without_an_end_are_counted_not_replayed() -> None:
@@ -253,3 +266,28 @@ def test_the_starvation_check_lists_the_longest_extra_waits_first() -> None:
         "observed_wait_s": 100.0,
         "wait_s": 100.0 + EXCEPTIONS_LISTED + 4,
     }
+
+
+# -- the eligible time in sacct output -----------------------------------------------------------
+
+DATA = Path(__file__).parent / "data" / "slurm"
+
+
+def test_sacct_json_and_parsable2_with_an_eligible_column_give_the_eligible_time() -> None:
+    document = json.loads((DATA / "sacct-24.11.json").read_text())
+    held = next(job for job in document["jobs"] if job["job_id"] == 102)
+    held["time"]["eligible"] = held["time"]["submission"] + 200
+    from_json = {f.job_id: f for f in parse_sacct(json.dumps(document)).jobs}
+    assert from_json["102"].eligible_time_s == from_json["102"].job.submit_time_s + 200
+    assert from_json["101"].eligible_time_s == from_json["101"].job.submit_time_s
+    lines = (DATA / "sacct-parsable2.txt").read_text().splitlines()
+    # Eligible before JobName, the last column (a name may hold "|" there)
+    with_column = [lines[0].replace("|JobName", "|Eligible|JobName")]
+    for line in lines[1:]:
+        *first, name = line.split("|", 13)
+        eligible = "1764590700" if line.startswith("102|") else ""
+        with_column.append("|".join([*first, eligible, name]))
+    from_text = {f.job_id: f for f in parse_sacct("\n".join(with_column)).jobs}
+    assert from_text["102"].eligible_time_s == 1764590700
+    assert from_text["101"].eligible_time_s is None
+    assert rebuild(list(from_text.values())).eligible_later == 1

@@ -173,6 +173,7 @@ def whatif_document(
             "jobs_left_queue": len(rebuilt.left_queue),
             "left_queue_gpus": sum(j.job.total_gpus for j in rebuilt.left_queue),
             "clock_skew": rebuilt.clock_skew,
+            "eligible_later": rebuilt.eligible_later,
             "skipped": rebuilt.skipped,
             "steps_skipped": record.steps_skipped,
             "states": rebuilt.states,

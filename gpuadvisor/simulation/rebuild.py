@@ -4,6 +4,9 @@ are measured with.
 
 Rules (docs/whatif.md):
 
+- a job arrives at its eligible time where the record has one later than the submit (a hold, a
+  dependency, ``--begin``: the scheduler could not start it before), else at its submit; its wait
+  is start - arrival;
 - a job's runtime is its wall-clock ``end - start`` (suspended time included, since the GPUs were
   held); an end before the start (clock skew) is a zero runtime, counted;
 - a job without GPUs is not replayed (counted); a job that started but has no end yet (still
@@ -110,6 +113,8 @@ class Rebuilt:
     clock_skew: int = 0
     states: dict[str, int] = field(default_factory=dict)
     """Jobs that ran, by the scheduler's final state."""
+    eligible_later: int = 0
+    """Jobs that ran whose eligible time came after their submit (they arrive at it)."""
 
     @property
     def jobs(self) -> list[Job]:
@@ -129,7 +134,7 @@ def rebuild(
     left: list[LeftQueue] = []
     skipped: dict[str, int] = {}
     states: dict[str, int] = {}
-    skew = 0
+    skew = held = 0
 
     def skip(reason: str) -> None:
         skipped[reason] = skipped.get(reason, 0) + 1
@@ -157,7 +162,11 @@ def rebuild(
         if end < start:
             skew += 1
             end = start
-        ran.append(RanJob(replace(record.job, runtime_s=end - start), start, end, record.state))
+        arrival = _arrival(record, start)
+        if arrival > record.job.submit_time_s:
+            held += 1
+        job = replace(record.job, submit_time_s=arrival, runtime_s=end - start)
+        ran.append(RanJob(job, start, end, record.state))
         states[record.state] = states.get(record.state, 0) + 1
     if not ran:
         where = _window_words(since_s, until_s)
@@ -172,7 +181,18 @@ def rebuild(
     end_s = until_s if until_s is not None else ran[-1].job.submit_time_s
     if end_s <= start_s:  # one submit instant: measure until the last observed end
         end_s = max([r.end_s for r in ran] + [start_s + 1.0])
-    return Rebuilt(tuple(ran), tuple(left), Window(start_s, end_s), skipped, skew, states)
+    window = Window(start_s, end_s)
+    return Rebuilt(tuple(ran), tuple(left), window, skipped, skew, states, held)
+
+
+def _arrival(record: FinishedJob, start_s: float) -> float:
+    """When the scheduler could first start the job: its eligible time where the record has
+    one after the submit (a hold, a dependency, ``--begin``), never after its start."""
+    eligible = record.eligible_time_s
+    submit = record.job.submit_time_s
+    if eligible is None or eligible <= submit:
+        return submit
+    return min(eligible, max(start_s, submit))
 
 
 def _window_words(since_s: float | None, until_s: float | None) -> str:

@@ -28,7 +28,7 @@ UNKNOWABLE = (
     "priorities (multifactor: fair-share, age, QOS, partition tiers) the replay does not know",
     "advance reservations and maintenance windows",
     "per-user, account or QOS limits (GrpTRES, MaxJobs) that held jobs back",
-    "job dependencies and held jobs (their eligible time is not the submit time)",
+    "job dependencies and holds, where the record has no eligible time",
     "nodes down, drained or reserved: sacct has no node inventory, the capacity is the flag's",
 )
 

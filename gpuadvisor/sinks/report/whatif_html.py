@@ -289,6 +289,10 @@ def _rebuild(doc: Mapping[str, object]) -> str:
             _cell(doc, ("rebuild", "left_queue_gpus"), plain),
         ],
         [
+            _label("eligible after submit (held, dependency, --begin; they arrive then)"),
+            _cell(doc, ("rebuild", "eligible_later"), plain),
+        ],
+        [
             _label("end before start (clock skew; replayed as 0 s)"),
             _cell(doc, ("rebuild", "clock_skew"), plain),
         ],

@@ -79,6 +79,8 @@ def _parsable_row(values: Mapping[str, str], line: int, source: str) -> list[Fin
         times: dict[str, float | None] = {}
         for current in ("Submit", "Start", "End"):
             times[current] = _time(values[current])
+        current = "Eligible"  # optional: gpuadvisor whatif's waits start there when given
+        eligible = _time(values.get(current, ""))
         current = "ElapsedRaw"
         elapsed = _whole(values.get(current, ""))
         current = "TimelimitRaw"
@@ -106,6 +108,7 @@ def _parsable_row(values: Mapping[str, str], line: int, source: str) -> list[Fin
             limit_min=limit,
             nodes=int(nodes) if nodes and nodes >= 1 else 1,
             gpus_total=(allocated if allocated is not None else requested) or 0,
+            eligible_s=eligible,
         )
         current = "JobID"
         array_job, task, tasks = "", None, ""
