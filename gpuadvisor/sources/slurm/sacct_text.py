@@ -2,7 +2,8 @@
 (``--format``, ``SACCT_FORMAT``; the exact command in ``SACCT_COMMAND``). Step lines
 (``1234.batch``, ``1234.0``) are skipped; times are Unix seconds (``SLURM_TIME_FORMAT=%s``) or
 ISO 8601, read as UTC when they carry no zone; ``JobName`` may hold ``|`` when it is the last
-column; job arrays are ``1234_5`` (a task) or ``1234_[5-10]`` (tasks that never started)."""
+column; job arrays are ``1234_5`` (a task) or ``1234_[5-10]`` (tasks that never started). An
+``Eligible`` column, not in the documented list, is read where present (``gpuadvisor whatif``)."""
 
 from __future__ import annotations
 
