@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from gpuadvisor.model import Cluster
+from gpuadvisor.simulation.engine import SimulationConfig, simulate
+from gpuadvisor.simulation.generator import generate_workload
+from gpuadvisor.simulation.results import SimulationResult
 from gpuadvisor.sources.traces.generic import read as read_generic
 from tests.test_cli import gpuadvisor
 
@@ -229,3 +236,55 @@ def test_an_until_before_the_since_is_refused(
         capsys, tmp_path, DATA / "sacct-24.11.json", "--since", "2026-01-02", "--until", str(T0)
     )
     assert "--until must be after --since" in err
+
+
+# -- a record whose truth is known ---------------------------------------------------------------
+
+SACCT_HEADER = "JobID|User|Account|Partition|State|Submit|Start|End|ElapsedRaw|TimelimitRaw|NNodes"
+SACCT_HEADER += "|AllocTRES|ReqTRES|JobName"
+
+
+def sacct_text_of(result: SimulationResult, origin: int) -> str:
+    """What ``sacct --parsable2`` would have printed of a replay (times in whole seconds)."""
+    lines = [SACCT_HEADER]
+    for job, start, end in zip(result.jobs, result.start_s, result.end_s, strict=True):
+        limit = "" if job.time_limit_s is None else str(math.ceil(job.time_limit_s / 60))
+        tres = f"cpu=1,node={job.nodes},gres/gpu={job.total_gpus}"
+        times = [origin + round(t) for t in (job.submit_time_s, start, end)]
+        lines.append(
+            f"{job.job_id}|{job.user}|acct|gpu|COMPLETED|{times[0]}|{times[1]}|{times[2]}|"
+            f"{times[2] - times[1]}|{limit}|{job.nodes}|{tres}|{tres}|job"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("order", ["fifo", "easy"])
+def test_a_record_made_by_the_as_run_policy_is_reproduced_end_to_end(
+    order: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cluster = Cluster.uniform(2, 8)
+    jobs = generate_workload(random.Random(7), jobs=120, cluster_gpus=16, load=1.2)
+    whole = [
+        replace(j, submit_time_s=round(j.submit_time_s), runtime_s=round(j.runtime_s or 1))
+        for j in jobs
+    ]
+    truth = simulate(whole, cluster, SimulationConfig(order=order))
+    assert not truth.rejected
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text(sacct_text_of(truth, T0))
+    out = tmp_path / "w.json"
+    argv: list[str | Path] = ["whatif", "--sacct", sacct, "--cluster", "2x8", "--as-run", order]
+    result = gpuadvisor(capsys, *argv, "--policies", "fifo,advisor", "--output-json", out)
+    assert result.code == 0, result.err
+    document = json.loads(out.read_text())
+    fidelity = document["fidelity"]
+    assert fidelity["reproduced"] is True
+    assert fidelity["allocation_delta_pp"] == 0
+    assert fidelity["wait_ks_statistic"] == 0
+    assert fidelity["observed_wait_mean_s"] == fidelity["replayed_wait_mean_s"] > 0
+    assert fidelity["jobs_replayed"] == 120
+    fifo, advisor = document["counterfactual"]["policies"]
+    if order == "fifo":
+        assert fifo["allocation_gain_vs_observed_pp"] == 0
+        assert fifo["starvation"]["jobs_waiting_longer"] == 0
+    assert advisor["wait_mean_s"] < fifo["wait_mean_s"]
