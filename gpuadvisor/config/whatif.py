@@ -66,7 +66,7 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         "--until",
         timestamp,
         "only jobs submitted before this instant; default: the window ends at the last "
-        "observed end",
+        "submit of a job that ran",
         metavar="TIME",
     ),
     Setting(
