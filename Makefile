@@ -21,12 +21,12 @@ demo: $(STAMP)
 
 # Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7):
 # Prometheus + promtool, Alertmanager + amtool, node_exporter, a single-node Slurm 22.05 with munge,
-# systemd-analyze (checks the shipped units), shellcheck (the Slurm prolog and epilog) and kubectl
-# (`kubectl kustomize` builds deploy/kubernetes).
+# systemd-analyze (checks the shipped units), shellcheck (the Slurm prolog and epilog), kubectl
+# (`kubectl kustomize` builds deploy/kubernetes) and chromium (opens the whatif report headless).
 SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager amtool prometheus-node-exporter \
-	slurmctld slurmd squeue munged systemd-analyze shellcheck kubectl
+	slurmctld slurmd squeue munged systemd-analyze shellcheck kubectl chromium
 SYSTEM_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter \
-	slurmctld slurmd slurm-client munge systemd shellcheck kubernetes-client
+	slurmctld slurmd slurm-client munge systemd shellcheck kubernetes-client chromium
 
 system-deps:
 	@missing=""; for b in $(SYSTEM_BINARIES); do \

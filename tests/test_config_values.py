@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuadvisor.config.values import duration_text, seconds, seconds_or_zero
+from gpuadvisor.config.values import duration_text, seconds, seconds_or_zero, timestamp
 
 
 @pytest.mark.parametrize(
@@ -72,3 +72,24 @@ def test_durations_are_shown_as_prometheus_writes_them(value_s: float, text: str
     assert duration_text(value_s) == text
     if value_s:
         assert seconds(text) == value_s
+
+
+@pytest.mark.parametrize(
+    ("text", "value_s"),
+    [
+        ("1764590400", 1764590400.0),
+        ("2025-12-01", 1764547200.0),
+        ("2025-12-01T12:00", 1764590400.0),
+        ("2025-12-01T12:00:00Z", 1764590400.0),
+        ("2025-12-01T13:00:00+01:00", 1764590400.0),
+    ],
+)
+def test_instants_are_unix_seconds_or_iso_8601_read_as_utc_without_a_zone(
+    text: str, value_s: float
+) -> None:
+    assert timestamp(text) == value_s
+
+
+def test_an_instant_that_is_neither_says_what_is_expected() -> None:
+    with pytest.raises(ValueError, match="Unix seconds or an ISO 8601 date and time"):
+        timestamp("last tuesday")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuadvisor.cli import build_parser
-from gpuadvisor.config import agent, queue, simulate
+from gpuadvisor.config import agent, queue, simulate, whatif
 from gpuadvisor.config.setting import Setting, default_text, defaults_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,10 +24,11 @@ PROGRAMS: dict[str, tuple[tuple[Setting, ...], type]] = {
     "queue": (queue.SETTINGS, queue.QueueConfig),
     "simulate": (simulate.SIMULATE_SETTINGS, simulate.SimulateSettings),
     "demo": (simulate.DEMO_SETTINGS, simulate.DemoSettings),
+    "whatif": (whatif.WHATIF_SETTINGS, whatif.WhatifSettings),
 }
 NOT_ON_A_SETTINGS_TABLE_YET = {"advisor.py", "apply.py"}
 """CLI modules of programs whose settings are not generated from a table yet."""
-FLAG_MODULES = ("agent.py", "queue.py", "simulate.py", "demo.py", "flags.py")
+FLAG_MODULES = ("agent.py", "queue.py", "simulate.py", "demo.py", "whatif.py", "flags.py")
 
 
 def subparser(program: str) -> argparse.ArgumentParser:
@@ -149,7 +150,7 @@ def test_every_agent_setting_has_a_flag_key_and_variable_documented_with_its_def
             assert f"`{default_text(setting, default)}`" in row, setting.key
 
 
-@pytest.mark.parametrize("program", ["queue", "simulate", "demo"])
+@pytest.mark.parametrize("program", ["queue", "simulate", "demo", "whatif"])
 def test_every_setting_of_the_other_programs_is_documented_with_its_default(
     program: str,
 ) -> None:

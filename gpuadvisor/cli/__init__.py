@@ -1,4 +1,5 @@
-"""Command line: ``gpuadvisor agent | queue | advisor | apply | simulate | demo | check-config``."""
+"""Command line: ``gpuadvisor agent | queue | advisor | apply | simulate | whatif | demo |
+check-config``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from gpuadvisor.errors import GpuAdvisorError
 
 COMMANDS: dict[str, str] = {
     "simulate": "gpuadvisor.cli.simulate",
+    "whatif": "gpuadvisor.cli.whatif",
     "demo": "gpuadvisor.cli.demo",
     "agent": "gpuadvisor.cli.agent",
     "queue": "gpuadvisor.cli.queue",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gpuadvisor.errors import GpuAdvisorError
@@ -28,3 +29,18 @@ def prepare_file(path: Path, flag: str) -> Path:
         )
     prepare_folder(path.parent, flag)
     return path
+
+
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``: a reader
+    sees the old file or the whole new one, never half of it."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    temporary = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # umask applies
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(payload)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

@@ -4,6 +4,7 @@ caller adds where the value came from (file and line, variable, or flag)."""
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from collections.abc import Callable
@@ -176,3 +177,26 @@ def optional_text(value: object) -> str | None:
 
 
 optional_path = optional_text
+
+
+def timestamp(value: object) -> float:
+    """An instant as Unix seconds: a number (``1764590400``) or an ISO 8601 date or date and
+    time (``2026-11-01``, ``2026-11-01T08:00``, ``2026-11-01T08:00:00+01:00``); a date or time
+    without a zone is UTC."""
+    if isinstance(value, str):
+        word = value.strip()
+        try:
+            return number(word)
+        except ValueError:
+            pass
+        try:
+            moment = datetime.datetime.fromisoformat(word.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"expected Unix seconds or an ISO 8601 date and time (2026-11-01T08:00Z), "
+                f"got {value!r}"
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.UTC)
+        return moment.timestamp()
+    return number(value)

@@ -18,6 +18,8 @@ class FinishedJob:
     ``TIMEOUT``, ``FAILED``…). ``start_time_s`` and ``end_time_s`` are None where the record has
     none (a job cancelled before it started); ``elapsed_s`` is the scheduler's own count of
     seconds run (suspended time excluded), None where the record has none.
+    ``eligible_time_s`` is when the job could first start (after holds, dependencies and
+    ``--begin``), None where the record does not say.
     """
 
     job: Job
@@ -25,6 +27,7 @@ class FinishedJob:
     start_time_s: float | None
     end_time_s: float | None
     elapsed_s: float | None = None
+    eligible_time_s: float | None = None
 
     @property
     def job_id(self) -> str:

@@ -10,6 +10,7 @@ queue exporter and advisor never need it. Without it this module still imports, 
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -100,18 +101,37 @@ def write_plots(
     elif len(metrics) != len(results):
         raise ValueError(f"{len(metrics)} metrics for {len(results)} results")
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = {
-        "allocation_over_time.png": _allocation_figure(results),
-        "wait_by_size.png": _wait_figure(results, metrics),
-        "idle_breakdown.png": _idle_figure(results, metrics),
-    }
     paths = []
-    for name, figure in figures.items():
+    for name, png in plot_pngs(results, metrics).items():
         path = out_dir / name
-        FigureCanvasAgg(figure)  # attaches itself: Agg explicitly, whatever pyplot's backend
-        figure.savefig(path, format="png")
+        path.write_bytes(png)
         paths.append(path)
     return paths
+
+
+FIGURES = ("allocation_over_time.png", "wait_by_size.png", "idle_breakdown.png")
+
+
+def plot_pngs(
+    results: Sequence[SimulationResult],
+    metrics: Sequence[Mapping[str, object]],
+    names: Sequence[str] = FIGURES,
+) -> dict[str, bytes]:
+    """The figures named (of ``FIGURES``) as PNG bytes, by name, in the order named."""
+    builders = {
+        "allocation_over_time.png": lambda: _allocation_figure(results),
+        "wait_by_size.png": lambda: _wait_figure(results, metrics),
+        "idle_breakdown.png": lambda: _idle_figure(results, metrics),
+    }
+    return {name: png_bytes(builders[name]()) for name in names}
+
+
+def png_bytes(figure: Figure) -> bytes:
+    """``figure`` as PNG bytes, drawn on an explicit Agg canvas."""
+    FigureCanvasAgg(figure)  # attaches itself: Agg explicitly, whatever pyplot's backend
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
 
 
 def _colour(i: int) -> str:
@@ -282,3 +302,35 @@ def _idle_figure(
     ax.set_title("Where GPU capacity went, first to last arrival")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     return figure
+
+
+# -- wait distributions ------------------------------------------------------------------------
+
+
+def wait_distribution_png(series: Sequence[tuple[str, Sequence[float]]]) -> bytes:
+    """The empirical CDF of each (label, waits) series, waits on a log axis, as PNG bytes."""
+    figure = Figure(figsize=(10, 4.5), dpi=DPI, layout="constrained")
+    ax = figure.add_subplot()
+    floor = 1.0  # waits under a second are drawn at one second on the log axis
+    top = floor
+    for i, (label, waits) in enumerate(series):
+        if not waits:
+            continue
+        ordered = np.maximum(np.sort(np.asarray(waits, dtype=float)), floor)
+        share = np.arange(1, len(ordered) + 1) / len(ordered) * 100
+        ax.step(ordered, share, where="post", color=_colour(i), linewidth=1.4, label=label)
+        top = max(top, float(ordered[-1]))
+    high = max(top, 10 * floor) * 2
+    ax.set_xscale("log")
+    ax.set_xlim(floor / 2, high)
+    ticks = [(s, text) for s, text in LOG_TICKS if floor / 2 <= s <= high]
+    ax.set_xticks([s for s, _ in ticks], [text for _, text in ticks])
+    ax.minorticks_off()
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("wait (log scale; under 1 s drawn at 1 s)")
+    ax.set_ylabel("jobs that waited at most this long (%)")
+    ax.set_title("Wait distributions")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        figure.legend(loc="outside right upper", fontsize="small")
+    return png_bytes(figure)

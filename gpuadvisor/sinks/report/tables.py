@@ -88,6 +88,12 @@ def results_json(rows: Rows, *, meta: Mapping[str, object]) -> str:
     return json.dumps(document, indent=2, allow_nan=False) + "\n"
 
 
+def document_json(document: Mapping[str, object]) -> str:
+    """Any document as deterministic JSON, with ``results_json``'s rules (sorted keys, 6
+    significant digits, NaN as ``null``), ending with a newline."""
+    return json.dumps(_plain(document), indent=2, allow_nan=False) + "\n"
+
+
 def _plain(value: object) -> object:
     """``value`` as JSON-ready data with sorted mappings and rounded floats."""
     if value is None or isinstance(value, bool | int | str):

@@ -190,6 +190,7 @@ def json_jobs(doc: Mapping[str, object], source: str) -> SacctResult:
             limit_min=job.number("time.limit"),
             nodes=job.nodes(),
             gpus_total=(allocated if allocated is not None else requested) or 0,
+            eligible_s=job.time("time.eligible"),
         )
         tasks = job.text("array.task")
         try:

@@ -50,6 +50,7 @@ class SacctRecord:
     limit_min: float | None
     nodes: int
     gpus_total: int
+    eligible_s: float | None = None
 
     def finished(self, job_id: str) -> FinishedJob:
         per_node = math.ceil(self.gpus_total / self.nodes) if self.gpus_total else 0
@@ -65,7 +66,9 @@ class SacctRecord:
             account=self.account,
             partition=self.partition,
         )
-        return FinishedJob(job, self.state, self.start_s, self.end_s, self.elapsed_s)
+        return FinishedJob(
+            job, self.state, self.start_s, self.end_s, self.elapsed_s, self.eligible_s
+        )
 
     def expanded(
         self, job_id: str, array_job: str, task: str | None, tasks: str

@@ -2,7 +2,8 @@
 (``--format``, ``SACCT_FORMAT``; the exact command in ``SACCT_COMMAND``). Step lines
 (``1234.batch``, ``1234.0``) are skipped; times are Unix seconds (``SLURM_TIME_FORMAT=%s``) or
 ISO 8601, read as UTC when they carry no zone; ``JobName`` may hold ``|`` when it is the last
-column; job arrays are ``1234_5`` (a task) or ``1234_[5-10]`` (tasks that never started)."""
+column; job arrays are ``1234_5`` (a task) or ``1234_[5-10]`` (tasks that never started). An
+``Eligible`` column, not in the documented list, is read where present (``gpuadvisor whatif``)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,8 @@ def _parsable_row(values: Mapping[str, str], line: int, source: str) -> list[Fin
         times: dict[str, float | None] = {}
         for current in ("Submit", "Start", "End"):
             times[current] = _time(values[current])
+        current = "Eligible"  # optional: gpuadvisor whatif's waits start there when given
+        eligible = _time(values.get(current, ""))
         current = "ElapsedRaw"
         elapsed = _whole(values.get(current, ""))
         current = "TimelimitRaw"
@@ -106,6 +109,7 @@ def _parsable_row(values: Mapping[str, str], line: int, source: str) -> list[Fin
             limit_min=limit,
             nodes=int(nodes) if nodes and nodes >= 1 else 1,
             gpus_total=(allocated if allocated is not None else requested) or 0,
+            eligible_s=eligible,
         )
         current = "JobID"
         array_job, task, tasks = "", None, ""

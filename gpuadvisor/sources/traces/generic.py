@@ -7,11 +7,15 @@ The optional columns may be absent or left empty (``gpu_milli`` then means a who
 An empty ``duration`` is an unknown runtime. ``num_gpus`` is the job's total; a job larger than
 one node is kept as one request (``nodes=1``) and spread over whole nodes by the simulator
 (``Job.spread``). Other columns are ignored; ``#`` lines before the header are comments.
+
+``start_time`` and ``end_time`` (optional, written by ``gpuadvisor whatif --output-trace``) are
+when the job really ran, on the same clock as ``submit_time`` (there: Unix seconds, UTC). A
+replay does not read them: it decides starts itself; they keep the record beside the request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -24,6 +28,8 @@ REQUIRED = ("job_id", "submit_time", "duration", "num_gpus")
 COLUMNS = (*REQUIRED, "user", "time_limit", "gpu_milli")
 LABELS = ("name", "account", "partition")
 """Optional columns written only when some job has a value."""
+RAN = ("start_time", "end_time")
+"""Optional columns: when the job really ran (a replay does not read them)."""
 
 
 def matches(header: Header) -> bool:
@@ -54,8 +60,17 @@ def _job(row: Row) -> Job:
     )
 
 
-def write(jobs: Iterable[Job], stream: IO[str], *, comments: Iterable[str] = ()) -> None:
+def write(
+    jobs: Iterable[Job],
+    stream: IO[str],
+    *,
+    comments: Iterable[str] = (),
+    ran: Mapping[str, tuple[float, float]] | None = None,
+) -> None:
     """Write ``jobs`` as a generic CSV, each comment as a leading ``# `` line.
+
+    ``ran``: (start, end) by job id, written as ``start_time``, ``end_time`` (empty for a job
+    not in it).
 
     ``num_gpus`` is the job's total (a spread job is written as one request), so reading the
     file back gives the same jobs up to ``Job.spread``. Times are written exactly.
@@ -64,7 +79,8 @@ def write(jobs: Iterable[Job], stream: IO[str], *, comments: Iterable[str] = ())
     labels = [c for c in LABELS if any(getattr(job, c) for job in jobs)]
     for comment in comments:
         stream.write(f"# {comment}\n")
-    stream.write(",".join((*COLUMNS, *labels)) + "\n")
+    times = (*RAN,) if ran is not None else ()
+    stream.write(",".join((*COLUMNS, *labels, *times)) + "\n")
     for job in jobs:
         cells = (
             _csv_text(job.job_id),
@@ -75,8 +91,16 @@ def write(jobs: Iterable[Job], stream: IO[str], *, comments: Iterable[str] = ())
             "" if job.time_limit_s is None else _seconds(job.time_limit_s),
             "" if job.gpu_milli == MILLI_PER_GPU else str(job.gpu_milli),
             *(_csv_text(getattr(job, c)) for c in labels),
+            *_ran_cells(ran, job.job_id),
         )
         stream.write(",".join(cells) + "\n")
+
+
+def _ran_cells(ran: Mapping[str, tuple[float, float]] | None, job_id: str) -> tuple[str, ...]:
+    if ran is None:
+        return ()
+    span = ran.get(job_id)
+    return ("", "") if span is None else (_seconds(span[0]), _seconds(span[1]))
 
 
 def _seconds(value: float) -> str:

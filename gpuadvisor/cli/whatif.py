@@ -1,0 +1,262 @@
+"""``gpuadvisor whatif``: rebuild past jobs from Slurm accounting, check that a replay under the
+site's own policy reproduces what happened, then replay the same jobs under other policies.
+
+Everything is computed before anything is written, and every output is written atomically, so a
+bad input leaves no partial report (docs/whatif.md)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from gpuadvisor.cli.console import make_console
+from gpuadvisor.cli.flags import add_flags, given
+from gpuadvisor.cli.outputs import prepare_file, write_atomically
+from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.whatif import WHATIF_CHOICES, WHATIF_SETTINGS, WhatifSettings
+from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
+from gpuadvisor.model import Cluster
+from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
+from gpuadvisor.simulation.engine import SimulationConfig
+from gpuadvisor.simulation.rebuild import Rebuilt, observed_result, rebuild
+from gpuadvisor.simulation.results import SimulationResult
+from gpuadvisor.simulation.whatif import counterfactual, fidelity
+from gpuadvisor.sinks.report.plots import plot_pngs, wait_distribution_png
+from gpuadvisor.sinks.report.tables import document_json, progress_bar
+from gpuadvisor.sinks.report.whatif_html import duration, percent, pp, render_report
+from gpuadvisor.sources.slurm.sacct import SacctResult, parse_sacct
+from gpuadvisor.sources.traces import read_nodes
+from gpuadvisor.sources.traces.generic import write as write_trace
+
+STDIN = "-"
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "whatif",
+        help="replay your own cluster's past jobs (sacct) under other policies",
+        description=(
+            "Rebuild past jobs from Slurm accounting (sacct --json or --parsable2), check that "
+            "a replay under the site's own policy reproduces what happened, then replay the "
+            "same jobs under other policies: GPU-hours recovered, waits, starvation."
+        ),
+    )
+    add_flags(
+        p,
+        WHATIF_SETTINGS,
+        WhatifSettings,
+        choices=WHATIF_CHOICES,
+        check_when_parsed=True,
+        required_groups=("source", "cluster"),
+    )
+    p.set_defaults(run=run)
+
+
+def read_record(name: str) -> SacctResult:
+    """``sacct`` output from a file, or from standard input for ``-``."""
+    if name == STDIN:
+        return parse_sacct(sys.stdin.buffer.read(), source="standard input")
+    path = Path(name)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
+    return parse_sacct(data, source=name)
+
+
+def load_cluster(settings: WhatifSettings) -> Cluster:
+    if settings.nodes:
+        return read_nodes(Path(settings.nodes))
+    assert settings.cluster is not None  # argparse requires --cluster or --nodes
+    return Cluster.parse_shape(settings.cluster)
+
+
+def _iso(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def configs_of(settings: WhatifSettings) -> tuple[SimulationConfig, list[SimulationConfig]]:
+    """The site's own policy, and the policies to compare (``--policies``)."""
+    base = SimulationConfig()
+    as_run = parse_policy(settings.as_run, base)
+    policies = [parse_policy(s, base) for s in settings.policies.split(",") if s.strip()]
+    if not policies:
+        raise ModelError("--policies names no policy")
+    return as_run, policies
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = build(
+        WhatifSettings, from_flags(WHATIF_SETTINGS, given(args, WHATIF_SETTINGS), WHATIF_CHOICES)
+    )
+    console = make_console()
+    outputs = {
+        "--report": settings.report,
+        "--output-json": settings.output_json,
+        "--output-trace": settings.output_trace,
+    }
+    for flag, name in outputs.items():
+        if name is not None:
+            prepare_file(Path(name), flag)
+    since, until = settings.since, settings.until
+    if since is not None and until is not None and until <= since:
+        raise GpuAdvisorError("--until must be after --since")
+    as_run, policies = configs_of(settings)
+    cluster = load_cluster(settings)
+    assert settings.sacct is not None  # argparse requires a source
+    record = read_record(settings.sacct)
+    source = "standard input" if settings.sacct == STDIN else settings.sacct
+    try:
+        rebuilt = rebuild(record.jobs, since_s=settings.since, until_s=settings.until)
+    except ModelError as exc:
+        raise InputError(str(exc), path=source) from None
+    console.print(
+        f"{len(rebuilt.ran)} jobs ran ({len(rebuilt.left_queue)} left the queue before "
+        f"starting) on {cluster.gpus} GPUs, {_iso(rebuilt.window.start_s)} to "
+        f"{_iso(rebuilt.window.end_s)}"
+    )
+    configs = [as_run] + [c for c in policies if c.label != as_run.label]
+    with progress_bar(console) as tick:
+        runs = compare(rebuilt.jobs, cluster, configs, progress=lambda _, d, t: tick(d, t))
+    by_label = {r.label: r for r in runs}
+    as_run_run = by_label[as_run.label]
+    chosen = [by_label[c.label] for c in policies]
+    document = whatif_document(settings, record, source, rebuilt, cluster, as_run_run, chosen)
+    json_text = document_json(document)
+    texts: dict[str, str | bytes] = {}
+    if settings.output_json:
+        texts[settings.output_json] = json_text
+    if settings.report:
+        pngs = report_pngs(rebuilt, cluster, as_run_run, chosen)
+        texts[settings.report] = render_report(json.loads(json_text), pngs)
+    if settings.output_trace:
+        texts[settings.output_trace] = trace_text(rebuilt, source)
+    print_summary(console, document)
+    for name, data in texts.items():
+        write_atomically(Path(name), data)
+        console.print(f"written: {name}")
+    return 0
+
+
+def whatif_document(
+    settings: WhatifSettings,
+    record: SacctResult,
+    source: str,
+    rebuilt: Rebuilt,
+    cluster: Cluster,
+    as_run: PolicyRun,
+    chosen: Sequence[PolicyRun],
+) -> dict[str, object]:
+    window = rebuilt.window
+    return {
+        "meta": {
+            "source": source,
+            "format": record.format,
+            "jobs": len(rebuilt.ran),
+            "cluster_gpus": cluster.gpus,
+            "cluster_nodes": len(cluster.nodes),
+            "window_start": _iso(window.start_s),
+            "window_end": _iso(window.end_s),
+            "policies": [r.label for r in chosen],
+        },
+        "rebuild": {
+            "jobs_ran": len(rebuilt.ran),
+            "jobs_left_queue": len(rebuilt.left_queue),
+            "left_queue_gpus": sum(j.job.total_gpus for j in rebuilt.left_queue),
+            "clock_skew": rebuilt.clock_skew,
+            "eligible_later": rebuilt.eligible_later,
+            "skipped": rebuilt.skipped,
+            "steps_skipped": record.steps_skipped,
+            "states": rebuilt.states,
+        },
+        "fidelity": fidelity(rebuilt, cluster, as_run.result),
+        "counterfactual": counterfactual(
+            rebuilt,
+            cluster,
+            as_run.result,
+            [(r.result, r.metrics) for r in chosen],
+            gpu_hour_price=settings.gpu_hour_price,
+        ),
+    }
+
+
+def _advisor(chosen: Sequence[PolicyRun]) -> PolicyRun:
+    return next((r for r in chosen if r.label.startswith("advisor")), chosen[-1])
+
+
+def report_pngs(
+    rebuilt: Rebuilt, cluster: Cluster, as_run: PolicyRun, chosen: Sequence[PolicyRun]
+) -> dict[str, bytes]:
+    observed = observed_result(rebuilt, cluster)
+    observed_metrics = observed.metrics()
+    advisor = _advisor(chosen)
+    allocation = plot_pngs(
+        [observed, advisor.result],
+        [observed_metrics, advisor.metrics],
+        names=["allocation_over_time.png"],
+    )["allocation_over_time.png"]
+    replays: list[SimulationResult] = [as_run.result] + [
+        r.result for r in chosen if r.label != as_run.label
+    ]
+    waits = wait_distribution_png(
+        [("observed", observed.waits_s)]
+        + [(f"{r.label} (replay)", [w for w in r.waits_s if math.isfinite(w)]) for r in replays]
+    )
+    by_size = plot_pngs(
+        [observed, *(r.result for r in chosen)],
+        [observed_metrics, *(r.metrics for r in chosen)],
+        names=["wait_by_size.png"],
+    )["wait_by_size.png"]
+    waste = plot_pngs(
+        [r.result for r in chosen], [r.metrics for r in chosen], names=["idle_breakdown.png"]
+    )["idle_breakdown.png"]
+    return {"allocation": allocation, "waits": waits, "waits_by_size": by_size, "waste": waste}
+
+
+def trace_text(rebuilt: Rebuilt, source: str) -> str:
+    stream = io.StringIO()
+    write_trace(
+        rebuilt.jobs,
+        stream,
+        comments=(
+            f"rebuilt by gpuadvisor whatif from {source}",
+            "times are Unix seconds (UTC); start_time/end_time: when the job really ran",
+            f"{len(rebuilt.left_queue)} jobs that left the queue before starting are not listed",
+        ),
+        ran={r.job.job_id: (r.start_s, r.end_s) for r in rebuilt.ran},
+    )
+    return stream.getvalue()
+
+
+def print_summary(console: Console, document: dict[str, Any]) -> None:
+    f = document["fidelity"]
+    console.print(
+        f"fidelity: observed allocation {percent(f['observed_allocation_ratio'])}, replayed "
+        f"under {f['as_run']} {percent(f['replayed_allocation_ratio'])} "
+        f"({pp(f['allocation_delta_pp'])}); mean wait {duration(f['observed_wait_mean_s'])} "
+        f"observed, {duration(f['replayed_wait_mean_s'])} replayed; "
+        f"KS {f['wait_ks_statistic']:.3f}"
+    )
+    if not f["reproduced"]:
+        console.print(
+            f"the replay does NOT reproduce the record within {f['tolerance_pp']:g} pp; likely: "
+            + "; ".join(f["reasons"][:3])
+        )
+    for entry in document["counterfactual"]["policies"]:
+        money = entry["money_recovered"]
+        console.print(
+            f"{entry['policy']:>12}: allocation {percent(entry['allocation_ratio'])} "
+            f"({pp(entry['allocation_gain_pp'])} vs {f['as_run']} replay), "
+            f"{entry['gpu_hours_recovered']:.1f} GPU-hours recovered"
+            + ("" if money is None else f" ({money:,.2f})")
+            + f", {entry['starvation']['jobs_waiting_longer']} jobs wait longer than in reality"
+        )
