@@ -1,8 +1,9 @@
 """One advisor cycle, pure: from the live state to the findings the advisor exposes and sends.
 
 The findings hold the idle split (why free GPUs sit idle), fragmentation against the pending
-queue's shapes, and the recommendations (`advice` and `reclaim`). When an input is not trusted
-(stale or down) the cycle finds nothing: no numbers and no advice from data it cannot vouch for.
+queue's shapes, and the recommendations (`advice`, `reclaim` and `share`). When an input is not
+trusted (stale or down) the cycle finds nothing: no numbers and no advice from data it cannot
+vouch for.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from dataclasses import dataclass, field
 
 from gpuadvisor.analysis.advice.reclaim import ReclaimSettings, reclaim_idle
 from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise, capacity_of
+from gpuadvisor.analysis.advice.share import ShareSettings, share
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.analysis.fragmentation import Fragmentation, WorkloadMix, measure
 from gpuadvisor.analysis.idle import IdleSplit, split_idle
 from gpuadvisor.model import MILLI_PER_GPU, Job, Kind, LiveState, Recommendation
 
-_PER_JOB_GAIN = frozenset({Kind.START_NOW, Kind.RECLAIM_IDLE})
+_PER_JOB_GAIN = frozenset({Kind.START_NOW, Kind.RECLAIM_IDLE, Kind.SHARE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +28,7 @@ class CycleSettings:
 
     advice: AdviceSettings = field(default_factory=AdviceSettings)
     reclaim: ReclaimSettings = field(default_factory=ReclaimSettings)
+    share: ShareSettings = field(default_factory=ShareSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +74,9 @@ def analyse(live: LiveState, settings: CycleSettings = CycleSettings()) -> Findi
     valid_until = snapshot.time_s + settings.advice.validity_s
     advice = advise(snapshot, estimate_runtime, mix=mix, settings=settings.advice)
     reclaim = reclaim_idle(live, settings.reclaim, valid_until)
+    shared = share(live, settings.share, valid_until, frozenset(r.job_id for r in reclaim))
     recommendations = tuple(
-        sorted(advice + reclaim, key=lambda r: (-r.gain.gpus_busy_now, r.kind, r.job_id))
+        sorted(advice + reclaim + shared, key=lambda r: (-r.gain.gpus_busy_now, r.kind, r.job_id))
     )
     return Findings(
         trusted=True,

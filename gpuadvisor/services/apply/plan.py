@@ -2,7 +2,8 @@
 
 Pure: recommendations, the operator's policy and the time in; a plan out. Only ``scontrol``
 with an allowed subcommand runs (``top``; ``update JobId=…`` when the operator allows it), and
-never advice past its ``valid_until``; a recommendation with one refused command runs none.
+never advice past its ``valid_until``; a recommendation with one refused command runs none;
+``share`` advice never runs (``FOR_PEOPLE``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ SUBCOMMANDS: Final = frozenset({"top"})
 """``scontrol`` subcommands ``apply --yes`` runs by default: reordering only, nothing else."""
 UPDATE_KEYS: Final = frozenset({"ReqNodeList", "ExcNodeList", "Nice", "Priority"})
 """Job fields ``scontrol update JobId=…`` may change with ``--allow-update``."""
+FOR_PEOPLE: Final = frozenset({"share"})
+"""Kinds ``apply`` never acts on, whatever commands they carry: sharing GPUs (MPS, time-slicing,
+a MIG layout) is set up by people when the jobs next start, never by a scheduler command."""
 JOB_LIST: Final = re.compile(r"[0-9]+(_[0-9]+)?(,[0-9]+(_[0-9]+)?)*")
 JOB_ID_ARG: Final = re.compile(r"JobId=[0-9]+(_[0-9]+)?")
 
@@ -89,6 +93,10 @@ def plan(advices: Sequence[Advice], policy: Policy, now_s: float) -> Plan:
             steps.append(
                 Step(advice, Verdict.EXPIRED, f"expired at {iso_utc(advice.valid_until_s)}")
             )
+            continue
+        if advice.kind in FOR_PEOPLE:
+            why = f"{advice.kind} advice is for people: apply never acts on it"
+            steps.append(Step(advice, Verdict.NO_COMMAND, why))
             continue
         if not advice.commands:
             steps.append(Step(advice, Verdict.NO_COMMAND, "no scheduler command for this advice"))
