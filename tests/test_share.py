@@ -21,6 +21,7 @@ from gpuadvisor.model import (
     Severity,
     SourceHealth,
 )
+from gpuadvisor.sinks.exposition.advisor import AdvisorStatus, render_status
 from tests.builders import GIB, gpu_uses, make_job, make_load, on, single_node
 
 UP = (SourceHealth("prometheus", True), SourceHealth("agents", True), SourceHealth("queue", True))
@@ -205,3 +206,17 @@ def test_packing_properties(sizes: list[int], loads: list[GpuLoad], pending: lis
         freed_total += len(freed)
     started = sum(r.gain.gpus_busy_now for r in recs)
     assert started <= freed_total + 8 - next_gpu
+
+
+def test_the_advisor_exposes_the_gpus_active_share_advice_would_free() -> None:
+    light = make_load(0.1, p95=0.12)
+    live = state({"1": (0,), "2": (1,), "3": (2,)}, dict.fromkeys("123", light))
+    findings = analyse(live, CycleSettings())
+    status = AdvisorStatus(findings, findings.recommendations, UP, 1000.0)
+    values = {
+        (s.name, tuple(s.labels.items())): s.value
+        for family in render_status(status)
+        for s in family.samples
+    }
+    assert values[("gpuadvisor_advisor_share_freeable_gpus", ())] == 2.0
+    assert values[("gpuadvisor_advisor_recommendations", (("kind", "share"),))] == 1.0

@@ -81,6 +81,12 @@ ADVISOR_METRICS: tuple[MetricDef, ...] = (
         f"Share of all GPUs the active advice would make busy now, 0-1 ({ADVISOR}).",
     ),
     MetricDef(
+        "gpuadvisor_advisor_share_freeable_gpus",
+        "gauge",
+        "GPUs the active share advice would free by packing light jobs onto fewer GPUs "
+        f"(MIG, MPS, time-slicing) ({ADVISOR}).",
+    ),
+    MetricDef(
         "gpuadvisor_advisor_source_up",
         "gauge",
         "1 if the input was fresh and answered in the last cycle, 0 if not (the advisor gives "
@@ -135,6 +141,14 @@ class AdvisorStatus:
     """When each active recommendation was first proposed, by id."""
 
 
+def freed_gpus(rec: Recommendation) -> int:
+    """The GPUs a ``share`` recommendation would free (its ``gpus_freed`` evidence); 0 else."""
+    if rec.kind is not Kind.SHARE:
+        return 0
+    value = dict(rec.evidence).get("gpus_freed", "0")
+    return int(value) if value.isdigit() else 0
+
+
 def _gauge(name: str) -> GaugeMetricFamily:
     return gauge(_BY_NAME[name])
 
@@ -153,6 +167,9 @@ def render_status(status: AdvisorStatus) -> Iterator[Metric]:
     for kind in Kind:
         active.add_metric([kind.value], float(sum(r.kind is kind for r in status.active)))
     yield active
+    freeable = _gauge("gpuadvisor_advisor_share_freeable_gpus")
+    freeable.add_metric([], float(sum(freed_gpus(r) for r in status.active)))
+    yield freeable
     findings = status.findings
     if findings is None or not findings.trusted:
         return
