@@ -237,6 +237,8 @@ def test_light_jobs_get_share_advice_through_prometheus_to_the_sinks(stack: Stac
     action = json.dumps(alert["annotations"])
     assert "free 2 GPU(s)" in action and "start job(s) 21 now" in action
     assert "1g.10gb" in action and "Interference risk low" in action
+    assert "SM activity 8 / 8 / 8 % on average, 8 / 8 / 8 % at p95" in action
+    assert "peak memory 6.0 / 6.0 / 6.0 GiB of 80" in action
 
     def shared() -> list[dict[str, Any]]:
         out = []

@@ -253,18 +253,22 @@ def _recommend(
     mechanism, profiles = _mechanism(bins)
     per_job = {j: [i for i in items if i.job_id == j] for j in jobs}
 
+    def values(pick: str) -> list[float]:
+        """Per job, in job order: mean activity, p95 activity, or peak memory in GiB."""
+        if pick == "mean":
+            return [sum(i.load.busy_mean_ratio for i in its) / len(its) for its in per_job.values()]
+        if pick == "p95":
+            return [max(i.load.busy_p95_ratio for i in its) for its in per_job.values()]
+        return [max(i.load.memory_peak_bytes for i in its) / GIB for its in per_job.values()]
+
     def stat(pick: str) -> str:
-        parts = []
-        for j, its in per_job.items():
-            if pick == "mean":
-                v = sum(i.load.busy_mean_ratio for i in its) / len(its)
-                parts.append(f"{j}:{v:.3f}")
-            elif pick == "p95":
-                parts.append(f"{j}:{max(i.load.busy_p95_ratio for i in its):.3f}")
-            else:
-                gib = max(i.load.memory_peak_bytes for i in its) / GIB
-                parts.append(f"{j}:{gib:.1f}")
-        return ",".join(parts)
+        digits = 1 if pick == "mem" else 3
+        return ",".join(f"{j}:{v:.{digits}f}" for j, v in zip(jobs, values(pick), strict=True))
+
+    def words(pick: str) -> str:
+        if pick == "mem":
+            return " / ".join(f"{v:.1f}" for v in values(pick))
+        return " / ".join(f"{100 * v:.0f}" for v in values(pick))
 
     how = "MPS" if mechanism == "mps" else mechanism
     if mechanism == "mig":
@@ -279,9 +283,9 @@ def _recommend(
     )
     action = (
         f"Jobs {', '.join(jobs)} on {node} use little of their {gpus_used} GPU(s) over the last "
-        f"{format_duration(settings.window_s)} ({signal} mean {stat('mean')}, p95 "
-        f"{stat('p95')}; peak memory GiB {stat('mem')} of "
-        f"{first.memory_total_bytes / GIB:.0f}). Packed with {how} they would free "
+        f"{format_duration(settings.window_s)}: {signal} {words('mean')} % on average, "
+        f"{words('p95')} % at p95, peak memory {words('mem')} GiB of "
+        f"{first.memory_total_bytes / GIB:.0f}. Packed with {how} they would free "
         f"{len(freed)} GPU(s), {could}. Run them shared at their next start. "
         f"Interference risk {RISK[mechanism]}."
     )
