@@ -7,7 +7,8 @@ Node gpu-a (4 GPUs) runs jobs 11, 12 and 13, one GPU each at 8 % SM activity and
 80 GiB; its fourth GPU is free. Node gpu-b (2 GPUs) runs job 14 hard. Job 21 waits for 3 GPUs of
 one node. The advisor must find from Prometheus' series that 11, 12 and 13 fit one GPU (MIG,
 1g.10gb each), that this frees 2 GPUs, and that with the free one job 21 could start; the advice
-must reach Alertmanager and the signed webhook, and the advisor's /metrics must count it.
+must reach Alertmanager, Slack (the loopback receiver) and the signed webhook, and the advisor's
+/metrics must count it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 from gpuadvisor.sinks.delivery.webhook import verify_signature
+from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.harness.process import ManagedProcess
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
@@ -103,6 +105,8 @@ class Stack:
     prometheus: PrometheusServer
     alertmanager: AlertmanagerServer
     webhook: Receiver
+    slack: Receiver
+    light_agent: str
     advisor_url: str
     advisor: ManagedProcess
 
@@ -110,7 +114,7 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("share")
-    am_receiver, webhook = Receiver(), Receiver()
+    am_receiver, webhook, slack = Receiver(), Receiver(), Receiver()
     alertmanager = AlertmanagerServer(tmp / "alertmanager", f"{am_receiver.url}/am")
     procs: list[ManagedProcess] = []
     prometheus: PrometheusServer | None = None
@@ -130,6 +134,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                         str(tmp / f"{node}.yaml"),
                         "--collect.interval",
                         "0.5",
+                        "--collect.samples-interval",  # every probe: a short window's rate
+                        "0",
                         "--web.listen-address",
                         f"127.0.0.1:{ports[node]}",
                     ),
@@ -175,6 +181,8 @@ sinks:
   alertmanager:
     - url: {alertmanager.url}
       labels: {{cluster: share}}
+  slack:
+    - webhook_url: {slack.url}/services/T0/B0/share
   webhook:
     - url: {webhook.url}/hook
       secret_env: SHARE_WEBHOOK_SECRET
@@ -194,14 +202,15 @@ sinks:
         procs.append(advisor)
         advisor_url = f"http://127.0.0.1:{ports['advisor']}"
         advisor.wait_http(f"{advisor_url}/-/ready", timeout_s=60)
-        yield Stack(prometheus, alertmanager, webhook, advisor_url, advisor)
+        light = agents[0]
+        yield Stack(prometheus, alertmanager, webhook, slack, light, advisor_url, advisor)
     finally:
         for proc in reversed(procs):
             proc.stop()
         if prometheus is not None:
             prometheus.stop()
         alertmanager.stop()
-        for receiver in (am_receiver, webhook):
+        for receiver in (am_receiver, webhook, slack):
             receiver.stop()
 
 
@@ -261,5 +270,31 @@ def test_light_jobs_get_share_advice_through_prometheus_to_the_sinks(stack: Stac
     assert evidence["mechanism"] == "mig" and evidence["signal"] == "sm_active"
     assert rec["gain"]["gpus_busy_now"] == 3
 
+    # Slack: a Block Kit digest naming the share advice
+    messages = stack.slack.wait_for(
+        lambda got: any("1g.10gb" in r.body.decode() for r in got),
+        path="/services/T0/B0/share",
+        what="a Slack message with the share advice",
+    )
+    digest = next(m.json() for m in messages if "1g.10gb" in m.body.decode())
+    assert digest["text"] and 0 < len(digest["blocks"]) <= 50
+
     assert metric(stack.advisor_url, "gpuadvisor_advisor_recommendations", kind="share") == 1.0
+    assert metric(stack.advisor_url, "gpuadvisor_advisor_share_freeable_gpus") == 2.0
+
+
+def test_the_utilization_fallback_reads_the_agents_real_histogram(stack: Stack) -> None:
+    """Where a GPU has no SM activity the loads come from utilization: the profile's queries,
+    run on the real agents' series, give the light GPUs' 30 % (p95 inside the 0.2-0.3 bucket)."""
+    exprs = GPUADVISOR.render(window_s=10, share_window_s=15)
+    by_gpu: dict[str, dict[str, float]] = {}
+    for name in ("gpu_busy_share_mean", "gpu_busy_share_p95"):
+        for row in stack.prometheus.query(exprs[name]):
+            if row["metric"]["instance"] == stack.light_agent:
+                by_gpu.setdefault(row["metric"]["gpu_uuid"], {})[name] = float(row["value"][1])
+    light = [v for v in by_gpu.values() if v.get("gpu_busy_share_mean", 0) > 0]
+    assert len(light) == 3, by_gpu
+    for v in light:
+        assert abs(v["gpu_busy_share_mean"] - 0.3) < 0.02, v
+        assert 0.2 < v["gpu_busy_share_p95"] <= 0.3, v
     assert metric(stack.advisor_url, "gpuadvisor_advisor_share_freeable_gpus") == 2.0

@@ -78,6 +78,7 @@ def test_the_share_window_fills_the_load_queries_and_defaults_to_the_window() ->
     )
     assert rendered["gpu_busy_ratio"].endswith("[120s])")
     assert GPUADVISOR.render(window_s=120)["gpu_sm_active_p95"].endswith("[120s])")
+    assert "gpuadvisor_gpu_utilization_ratio" in rendered["gpu_busy_share_mean"]
 
 
 def test_the_gpuadvisor_profile_reads_the_names_and_labels_the_agent_exports() -> None:

@@ -220,3 +220,17 @@ def test_the_advisor_exposes_the_gpus_active_share_advice_would_free() -> None:
     }
     assert values[("gpuadvisor_advisor_share_freeable_gpus", ())] == 2.0
     assert values[("gpuadvisor_advisor_recommendations", (("kind", "share"),))] == 1.0
+
+
+def test_untrusted_inputs_give_no_share_advice() -> None:
+    light = make_load(0.1, p95=0.12)
+    live = state({"1": (0,), "2": (1,)}, {"1": light, "2": light})
+    assert any(r.kind is Kind.SHARE for r in analyse(live).recommendations)
+    stale = (*UP[:2], SourceHealth("queue", False, "scrape 300s old"))
+    assert analyse(LiveState(live.snapshot, live.gpu_use, stale)).recommendations == ()
+
+
+def test_share_can_be_switched_off() -> None:
+    light = make_load(0.1, p95=0.12)
+    live = state({"1": (0,), "2": (1,)}, {"1": light, "2": light})
+    assert share(live, ShareSettings(enabled=False), 0.0) == ()

@@ -169,8 +169,9 @@ SHARE_QUERIES = (
     ),
     Query(
         "gpu_busy_share_mean",
-        "rate(gpuadvisor_gpu_busy_seconds_total{$selector}[$share_window])",
-        "Mean utilization 0-1 of each GPU over the sharing window (where SM activity is absent).",
+        "avg_over_time(gpuadvisor_gpu_utilization_ratio{$selector}[$share_window])",
+        "Mean utilization 0-1 of each GPU over the sharing window (where SM activity is absent; "
+        "a gauge's mean, right even for an agent younger than the window).",
         ("gpu_uuid",),
     ),
     Query(
