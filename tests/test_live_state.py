@@ -529,3 +529,28 @@ def test_the_share_loads_prefer_sm_activity_and_need_every_part() -> None:
     assert fourth is not None and not fourth.sm_active
     assert (fourth.busy_mean_ratio, fourth.busy_p95_ratio) == (0.2, 0.2)
     assert use[1] is None and use[5] is None
+
+
+def test_kubernetes_share_loads_come_from_dcgm_by_uuid_with_its_model_name() -> None:
+    mib = 1024.0**2
+    loads_of = {
+        "gpu_sm_active_mean": [s(0.1, UUID="GPU-4", modelName="NVIDIA A100-SXM4-80GB")],
+        "gpu_sm_active_p95": [s(0.2, UUID="GPU-4")],
+        "gpu_busy_share_mean": [s(0.3, UUID=f"GPU-{i}", modelName="NVIDIA A100") for i in (4, 5)],
+        "gpu_busy_share_p95": [s(0.4, UUID=f"GPU-{i}") for i in (4, 5)],
+        "gpu_memory_peak_bytes": [s(6000 * mib, UUID=f"GPU-{i}") for i in (4, 5)],
+        "gpu_memory_total_bytes": [s(81000 * mib, UUID=f"GPU-{i}") for i in (4, 5, 6)],
+    }
+    built = kube(
+        pod("ml", "train-0", "Running", 4, T0, node="gpu-a"),
+        dcgm(dict.fromkeys(range(4, 8), ("ml", "train-0"))),
+        loads_of,
+    )
+    use = {u.gpu_index: u.load for u in built.state.gpu_use}
+    sm = use[4]
+    assert sm is not None and sm.sm_active and sm.model == "NVIDIA A100-SXM4-80GB"
+    assert (sm.busy_mean_ratio, sm.busy_p95_ratio, sm.memory_total_bytes) == (0.1, 0.2, 81000 * mib)
+    util = use[5]
+    assert util is not None and not util.sm_active and util.model == "NVIDIA A100"
+    assert (util.busy_mean_ratio, util.busy_p95_ratio) == (0.3, 0.4)
+    assert use[6] is None and use[7] is None  # no activity or no memory peak: no load

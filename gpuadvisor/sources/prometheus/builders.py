@@ -81,10 +81,16 @@ LOAD_FIELDS = (
 )
 
 
-def _loads(b: Build, r: Answers) -> None:
+def _loads(b: Build, r: Answers, label: str = "gpu_uuid") -> None:
     """Each GPU's load over the sharing window: SM activity where the GPU reports it, else
-    utilization; a GPU missing any part has none (it is never advised to share)."""
-    per = {name: r.values(name, "gpu_uuid") for name in LOAD_FIELDS}
+    utilization; a GPU missing any part has none (it is never advised to share). ``label``
+    names the GPU in the answers (``UUID`` for dcgm-exporter, which also names the model)."""
+    per = {name: r.values(name, label) for name in LOAD_FIELDS}
+    models: dict[str, str] = {}
+    for name in ("gpu_sm_active_mean", "gpu_busy_share_mean"):
+        for s in () if name in r.plan else r.get(name, ()):
+            if s.label("modelName"):
+                models.setdefault(s.label(label), s.label("modelName"))
     for at, uuid in b.uuids.items():
         sm = (
             clamped_ratio(per["gpu_sm_active_mean"].get(uuid)),
@@ -99,7 +105,7 @@ def _loads(b: Build, r: Answers) -> None:
         total = finite(per["gpu_memory_total_bytes"].get(uuid))
         if mean is None or p95 is None or peak is None or not total or total <= 0:
             continue
-        model = b.nodes[at[0]].gpu_model if at[0] in b.nodes else ""
+        model = models.get(uuid) or (b.nodes[at[0]].gpu_model if at[0] in b.nodes else "")
         b.load[at] = GpuLoad(mean, max(mean, p95), max(0.0, peak), total, None not in sm, model)
 
 
@@ -284,6 +290,7 @@ def _dcgm(b: Build, r: Results | Answers) -> SourceHealth:
         b.uuids[(node, i)] = s.label("UUID")
         b.use[(node, i)] = (clamped_ratio(s.value) if s.label("UUID") in fresh else None, None)
     b.observed = {key: tuple(sorted(set(gpus))) for key, gpus in observed.items()}
+    _loads(b, r if isinstance(r, Answers) else Answers(None, r), "UUID")
     return b.health("gpu-utilization", ages, present=bool(rows))
 
 

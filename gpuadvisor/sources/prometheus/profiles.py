@@ -318,6 +318,47 @@ _GPU_REQUESTS = f"kube_pod_container_resource_requests{{{_GPU}}}"
 _GPU_PODS = f"and on(namespace, pod) {_GPU_REQUESTS}"
 """Keeps only pods that request GPUs (``and`` never fails on duplicate series)."""
 
+_MIB = "1048576"
+KUBERNETES_SHARE_QUERIES = (
+    Query(
+        "gpu_sm_active_mean",
+        "avg_over_time(DCGM_FI_PROF_SM_ACTIVE{$selector}[$share_window])",
+        "Mean SM activity 0-1 of each GPU over the sharing window (DCGM profiling metrics).",
+        ("UUID", "modelName"),
+    ),
+    Query(
+        "gpu_sm_active_p95",
+        "quantile_over_time(0.95, DCGM_FI_PROF_SM_ACTIVE{$selector}[$share_window])",
+        "95th percentile of each GPU's SM activity over the sharing window.",
+        ("UUID",),
+    ),
+    Query(
+        "gpu_busy_share_mean",
+        "avg_over_time(DCGM_FI_DEV_GPU_UTIL{$selector}[$share_window]) / 100",
+        "Mean utilization 0-1 of each GPU over the sharing window (where SM activity is absent).",
+        ("UUID", "modelName"),
+    ),
+    Query(
+        "gpu_busy_share_p95",
+        "quantile_over_time(0.95, DCGM_FI_DEV_GPU_UTIL{$selector}[$share_window]) / 100",
+        "95th percentile of each GPU's utilization samples over the sharing window.",
+        ("UUID",),
+    ),
+    Query(
+        "gpu_memory_peak_bytes",
+        f"max_over_time(DCGM_FI_DEV_FB_USED{{$selector}}[$share_window]) * {_MIB}",
+        "Most memory each GPU had in use over the sharing window (dcgm-exporter writes MiB).",
+        ("UUID",),
+    ),
+    Query(
+        "gpu_memory_total_bytes",
+        f"(DCGM_FI_DEV_FB_USED{{$selector}} + DCGM_FI_DEV_FB_FREE{{$selector}}) * {_MIB}",
+        "Each GPU's memory: used plus free framebuffer (the driver's reserve left out).",
+        ("UUID",),
+    ),
+)
+"""The loads of the ``share`` advice from dcgm-exporter (``GpuLoad``), by ``UUID``."""
+
 KUBERNETES = Profile(
     "kubernetes",
     "kubernetes",
@@ -375,6 +416,7 @@ KUBERNETES = Profile(
             "Age of each GPU's latest utilization sample (source `gpu-utilization`).",
             ("UUID",),
         ),
+        *KUBERNETES_SHARE_QUERIES,
     ),
 )
 
