@@ -21,8 +21,12 @@ from gpuadvisor.model import (
     Severity,
     SourceHealth,
 )
+from gpuadvisor.sinks.delivery.alertmanager import ALERTNAMES
+from gpuadvisor.sinks.delivery.payload import recommendation_json
 from gpuadvisor.sinks.exposition.advisor import AdvisorStatus, render_status
 from tests.builders import GIB, gpu_uses, make_job, make_load, on, single_node
+from tests.test_sink_webhook import schema as webhook_schema
+from tests.test_sink_webhook import schema_problems
 
 UP = (SourceHealth("prometheus", True), SourceHealth("agents", True), SourceHealth("queue", True))
 HEAVY = make_load(0.9, p95=1.0, memory_gib=60)
@@ -234,3 +238,16 @@ def test_share_can_be_switched_off() -> None:
     light = make_load(0.1, p95=0.12)
     live = state({"1": (0,), "2": (1,)}, {"1": light, "2": light})
     assert share(live, ShareSettings(enabled=False), 0.0) == ()
+
+
+def test_share_advice_in_the_webhook_form_matches_the_schema_and_has_its_alertname() -> None:
+    light = make_load(0.1, p95=0.12)
+    live = state({"1": (0,), "2": (1,)}, {"1": light, "2": light}, pending=(7,))
+    (rec,) = share(live, ShareSettings(), valid_until_s=2000.0)
+    out = recommendation_json(rec)
+    assert out["kind"] == "share" and out["commands"] == [] and out["command"] == ""
+    assert out["evidence"]["gpus_freed"] == "1" and out["job_id"] == "1,2"
+    root = webhook_schema()
+    assert schema_problems(out, root["$defs"]["recommendation"], root) == []
+    assert ALERTNAMES[Kind.SHARE] == "GpuAdvisorShare"
+    assert set(ALERTNAMES) == set(Kind)  # every kind has its alert name
