@@ -264,6 +264,7 @@ class Series:
 
 COUNTERS = ("gpuadvisor_gpu_busy_seconds_total", "gpuadvisor_gpu_allocated_idle_seconds_total")
 AGENT_UPTIME_S = 3600.0
+MEMORY_TOTAL_BYTES = 80 * 1024**3
 
 
 def series(w: Workload) -> dict[str, list[Series]]:
@@ -293,6 +294,11 @@ def series(w: Workload) -> dict[str, list[Series]]:
         add("gpuadvisor_gpu_info", 1, {**info, **agent})
         for metric, ratio in zip(COUNTERS, (g.utilization, g.idle), strict=True):
             add(metric, ratio * AGENT_UPTIME_S, agent, per_s=ratio)
+        add("gpuadvisor_gpu_utilization_ratio", g.utilization, agent)
+        add("gpuadvisor_gpu_sm_active_ratio", round(0.95 * g.utilization, 4), agent)
+        add("gpuadvisor_gpu_memory_total_bytes", MEMORY_TOTAL_BYTES, agent)
+        used = round(0.6 * MEMORY_TOTAL_BYTES) if g.job_id else 0
+        add("gpuadvisor_gpu_memory_used_bytes", used, agent)
         if g.job_id:
             add("gpuadvisor_gpu_job_info", 1, {"job_id": g.job_id, **agent})
     queue = {"instance": QUEUE_INSTANCE, "job": QUEUE_JOB}
@@ -402,6 +408,13 @@ class Answers:
             "gpu_allocated_idle_ratio": lambda: self.rate(
                 "gpuadvisor_gpu_allocated_idle_seconds_total"
             ),
+            # the share loads: gauges constant over the window, so avg, p95 and max are the value
+            "gpu_sm_active_mean": lambda: self.plain("gpuadvisor_gpu_sm_active_ratio"),
+            "gpu_sm_active_p95": lambda: self.plain("gpuadvisor_gpu_sm_active_ratio"),
+            "gpu_busy_share_mean": lambda: self.plain("gpuadvisor_gpu_utilization_ratio"),
+            "gpu_busy_share_p95": lambda: [],  # no utilization histogram: SM activity serves
+            "gpu_memory_peak_bytes": lambda: self.plain("gpuadvisor_gpu_memory_used_bytes"),
+            "gpu_memory_total_bytes": lambda: self.plain("gpuadvisor_gpu_memory_total_bytes"),
             "nvml_up": lambda: self.plain("gpuadvisor_nvml_up"),
             "agent_age_seconds": lambda: self.on_node(
                 "gpuadvisor_node_gpus", lambda s: self.w.now_s - last
@@ -430,7 +443,7 @@ class Answers:
 
 def fixture_bodies(w: Workload, by_name: dict[str, list[Series]]) -> dict[str, bytes]:
     """The JSON body of ``/api/v1/query`` for each rendered query of the profile."""
-    exprs = GPUADVISOR.render(window_s=WINDOW_S)
+    exprs = GPUADVISOR.render(window_s=WINDOW_S, share_window_s=WINDOW_S)
     results = Answers(w, by_name).by_query()
     return {
         exprs[name]: json.dumps(
@@ -645,7 +658,7 @@ async def measure(
     tracemalloc (and one under cProfile when asked); timings, RSS and what was found."""
     # the defaults of `gpuadvisor advisor`, but a slow answer is measured rather than failed
     config = AdvisorConfig(PrometheusSettings(url, http=HttpSettings(timeout_s=60.0)), GPUADVISOR)
-    live = LiveSettings(max_age_s=config.live.max_age_s, window_s=WINDOW_S)
+    live = LiveSettings(max_age_s=config.live.max_age_s, window_s=WINDOW_S, share_window_s=WINDOW_S)
     client = PrometheusClient(config.prometheus)
     timed = TimedQuery(client)
     marks = {"read_s": 0.0}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuadvisor.analysis.capacity import Capacity
-from gpuadvisor.model import Allocation, Cluster, Job, Node
+from gpuadvisor.model import Allocation, Cluster, GpuLoad, GpuUse, Job, Node
 
 
 def make_job(
@@ -51,3 +51,33 @@ def make_capacity(cluster: Cluster, *held: tuple[Job, Allocation]) -> Capacity:
     for job, allocation in held:
         capacity.allocate(job, allocation)
     return capacity
+
+
+GIB = 1024**3
+
+
+def make_load(
+    busy: float = 0.1,
+    *,
+    p95: float | None = None,
+    memory_gib: float = 6.0,
+    total_gib: float = 80.0,
+    model: str = "NVIDIA H100 80GB HBM3",
+    sm_active: bool = True,
+) -> GpuLoad:
+    """One GPU's load over the sharing window; p95 defaults to twice the mean (capped at 1)."""
+    return GpuLoad(
+        busy,
+        min(1.0, 2 * busy) if p95 is None else p95,
+        memory_gib * GIB,
+        total_gib * GIB,
+        sm_active,
+        model,
+    )
+
+
+def gpu_uses(
+    node: str, job: str, gpus: range | tuple[int, ...], load: GpuLoad
+) -> tuple[GpuUse, ...]:
+    """The GPUs ``gpus`` of ``node`` held by ``job``, each with ``load``."""
+    return tuple(GpuUse(node, g, f"GPU-{node}-{g}", job, load=load) for g in gpus)

@@ -26,7 +26,11 @@ class FakePrometheus:
         profile: Profile = GPUADVISOR,
         settings: LiveSettings = DEFAULT_LIVE,
     ) -> None:
-        exprs = profile.render(selector=settings.selector, window_s=settings.window_s)
+        exprs = profile.render(
+            selector=settings.selector,
+            window_s=settings.window_s,
+            share_window_s=settings.share_window_s,
+        )
         self._rows = {expr: tuple(rows.get(name, ())) for name, expr in exprs.items()}
         self.down = ""
         self.queries = 0

@@ -58,3 +58,9 @@ def test_each_selected_recommendation_gets_one_verdict_and_others_are_counted() 
     assert steps.steps[1].reason.startswith("expired at 2027-01-15T08:00:00.000Z")
     assert "cancel" in steps.steps[2].reason
     assert steps.not_selected == 1
+
+
+def test_share_advice_never_runs_even_when_selected_and_carrying_a_command() -> None:
+    policy = Policy(frozenset({"share"}))
+    (step,) = plan((advice(0, ("scontrol", "top", "5"), kind="share"),), policy, NOW).steps
+    assert step.verdict is Verdict.NO_COMMAND and "apply never acts on it" in step.reason

@@ -42,6 +42,8 @@ def test_the_shipped_example_reads_with_every_section() -> None:
     assert config.cycle.advice.order == "advisor"
     assert config.cycle.advice.order_settings.starvation_s == 6 * 3600
     assert config.effective_cycle.reclaim.window_s == 300.0
+    assert config.live.share_window_s == config.effective_cycle.share.window_s == 3600.0
+    assert config.cycle.share.memory_ratio == 0.4 and config.cycle.share.enabled
     assert config.hysteresis.hold_cycles == 2
     assert config.outbox.max_age_s == 900.0
     (am,) = config.alertmanagers
@@ -127,6 +129,26 @@ def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
             4,
             "set by the advisor",
         ),
+        (
+            "prometheus: {url: http://p:9090}\nshare:\n  busy_p95_ratio: 1.5\n",
+            3,
+            "share.busy_p95_ratio: must be a ratio between 0 and 1",
+        ),
+        (
+            "prometheus: {url: http://p:9090}\nshare:\n  window: soon\n",
+            3,
+            "share.window",
+        ),
+        (
+            "prometheus: {url: http://p:9090}\nshare:\n  max_jobs_per_gpu: 1\n",
+            3,
+            "share.max_jobs_per_gpu",
+        ),
+        (
+            "prometheus: {url: http://p:9090}\nshare:\n  busy_ratio: 0.2\n",
+            3,
+            "share.busy_ratio: unknown key",
+        ),
     ],
 )
 def test_errors_name_the_line_and_the_field(
@@ -158,6 +180,19 @@ def test_a_file_that_sets_nothing_gets_the_defaults_of_the_settings_type(tmp_pat
     from_flags = advisor_config(None, AdvisorOverrides(prometheus_url="http://127.0.0.1:9090"))
     assert from_file == from_flags == AdvisorConfig(PrometheusSettings("http://127.0.0.1:9090"))
     assert from_file.effective_cycle.reclaim.window_s == from_file.live.window_s
+
+
+def test_the_share_section_sets_the_thresholds_and_the_loads_window(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "prometheus: {url: http://p:9090}\nwindow: 2m\n"
+        "share: {window: 30m, busy_mean_ratio: 0.1, max_jobs_per_gpu: 2, enabled: false}\n",
+    )
+    config = load_advisor_config(path, env={})
+    assert config.live.window_s == 120.0 and config.live.share_window_s == 1800.0
+    share = config.effective_cycle.share
+    assert (share.window_s, share.busy_mean_ratio, share.max_jobs_per_gpu) == (1800.0, 0.1, 2)
+    assert not share.enabled and share.busy_p95_ratio == 0.5  # the rest keep their defaults
 
 
 def test_flags_given_override_the_file_and_flags_not_given_leave_it(tmp_path: Path) -> None:

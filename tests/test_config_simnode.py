@@ -62,6 +62,39 @@ def test_a_full_spec_gives_the_node_it_describes(tmp_path: Path) -> None:
     )
 
 
+LIGHT = """\
+node: light
+gpus: 2
+timelines:
+  0:
+    utilization: [[0, 30]]
+    sm_active: [[0, 8], [10s, 12]]
+    memory: [[0, 7.5]]
+    jobs: [[0, "11"]]
+  1:
+    utilization: [[0, 30]]
+    jobs: [[0, "12"]]
+"""
+
+
+def test_memory_and_sm_activity_follow_their_timelines_or_the_defaults(tmp_path: Path) -> None:
+    spec = load(write(tmp_path, LIGHT))
+    assert spec.memory == (((0.0, 7.5),), ()) and spec.sm_active[0] == ((0.0, 8.0), (10.0, 12.0))
+    now = [T0]
+    probe = SimulatedProbe(spec, lambda: now[0])
+    first, second = probe.read().gpus
+    assert first.memory_total_bytes is not None and first.memory_used_bytes is not None
+    assert first.memory_used_bytes == round(0.075 * first.memory_total_bytes)
+    assert first.gpm is not None and first.gpm.sm_active_ratio == 0.08
+    # without their timelines: 60 % of memory while held, SM activity 95 % of utilization
+    assert second.memory_used_bytes == round(0.6 * first.memory_total_bytes)
+    assert second.gpm is not None and second.gpm.sm_active_ratio is not None
+    assert abs(second.gpm.sm_active_ratio - 0.285) < 1e-12
+    now[0] = T0 + 15
+    gpm = probe.read().gpus[0].gpm
+    assert gpm is not None and gpm.sm_active_ratio == 0.12
+
+
 def test_the_probe_follows_the_spec_and_repeats_with_the_period(tmp_path: Path) -> None:
     now = [T0]
     probe = SimulatedProbe(load(write(tmp_path, SPEC)), lambda: now[0])
@@ -109,7 +142,7 @@ def test_what_the_file_leaves_out_comes_from_the_flags(tmp_path: Path) -> None:
         (
             "timelines:\n  0:\n    util: []\n",
             3,
-            "timelines.0.util: unknown key; known keys here: utilization, jobs",
+            "timelines.0.util: unknown key; known keys here: utilization, jobs, memory, sm_active",
         ),
         ("timelines:\n  0: {utilization: 90}\n", 2, "utilization: expected a list of [start, "),
         (
@@ -121,6 +154,16 @@ def test_what_the_file_leaves_out_comes_from_the_flags(tmp_path: Path) -> None:
             "timelines:\n  0:\n    utilization: [[0, 120]]\n",
             3,
             "utilization[0]: must be a percentage between 0 and 100",
+        ),
+        (
+            "timelines:\n  0:\n    memory: [[0, 101]]\n",
+            3,
+            "timelines.0.memory[0]: must be a percentage between 0 and 100",
+        ),
+        (
+            "timelines:\n  0:\n    sm_active:\n      - [10, 5]\n      - [5, 5]\n",
+            5,
+            "timelines.0.sm_active[1]: starts at 5 s, before the step above it",
         ),
         (
             "timelines:\n  0:\n    utilization: [[soon, 1]]\n",

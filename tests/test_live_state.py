@@ -484,3 +484,73 @@ def test_build_live_state_picks_the_builder_by_profile_kind() -> None:
         False,
         "every agent is stale or unusable (see warnings)",
     )
+
+
+# --- the loads of the share advice ---------------------------------------------------------------
+
+
+def loads(node: str, gpu: int, **values: float) -> Answers:
+    """Answers of the share queries for GPU ``gpu`` of ``node``'s agent."""
+    return {name: [s(v, gpu_uuid=f"GPU-{node}-{gpu}")] for name, v in values.items()}
+
+
+def test_the_share_loads_prefer_sm_activity_and_need_every_part() -> None:
+    total, peak = 80.0 * 1024**3, 6.0 * 1024**3
+    answers = merge(
+        head_of_line(),
+        loads(
+            "vm",
+            0,
+            gpu_sm_active_mean=0.1,
+            gpu_sm_active_p95=0.3,
+            gpu_busy_share_mean=0.5,
+            gpu_busy_share_p95=0.9,
+            gpu_memory_peak_bytes=peak,
+            gpu_memory_total_bytes=total,
+        ),
+        # no SM activity (not Hopper): utilization; its p95 below its mean is raised to it
+        loads(
+            "vm",
+            4,
+            gpu_busy_share_mean=0.2,
+            gpu_busy_share_p95=0.1,
+            gpu_memory_peak_bytes=peak,
+            gpu_memory_total_bytes=total,
+        ),
+        # no memory peak: no load, so never advised to share
+        loads("vm", 5, gpu_busy_share_mean=0.2, gpu_busy_share_p95=0.3),
+    )
+    use = {u.gpu_index: u.load for u in build(answers).state.gpu_use}
+    first = use[0]
+    assert first is not None and first.sm_active and first.model == "NVIDIA H100"
+    assert (first.busy_mean_ratio, first.busy_p95_ratio) == (0.1, 0.3)
+    assert (first.memory_peak_bytes, first.memory_total_bytes) == (peak, total)
+    fourth = use[4]
+    assert fourth is not None and not fourth.sm_active
+    assert (fourth.busy_mean_ratio, fourth.busy_p95_ratio) == (0.2, 0.2)
+    assert use[1] is None and use[5] is None
+
+
+def test_kubernetes_share_loads_come_from_dcgm_by_uuid_with_its_model_name() -> None:
+    mib = 1024.0**2
+    loads_of = {
+        "gpu_sm_active_mean": [s(0.1, UUID="GPU-4", modelName="NVIDIA A100-SXM4-80GB")],
+        "gpu_sm_active_p95": [s(0.2, UUID="GPU-4")],
+        "gpu_busy_share_mean": [s(0.3, UUID=f"GPU-{i}", modelName="NVIDIA A100") for i in (4, 5)],
+        "gpu_busy_share_p95": [s(0.4, UUID=f"GPU-{i}") for i in (4, 5)],
+        "gpu_memory_peak_bytes": [s(6000 * mib, UUID=f"GPU-{i}") for i in (4, 5)],
+        "gpu_memory_total_bytes": [s(81000 * mib, UUID=f"GPU-{i}") for i in (4, 5, 6)],
+    }
+    built = kube(
+        pod("ml", "train-0", "Running", 4, T0, node="gpu-a"),
+        dcgm(dict.fromkeys(range(4, 8), ("ml", "train-0"))),
+        loads_of,
+    )
+    use = {u.gpu_index: u.load for u in built.state.gpu_use}
+    sm = use[4]
+    assert sm is not None and sm.sm_active and sm.model == "NVIDIA A100-SXM4-80GB"
+    assert (sm.busy_mean_ratio, sm.busy_p95_ratio, sm.memory_total_bytes) == (0.1, 0.2, 81000 * mib)
+    util = use[5]
+    assert util is not None and not util.sm_active and util.model == "NVIDIA A100"
+    assert (util.busy_mean_ratio, util.busy_p95_ratio) == (0.3, 0.4)
+    assert use[6] is None and use[7] is None  # no activity or no memory peak: no load

@@ -71,9 +71,19 @@ def test_the_window_fills_rate_and_avg_over_time() -> None:
     assert "[2500ms]" in KUBERNETES.render(window_s=2.5)["gpu_utilization_ratio"]
 
 
+def test_the_share_window_fills_the_load_queries_and_defaults_to_the_window() -> None:
+    rendered = GPUADVISOR.render(window_s=120, share_window_s=3600)
+    assert rendered["gpu_memory_peak_bytes"] == (
+        "max_over_time(gpuadvisor_gpu_memory_used_bytes{}[3600s])"
+    )
+    assert rendered["gpu_busy_ratio"].endswith("[120s])")
+    assert GPUADVISOR.render(window_s=120)["gpu_sm_active_p95"].endswith("[120s])")
+    assert "gpuadvisor_gpu_utilization_ratio" in rendered["gpu_busy_share_mean"]
+
+
 def test_the_gpuadvisor_profile_reads_the_names_and_labels_the_agent_exports() -> None:
     used = set(re.findall(r"gpuadvisor_[a-z_]+", " ".join(GPUADVISOR.render().values())))
-    agent = {n for n in used if not n.startswith("gpuadvisor_queue_")}
+    agent = {n.removesuffix("_bucket") for n in used if not n.startswith("gpuadvisor_queue_")}
     assert agent <= set(METRICS_BY_NAME), agent - set(METRICS_BY_NAME)
     info = set(METRICS_BY_NAME["gpuadvisor_gpu_info"].labels) | {"node"}  # node: joined in
     assert set(GPUADVISOR.query("gpu_info").labels) <= info
@@ -105,7 +115,7 @@ def test_an_unknown_profile_lists_the_known_ones() -> None:
     ("template", "message"),
     [
         ("up{$cluster}", r"unknown placeholder \$cluster; known: \$selector, \$window"),
-        ("up{$selector} $", "a '\\$' that is not \\$selector or \\$window"),
+        ("up{$selector} $", "a '\\$' that is not \\$selector, \\$window or \\$share_window"),
         ("  ", "must not be empty"),
     ],
 )

@@ -179,7 +179,8 @@ def ksm_text(started: Mapping[str, str] | None = None) -> str:
 
 
 def dcgm_text() -> str:
-    """dcgm-exporter with Kubernetes pod attribution: GPUs 0-3 train-0, 4-5 train-1."""
+    """dcgm-exporter with Kubernetes pod attribution: GPUs 0-3 train-0, 4-5 train-1; SM activity
+    (a profiling metric) only on train-1's GPUs; framebuffer used and free in MiB on all."""
     owner = dict.fromkeys(range(4), "train-0") | {4: "train-1", 5: "train-1"}
     util = {"train-0": 93, "train-1": 1}
     out = [
@@ -199,6 +200,11 @@ def dcgm_text() -> str:
             else ',container="",namespace="",pod=""'
         )
         out.append(f"DCGM_FI_DEV_GPU_UTIL{{{gpu}{attribution}}} {util.get(pod or '', 0)}")
+        used = {"train-0": 60000, "train-1": 6000}.get(pod or "", 0)
+        out.append(f"DCGM_FI_DEV_FB_USED{{{gpu}{attribution}}} {used}")
+        out.append(f"DCGM_FI_DEV_FB_FREE{{{gpu}{attribution}}} {81920 - used}")
+        if pod == "train-1":
+            out.append(f"DCGM_FI_PROF_SM_ACTIVE{{{gpu}{attribution}}} 0.05")
     return "\n".join(out) + "\n"
 
 
@@ -313,6 +319,12 @@ async def test_the_kubernetes_profile_reads_kube_state_metrics_and_dcgm(
     use = {u.gpu_index: u for u in state.gpu_use}
     assert use[0].utilization_ratio == 0.93 and use[0].gpu_uuid == "GPU-5f2c1a3e-0000"
     assert use[5].utilization_ratio == 0.01 and use[5].job_id == "ml/train-1"
+    # the share loads: SM activity where dcgm-exporter has it, else utilization; MiB → bytes
+    light, busy = use[5].load, use[0].load
+    assert light is not None and light.sm_active and light.model == "NVIDIA A100-SXM4-80GB"
+    assert (light.busy_mean_ratio, light.busy_p95_ratio) == (0.05, 0.05)
+    assert (light.memory_peak_bytes, light.memory_total_bytes) == (6000 * 2**20, 81920 * 2**20)
+    assert busy is not None and not busy.sm_active and busy.busy_mean_ratio == 0.93
 
 
 async def test_a_stopped_exporter_takes_its_source_down_within_the_age_limit(

@@ -19,6 +19,7 @@ from gpuadvisor.analysis.advice.cycle import CycleSettings
 from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
 from gpuadvisor.analysis.advice.reclaim import ReclaimSettings
 from gpuadvisor.analysis.advice.reorder import AdviceSettings
+from gpuadvisor.analysis.advice.share import ShareSettings
 from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.config.http import HTTP_KEYS, built, http_settings, secret
@@ -68,12 +69,14 @@ class AdvisorConfig:
 
     @property
     def effective_cycle(self) -> CycleSettings:
-        """``cycle`` with the scheduler whose commands the advice carries, and the reclaim
-        window set to the window the utilization queries average over (``live.window_s``)."""
+        """``cycle`` with the scheduler whose commands the advice carries, the reclaim window
+        set to the window the utilization queries average over (``live.window_s``), and the
+        share window to the loads' (``live.share_window_s``)."""
         scheduler = self.scheduler or ("slurm" if self.profile.kind == "gpuadvisor" else "none")
         advice = dataclasses.replace(self.cycle.advice, scheduler=scheduler)
         reclaim = dataclasses.replace(self.cycle.reclaim, window_s=self.live.window_s)
-        return dataclasses.replace(self.cycle, advice=advice, reclaim=reclaim)
+        share = dataclasses.replace(self.cycle.share, window_s=self.live.share_window_s)
+        return dataclasses.replace(self.cycle, advice=advice, reclaim=reclaim, share=share)
 
     @property
     def listen(self) -> tuple[str | None, int]:
@@ -248,7 +251,37 @@ def _cycle(root: YamlMap) -> CycleSettings:
             idle_ratio=_get(reclaim_map, "idle_ratio", ratio, reclaim.idle_ratio),
             min_gpus=_get(reclaim_map, "min_gpus", _count(1), reclaim.min_gpus),
         )
-    return CycleSettings(advice=advice, reclaim=reclaim)
+    return CycleSettings(advice=advice, reclaim=reclaim, share=_share(root))
+
+
+SHARE_RATIOS = (
+    "busy_mean_ratio",
+    "busy_p95_ratio",
+    "memory_ratio",
+    "pack_busy_ratio",
+    "pack_memory_ratio",
+)
+
+
+def _share(root: YamlMap) -> ShareSettings:
+    """The ``share:`` section (its ``window`` goes to the live settings, ``_share_window``)."""
+    m = root.section("share")
+    share = ShareSettings()  # its window is the live sharing window (``effective_cycle``)
+    if m is None:
+        return share
+    m.reject_unknown({"enabled", "window", "max_jobs_per_gpu", *SHARE_RATIOS})
+    changes: dict[str, Any] = {
+        key: _get(m, key, ratio, getattr(share, key)) for key in SHARE_RATIOS if key in m
+    }
+    changes["enabled"] = _get(m, "enabled", _bool, share.enabled)
+    changes["max_jobs_per_gpu"] = _get(m, "max_jobs_per_gpu", _count(2), share.max_jobs_per_gpu)
+    return dataclasses.replace(share, **changes)
+
+
+def _share_window(root: YamlMap) -> float:
+    m = root.section("share")
+    default = LiveSettings().share_window_s
+    return default if m is None else _get(m, "window", seconds, default)
 
 
 _SINK_COMMON = {*HTTP_KEYS, "name", "labels"}
@@ -341,6 +374,7 @@ TOP_KEYS = {
     "policy",
     "hysteresis",
     "reclaim",
+    "share",
     "outbox",
     "sinks",
     "history",
@@ -383,6 +417,7 @@ def load_advisor_config(path: str, *, env: Mapping[str, str] | None = None) -> A
         max_age_s=_get(root, "max_age", seconds, LiveSettings().max_age_s),
         window_s=_get(root, "window", seconds, LiveSettings().window_s),
         selector=root.string("selector") or "",
+        share_window_s=_share_window(root),
     )
     built(root, lambda: chosen.render(selector=live.selector, window_s=live.window_s))
     hysteresis = HysteresisSettings()

@@ -11,6 +11,8 @@ The format is documented in docs/agent.md::
       0-3:
         utilization: [[0, 90], [30s, 0]]    # [start, percent] steps
         jobs: [[0, "1001"], [90, ""]]       # [start, job id]; "" frees; a list: shared GPU
+        memory: [[0, 8]]                    # optional: percent of the GPU's memory in use
+        sm_active: [[0, 10]]                # optional: SM activity percent (GPM)
 
 Times are seconds (``30``) or durations (``500ms``, ``30s``, ``2m``, ``1h``) from the agent's
 first reading. The file is composed (``yaml.compose``), not loaded, so that every error names the
@@ -32,7 +34,7 @@ from gpuadvisor.errors import ConfigError
 from gpuadvisor.sources.simnode.node import Jobs, JobTimeline, SimSpec, Timeline
 
 KEYS = ("node", "gpus", "group_size", "groups", "period", "timelines")
-TIMELINE_KEYS = ("utilization", "jobs")
+TIMELINE_KEYS = ("utilization", "jobs", "memory", "sm_active")
 
 _TAG = "tag:yaml.org,2002:"
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
@@ -175,7 +177,7 @@ def gpu_indices(key: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _utilization(file: _File, node: yaml.Node, field: str) -> Timeline:
+def _percents(file: _File, node: yaml.Node, field: str) -> Timeline:
     steps = []
     items = file.sequence(node, field, "[start, percent] steps")
     for i, item in enumerate(items):
@@ -256,6 +258,8 @@ def load_sim_spec(path: str, *, node: str, gpus: int, group_size: int) -> SimSpe
     period_s: float | None = get("period", seconds, None)
     utilization: list[Timeline] = [()] * n_gpus
     allocation: list[JobTimeline] = [()] * n_gpus
+    memory: list[Timeline] = [()] * n_gpus
+    sm_active: list[Timeline] = [()] * n_gpus
     named_on: dict[int, int] = {}
     if "timelines" in entries:
         for key, (key_node, value_node) in file.mapping(
@@ -276,15 +280,25 @@ def load_sim_spec(path: str, *, node: str, gpus: int, group_size: int) -> SimSpe
                     )
                 named_on[index] = _line(key_node)
             gpu = file.mapping(value_node, field, TIMELINE_KEYS)
-            util = (
-                _utilization(file, gpu["utilization"][1], f"{field}.utilization")
-                if "utilization" in gpu
-                else ()
+            util, memory_steps, sm_steps = (
+                _percents(file, gpu[key][1], f"{field}.{key}") if key in gpu else ()
+                for key in ("utilization", "memory", "sm_active")
             )
             jobs = _jobs(file, gpu["jobs"][1], f"{field}.jobs") if "jobs" in gpu else ()
             for index in indices:
                 utilization[index], allocation[index] = util, jobs
+                memory[index], sm_active[index] = memory_steps, sm_steps
     try:
-        return SimSpec(name, n_gpus, size, tuple(utilization), tuple(allocation), period_s, groups)
+        return SimSpec(
+            name,
+            n_gpus,
+            size,
+            tuple(utilization),
+            tuple(allocation),
+            period_s,
+            groups,
+            tuple(memory) if any(memory) else (),
+            tuple(sm_active) if any(sm_active) else (),
+        )
     except ConfigError as exc:  # the checks above should have caught it: name the file
         raise ConfigError(exc.reason, path=path, column=exc.column) from None

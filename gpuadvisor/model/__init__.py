@@ -2,7 +2,7 @@
 
 from gpuadvisor.model.cluster import MILLI_PER_GPU, Cluster, Node
 from gpuadvisor.model.job import Job
-from gpuadvisor.model.live import GpuUse, LiveState, SourceHealth
+from gpuadvisor.model.live import GpuLoad, GpuUse, LiveState, SourceHealth
 from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
 from gpuadvisor.model.snapshot import Allocation, ClusterSnapshot, RunningJob
@@ -13,6 +13,7 @@ __all__ = [
     "Cluster",
     "ClusterSnapshot",
     "Gain",
+    "GpuLoad",
     "GpuUse",
     "Job",
     "Kind",

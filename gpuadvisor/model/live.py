@@ -9,13 +9,30 @@ from gpuadvisor.model.snapshot import ClusterSnapshot
 
 
 @dataclass(frozen=True, slots=True)
+class GpuLoad:
+    """How much of one GPU its job used over the sharing window (``share:`` advice).
+
+    ``busy_mean_ratio`` and ``busy_p95_ratio``: mean and 95th percentile of SM activity where
+    the GPU reports it (``sm_active`` True), else of utilization; ``memory_peak_bytes`` the
+    most memory used in the window; ``memory_total_bytes`` the GPU's memory; ``model`` its name.
+    """
+
+    busy_mean_ratio: float
+    busy_p95_ratio: float
+    memory_peak_bytes: float
+    memory_total_bytes: float
+    sm_active: bool = False
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuUse:
     """One allocated GPU's recent use.
 
     ``utilization_ratio`` is the mean utilization over the advisor's look-back window (``None``:
     no agent reports it); ``idle_ratio`` the share of that window it sat allocated but below the
     agent's idle threshold (rate of ``gpuadvisor_gpu_allocated_idle_seconds_total``;
-    ``None``: unknown).
+    ``None``: unknown). ``load``: its use over the sharing window (``None``: not all of it known).
     """
 
     node: str
@@ -24,6 +41,7 @@ class GpuUse:
     job_id: str
     utilization_ratio: float | None = None
     idle_ratio: float | None = None
+    load: GpuLoad | None = None
 
 
 @dataclass(frozen=True, slots=True)

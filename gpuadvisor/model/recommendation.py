@@ -14,6 +14,7 @@ class Kind(StrEnum):
     PLACE_ON = "place-on"  # put a job on a given node to limit fragmentation
     RECLAIM_IDLE = "reclaim-idle"  # allocated GPUs that sit idle
     QUEUE_BLOCKED = "queue-blocked"  # the queue head blocks jobs that fit now
+    SHARE = "share"  # light jobs that could share GPUs (MPS, time-slicing, MIG)
 
 
 class Severity(StrEnum):

@@ -1,16 +1,17 @@
 """One advisor cycle, pure: from the live state to the findings the advisor exposes and sends.
 
 The findings hold the idle split (why free GPUs sit idle), fragmentation against the pending
-queue's shapes, and the recommendations (`advice` and `reclaim`). When an input is not trusted
-(stale or down) the cycle finds nothing: no numbers and no advice from data it cannot vouch for.
+queue's shapes, and the recommendations (`advice`, `reclaim` and `share`). When an input is not
+trusted (stale or down) the cycle finds nothing: no numbers and no advice from data it cannot
+vouch for.
 
 When part of the cluster is missing (``LiveState.missing_nodes``: nodes the queue names or that
 were seen recently, but no agent reports) the cycle is *degraded*: its numbers describe the
 visible part, and only advice that rests on visible nodes alone is given. That is
-``reclaim-idle`` (one job's own GPUs, all of them reported: a job with a GPU on a missing node is
-left out of the snapshot whole). The ordering and placement kinds are withheld: they compare the
-whole queue's plan (who fits where, when the head can start), which the missing nodes are part
-of, so none of them can be checked.
+``reclaim-idle`` and ``share`` (one job's own GPUs, or light jobs packed within one node, all of
+them reported: a job with a GPU on a missing node is left out of the snapshot whole). The
+ordering and placement kinds are withheld: they compare the whole queue's plan (who fits where,
+when the head can start), which the missing nodes are part of, so none of them can be checked.
 """
 
 from __future__ import annotations
@@ -25,15 +26,16 @@ from gpuadvisor.analysis.advice.predicted import (
 )
 from gpuadvisor.analysis.advice.reclaim import ReclaimSettings, reclaim_idle
 from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise, capacity_of
+from gpuadvisor.analysis.advice.share import ShareSettings, share
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.analysis.fragmentation import Fragmentation, WorkloadMix, measure
 from gpuadvisor.analysis.idle import IdleSplit, split_idle
 from gpuadvisor.analysis.prediction import RuntimePredictor
 from gpuadvisor.model import MILLI_PER_GPU, Job, Kind, LiveState, Recommendation
 
-_PER_JOB_GAIN = frozenset({Kind.START_NOW, Kind.RECLAIM_IDLE})
-LOCAL_KINDS = frozenset({Kind.RECLAIM_IDLE})
-"""Advice that rests on one job's reported GPUs alone: all a degraded cycle gives."""
+_PER_JOB_GAIN = frozenset({Kind.START_NOW, Kind.RECLAIM_IDLE, Kind.SHARE})
+LOCAL_KINDS = frozenset({Kind.RECLAIM_IDLE, Kind.SHARE})
+"""Advice that rests on reported GPUs of one job or one node alone: all a degraded cycle gives."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,7 @@ class CycleSettings:
 
     advice: AdviceSettings = field(default_factory=AdviceSettings)
     reclaim: ReclaimSettings = field(default_factory=ReclaimSettings)
+    share: ShareSettings = field(default_factory=ShareSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +106,8 @@ def analyse(
     if planned is not None:
         advice = with_runtime_evidence(advice, planned)
     reclaim = reclaim_idle(live, settings.reclaim, valid_until)
-    found = advice + reclaim
+    shared = share(live, settings.share, valid_until, frozenset(r.job_id for r in reclaim))
+    found = advice + reclaim + shared
     missing = set(live.missing_nodes)
     if missing:
         found = tuple(

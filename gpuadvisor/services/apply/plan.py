@@ -5,7 +5,8 @@ advisor emits runs, nothing else: ``scontrol top <job>`` with the recommendation
 (``start-now``) or one of the jobs it lists (``queue-blocked``, at most five), and with
 ``--allow-update`` ``scontrol update JobId=<its job> ReqNodeList=<nodes>`` (``hold-node``,
 ``place-on``). Never advice past its ``valid_until``, itself capped at ``MAX_VALIDITY_S`` after
-the document's ``generated_at``; a recommendation with one refused command runs none.
+the document's ``generated_at``; a recommendation with one refused command runs none; ``share``
+advice never runs (``FOR_PEOPLE``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ MAX_BLOCKED_COMMANDS: Final = 5
 MAX_VALIDITY_S: Final = 3600.0
 """A recommendation is never acted on more than this long after the advisor made it (its
 ``generated_at``), whatever its ``valid_until`` says: the cluster has moved on by then."""
+FOR_PEOPLE: Final = frozenset({"share"})
+"""Kinds ``apply`` never acts on, whatever commands they carry: sharing GPUs (MPS, time-slicing,
+a MIG layout) is set up by people when the jobs next start, never by a scheduler command."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,10 @@ def plan(advices: Sequence[Advice], policy: Policy, now_s: float) -> Plan:
                 " (valid_until capped at generated_at + 1h)" if until < advice.valid_until_s else ""
             )
             steps.append(Step(advice, Verdict.EXPIRED, f"expired at {iso_utc(until)}{capped}"))
+            continue
+        if advice.kind in FOR_PEOPLE:
+            why = f"{advice.kind} advice is for people: apply never acts on it"
+            steps.append(Step(advice, Verdict.NO_COMMAND, why))
             continue
         if not advice.commands:
             steps.append(Step(advice, Verdict.NO_COMMAND, "no scheduler command for this advice"))

@@ -31,6 +31,7 @@ ALERTNAMES: dict[Kind, str] = {
     Kind.PLACE_ON: "GpuAdvisorPlaceOn",
     Kind.RECLAIM_IDLE: "GpuAdvisorReclaimIdle",
     Kind.QUEUE_BLOCKED: "GpuAdvisorQueueBlocked",
+    Kind.SHARE: "GpuAdvisorShare",
 }
 """``alertname`` per recommendation kind (always set: Alertmanager accepts alerts without one)."""
 

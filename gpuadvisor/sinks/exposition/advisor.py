@@ -85,8 +85,14 @@ ADVISOR_METRICS: tuple[MetricDef, ...] = (
         "gpuadvisor_advisor_missing_nodes",
         "gauge",
         "Nodes the queue names or an agent reported recently that no agent reports now; above 0 "
-        "the cycle is degraded: its numbers cover the visible nodes and only reclaim-idle advice "
-        f"is given ({ADVISOR}).",
+        "the cycle is degraded: its numbers cover the visible nodes and only reclaim-idle and "
+        f"share advice is given ({ADVISOR}).",
+    ),
+    MetricDef(
+        "gpuadvisor_advisor_share_freeable_gpus",
+        "gauge",
+        "GPUs the active share advice would free by packing light jobs onto fewer GPUs "
+        f"(MIG, MPS, time-slicing) ({ADVISOR}).",
     ),
     MetricDef(
         "gpuadvisor_advisor_source_up",
@@ -144,6 +150,14 @@ class AdvisorStatus:
     """When each active recommendation was first proposed, by id."""
 
 
+def freed_gpus(rec: Recommendation) -> int:
+    """The GPUs a ``share`` recommendation would free (its ``gpus_freed`` evidence); 0 else."""
+    if rec.kind is not Kind.SHARE:
+        return 0
+    value = dict(rec.evidence).get("gpus_freed", "0")
+    return int(value) if value.isdigit() else 0
+
+
 def _gauge(name: str) -> GaugeMetricFamily:
     return gauge(_BY_NAME[name])
 
@@ -162,6 +176,9 @@ def render_status(status: AdvisorStatus) -> Iterator[Metric]:
     for kind in Kind:
         active.add_metric([kind.value], float(sum(r.kind is kind for r in status.active)))
     yield active
+    freeable = _gauge("gpuadvisor_advisor_share_freeable_gpus")
+    freeable.add_metric([], float(sum(freed_gpus(r) for r in status.active)))
+    yield freeable
     findings = status.findings
     if findings is None or not findings.trusted:
         return

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import (
+    GpuLoad,
     Node,
     QueueEntry,
     SourceHealth,
@@ -63,11 +64,50 @@ def _agents(b: Build, r: Answers) -> SourceHealth:
     idle = r.values("gpu_allocated_idle_ratio", "gpu_uuid")
     for at, uuid in b.uuids.items():
         b.use[at] = (clamped_ratio(busy.get(uuid)), clamped_ratio(idle.get(uuid)))
+    _loads(b, r)
     fresh = [s for s in r.get("agent_age_seconds", ()) if s.label("node") in b.nodes]
     down = "every agent is stale or unusable (see warnings)" if rows and not b.nodes else ""
     if not rows and any(s.value == 0 for s in r.get("nvml_up", ())):
         down = "NVML down on every agent"
     return b.health("agents", fresh, present=bool(rows), down=down)
+
+
+LOAD_FIELDS = (
+    "gpu_sm_active_mean",
+    "gpu_sm_active_p95",
+    "gpu_busy_share_mean",
+    "gpu_busy_share_p95",
+    "gpu_memory_peak_bytes",
+    "gpu_memory_total_bytes",
+)
+
+
+def _loads(b: Build, r: Answers, label: str = "gpu_uuid") -> None:
+    """Each GPU's load over the sharing window: SM activity where the GPU reports it, else
+    utilization; a GPU missing any part has none (it is never advised to share). ``label``
+    names the GPU in the answers (``UUID`` for dcgm-exporter, which also names the model)."""
+    per = {name: r.values(name, label) for name in LOAD_FIELDS}
+    models: dict[str, str] = {}
+    for name in ("gpu_sm_active_mean", "gpu_busy_share_mean"):
+        for s in () if name in r.plan else r.get(name, ()):
+            if s.label("modelName"):
+                models.setdefault(s.label(label), s.label("modelName"))
+    for at, uuid in b.uuids.items():
+        sm = (
+            clamped_ratio(per["gpu_sm_active_mean"].get(uuid)),
+            clamped_ratio(per["gpu_sm_active_p95"].get(uuid)),
+        )
+        util = (
+            clamped_ratio(per["gpu_busy_share_mean"].get(uuid)),
+            clamped_ratio(per["gpu_busy_share_p95"].get(uuid)),
+        )
+        mean, p95 = sm if None not in sm else util
+        peak = finite(per["gpu_memory_peak_bytes"].get(uuid))
+        total = finite(per["gpu_memory_total_bytes"].get(uuid))
+        if mean is None or p95 is None or peak is None or not total or total <= 0:
+            continue
+        model = models.get(uuid) or (b.nodes[at[0]].gpu_model if at[0] in b.nodes else "")
+        b.load[at] = GpuLoad(mean, max(mean, p95), max(0.0, peak), total, None not in sm, model)
 
 
 def _node(b: Build, name: str, gpus: int, rows: Iterable[Sample]) -> Node:
@@ -163,6 +203,7 @@ GPUADVISOR_PLAN: Plan = {
     "gpu_jobs": (Index("firsts", ("gpu_uuid", "job_id")),),
     "gpu_busy_ratio": (Index("values", ("gpu_uuid",)),),
     "gpu_allocated_idle_ratio": (Index("values", ("gpu_uuid",)),),
+    **{name: (Index("values", ("gpu_uuid",)),) for name in LOAD_FIELDS},
     **{name: (Index("values", ("job_id",)),) for name in (*JOB_FIELDS, "job_priority")},
     "job_node": (Index("firsts", ("job_id", "node")),),
     "job_gpu": (Index("firsts", ("job_id", "node", "gpu_index")),),
@@ -250,6 +291,7 @@ def _dcgm(b: Build, r: Results | Answers) -> SourceHealth:
         b.uuids[(node, i)] = s.label("UUID")
         b.use[(node, i)] = (clamped_ratio(s.value) if s.label("UUID") in fresh else None, None)
     b.observed = {key: tuple(sorted(set(gpus))) for key, gpus in observed.items()}
+    _loads(b, r if isinstance(r, Answers) else Answers(None, r), "UUID")
     return b.health("gpu-utilization", ages, present=bool(rows))
 
 

@@ -57,11 +57,13 @@ SOURCES: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True, slots=True)
 class LiveSettings:
-    """How old a source may be, the utilization window, and the optional cluster matchers."""
+    """How old a source may be, the utilization window, the sharing window (the loads of the
+    ``share`` advice), and the optional cluster matchers."""
 
     max_age_s: float = 120.0
     window_s: float = 300.0
     selector: str = ""
+    share_window_s: float = 3600.0
 
 
 def build_live_state(
@@ -121,7 +123,11 @@ async def read_live(
 async def _query_and_build(
     client: MetricsQuery, profile: Profile, now_s: float, settings: LiveSettings
 ) -> LiveBuild:
-    exprs = profile.render(selector=settings.selector, window_s=settings.window_s)
+    exprs = profile.render(
+        selector=settings.selector,
+        window_s=settings.window_s,
+        share_window_s=settings.share_window_s,
+    )
     names = list(exprs)
     answers = Answers(PLANS.get(profile.kind))
 

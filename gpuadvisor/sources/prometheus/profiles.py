@@ -3,7 +3,8 @@
 A profile maps query names to PromQL templates. Two placeholders (``string.Template``; ``$``
 never occurs in PromQL) are filled in at render time: ``$selector`` becomes the optional
 cluster matcher list (``cluster="a"``), injected into every selector so one Prometheus can serve
-many clusters, and ``$window`` the look-back window of ``rate()`` and ``avg_over_time()``.
+many clusters, ``$window`` the look-back window of ``rate()`` and ``avg_over_time()``, and
+``$share_window`` the longer look-back of the loads the ``share`` advice judges jobs by.
 Users replace any query by name from config; the builder in ``live_state`` only relies on the
 output labels each query documents, so a replacement must keep them.
 
@@ -23,7 +24,7 @@ from string import Template
 
 from gpuadvisor.errors import ConfigError
 
-PLACEHOLDERS = ("selector", "window")
+PLACEHOLDERS = ("selector", "window", "share_window")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +74,14 @@ class Profile:
             ),
         )
 
-    def render(self, *, selector: str = "", window_s: float = 300.0) -> dict[str, str]:
-        """Every query as PromQL, with ``selector`` (checked) and ``window_s`` filled in."""
+    def render(
+        self, *, selector: str = "", window_s: float = 300.0, share_window_s: float | None = None
+    ) -> dict[str, str]:
+        """Every query as PromQL, with ``selector`` (checked), ``window_s`` and
+        ``share_window_s`` (default: ``window_s``) filled in."""
         matchers = check_selector(selector)
         window = promql_duration(window_s)
+        share_window = promql_duration(window_s if share_window_s is None else share_window_s)
         out: dict[str, str] = {}
         for q in self.queries:
             template = Template(q.template)
@@ -85,23 +90,27 @@ class Profile:
                     f"queries.{q.name}: has no $selector, so the selector {selector!r} would "
                     "not apply to it; add {$selector} to each metric selector"
                 )
-            out[q.name] = template.substitute(selector=matchers, window=window)
+            out[q.name] = template.substitute(
+                selector=matchers, window=window, share_window=share_window
+            )
         return out
 
 
 def check_template(name: str, template: str) -> None:
-    """Refuse a template with a stray ``$`` or a placeholder other than $selector, $window."""
+    """Refuse a template with a stray ``$`` or a placeholder other than those known."""
     if not template.strip():
         raise ConfigError(f"queries.{name}: must not be empty")
     parsed = Template(template)
     if not parsed.is_valid():
         raise ConfigError(
-            f"queries.{name}: a '$' that is not $selector or $window (write $$ for a literal $)"
+            f"queries.{name}: a '$' that is not $selector, $window or $share_window "
+            "(write $$ for a literal $)"
         )
     unknown = [i for i in parsed.get_identifiers() if i not in PLACEHOLDERS]
     if unknown:
         raise ConfigError(
-            f"queries.{name}: unknown placeholder ${unknown[0]}; known: $selector, $window"
+            f"queries.{name}: unknown placeholder ${unknown[0]}; "
+            "known: $selector, $window, $share_window"
         )
 
 
@@ -145,6 +154,48 @@ def promql_duration(seconds: float) -> str:
 _ON_NODE = "* on(instance, job) group_left(node) gpuadvisor_node_info{$selector}"
 """Joins an agent series to its node name: the agent's per-node series share its target labels."""
 
+SHARE_QUERIES = (
+    Query(
+        "gpu_sm_active_mean",
+        "avg_over_time(gpuadvisor_gpu_sm_active_ratio{$selector}[$share_window])",
+        "Mean SM activity 0-1 of each GPU over the sharing window (Hopper and newer).",
+        ("gpu_uuid",),
+    ),
+    Query(
+        "gpu_sm_active_p95",
+        "quantile_over_time(0.95, gpuadvisor_gpu_sm_active_ratio{$selector}[$share_window])",
+        "95th percentile of each GPU's SM activity over the sharing window.",
+        ("gpu_uuid",),
+    ),
+    Query(
+        "gpu_busy_share_mean",
+        "avg_over_time(gpuadvisor_gpu_utilization_ratio{$selector}[$share_window])",
+        "Mean utilization 0-1 of each GPU over the sharing window (where SM activity is absent; "
+        "a gauge's mean, right even for an agent younger than the window).",
+        ("gpu_uuid",),
+    ),
+    Query(
+        "gpu_busy_share_p95",
+        "histogram_quantile(0.95, "
+        "rate(gpuadvisor_gpu_utilization_sample_ratio_bucket{$selector}[$share_window]))",
+        "95th percentile of each GPU's sub-second utilization samples over the sharing window.",
+        ("gpu_uuid",),
+    ),
+    Query(
+        "gpu_memory_peak_bytes",
+        "max_over_time(gpuadvisor_gpu_memory_used_bytes{$selector}[$share_window])",
+        "Most memory each GPU had in use over the sharing window.",
+        ("gpu_uuid",),
+    ),
+    Query(
+        "gpu_memory_total_bytes",
+        "gpuadvisor_gpu_memory_total_bytes{$selector}",
+        "Each GPU's memory.",
+        ("gpu_uuid",),
+    ),
+)
+"""The loads the ``share`` advice judges allocated GPUs by (``GpuLoad``)."""
+
 GPUADVISOR = Profile(
     "gpuadvisor",
     "gpuadvisor",
@@ -179,6 +230,7 @@ GPUADVISOR = Profile(
             "Share 0-1 of the window each GPU sat allocated but idle.",
             ("gpu_uuid",),
         ),
+        *SHARE_QUERIES,
         Query(
             "nvml_up",
             "gpuadvisor_nvml_up{$selector}",
@@ -273,6 +325,47 @@ _GPU_REQUESTS = f"kube_pod_container_resource_requests{{{_GPU}}}"
 _GPU_PODS = f"and on(namespace, pod) {_GPU_REQUESTS}"
 """Keeps only pods that request GPUs (``and`` never fails on duplicate series)."""
 
+_MIB = "1048576"
+KUBERNETES_SHARE_QUERIES = (
+    Query(
+        "gpu_sm_active_mean",
+        "avg_over_time(DCGM_FI_PROF_SM_ACTIVE{$selector}[$share_window])",
+        "Mean SM activity 0-1 of each GPU over the sharing window (DCGM profiling metrics).",
+        ("UUID", "modelName"),
+    ),
+    Query(
+        "gpu_sm_active_p95",
+        "quantile_over_time(0.95, DCGM_FI_PROF_SM_ACTIVE{$selector}[$share_window])",
+        "95th percentile of each GPU's SM activity over the sharing window.",
+        ("UUID",),
+    ),
+    Query(
+        "gpu_busy_share_mean",
+        "avg_over_time(DCGM_FI_DEV_GPU_UTIL{$selector}[$share_window]) / 100",
+        "Mean utilization 0-1 of each GPU over the sharing window (where SM activity is absent).",
+        ("UUID", "modelName"),
+    ),
+    Query(
+        "gpu_busy_share_p95",
+        "quantile_over_time(0.95, DCGM_FI_DEV_GPU_UTIL{$selector}[$share_window]) / 100",
+        "95th percentile of each GPU's utilization samples over the sharing window.",
+        ("UUID",),
+    ),
+    Query(
+        "gpu_memory_peak_bytes",
+        f"max_over_time(DCGM_FI_DEV_FB_USED{{$selector}}[$share_window]) * {_MIB}",
+        "Most memory each GPU had in use over the sharing window (dcgm-exporter writes MiB).",
+        ("UUID",),
+    ),
+    Query(
+        "gpu_memory_total_bytes",
+        f"(DCGM_FI_DEV_FB_USED{{$selector}} + DCGM_FI_DEV_FB_FREE{{$selector}}) * {_MIB}",
+        "Each GPU's memory: used plus free framebuffer (the driver's reserve left out).",
+        ("UUID",),
+    ),
+)
+"""The loads of the ``share`` advice from dcgm-exporter (``GpuLoad``), by ``UUID``."""
+
 KUBERNETES = Profile(
     "kubernetes",
     "kubernetes",
@@ -330,6 +423,7 @@ KUBERNETES = Profile(
             "Age of each GPU's latest utilization sample (source `gpu-utilization`).",
             ("UUID",),
         ),
+        *KUBERNETES_SHARE_QUERIES,
     ),
 )
 

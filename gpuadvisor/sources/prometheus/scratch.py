@@ -26,6 +26,7 @@ from gpuadvisor.model import (
     Allocation,
     Cluster,
     ClusterSnapshot,
+    GpuLoad,
     GpuUse,
     Job,
     LiveState,
@@ -225,6 +226,8 @@ class Build:
         self.nodes: dict[str, Node] = {}
         self.uuids: dict[At, str] = {}
         self.use: dict[At, tuple[float | None, float | None]] = {}
+        self.load: dict[At, GpuLoad] = {}
+        """Each GPU's load over the sharing window, where all of it is known."""
         self.observed: dict[tuple[str, str], tuple[int, ...]] = {}
         """(job id, node) → GPU indices, as the GPU side (agent, dcgm-exporter) sees them."""
         self.claims: list[Claim] = []
@@ -386,7 +389,8 @@ class Build:
                 for i in sorted(gpus):
                     util, idle = self.use.get((node, i), (None, None))
                     uuid = self.uuids.get((node, i), "")
-                    use.append(GpuUse(node, i, uuid, c.job.job_id, util, idle))
+                    load = self.load.get((node, i))
+                    use.append(GpuUse(node, i, uuid, c.job.job_id, util, idle, load))
         self.pending.sort(key=lambda p: p[0])
         cluster = Cluster(tuple(self.nodes.values()))
         pending = tuple(job for _, job in self.pending)

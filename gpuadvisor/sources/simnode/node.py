@@ -69,6 +69,10 @@ class SimSpec:
     allocation: tuple[JobTimeline, ...] = ()
     period_s: float | None = None
     groups: tuple[tuple[int, ...], ...] = ()
+    memory: tuple[Timeline, ...] = ()
+    """Per GPU, ``(start_s, percent)`` of its memory in use; absent: 60 % while a job holds it."""
+    sm_active: tuple[Timeline, ...] = ()
+    """Per GPU, ``(start_s, percent)`` SM activity (GPM); absent: 95 % of its utilization."""
 
     def __post_init__(self) -> None:
         if self.gpus < 0:
@@ -85,20 +89,26 @@ class SimSpec:
                 f"0..{self.gpus - 1} exactly once",
                 column="groups",
             )
-        for name, timelines in (("utilization", self.utilization), ("allocation", self.allocation)):
+        percents = (
+            ("utilization", self.utilization),
+            ("memory", self.memory),
+            ("sm_active", self.sm_active),
+        )
+        for name, timelines in (*percents, ("allocation", self.allocation)):
             if len(timelines) > self.gpus:
                 raise ConfigError(
                     f"sim: {len(timelines)} {name} timelines for {self.gpus} GPUs", column=name
                 )
             for index, steps in enumerate(timelines):
                 _check_steps(name, index, steps)
-        for index, util in enumerate(self.utilization):
-            bad = [p for _, p in util if not 0 <= p <= 100]
-            if bad:
-                raise ConfigError(
-                    f"sim: GPU {index}: utilization must be 0-100 percent, got {bad[0]}",
-                    column="utilization",
-                )
+        for name, timelines in percents:
+            for index, steps in enumerate(timelines):
+                bad = [p for _, p in steps if not 0 <= p <= 100]
+                if bad:
+                    raise ConfigError(
+                        f"sim: GPU {index}: {name} must be 0-100 percent, got {bad[0]}",
+                        column=name,
+                    )
 
     def topology_group(self, index: int) -> str:
         """The label of the topology group that GPU ``index`` belongs to."""
@@ -164,6 +174,8 @@ class SimulatedProbe:
     _gpus: list[_GpuClock] = field(default_factory=list, init=False)
     _utilization: list[_Steps[float]] = field(default_factory=list, init=False)
     _allocation: list[_Steps[tuple[str, ...]]] = field(default_factory=list, init=False)
+    _memory: list[_Steps[float] | None] = field(default_factory=list, init=False)
+    _sm_active: list[_Steps[float] | None] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         spec = self.spec
@@ -178,6 +190,16 @@ class SimulatedProbe:
                 else (),
                 (),
             )
+            for i in range(spec.gpus)
+        ]
+        self._memory = [
+            _Steps(spec.memory[i], 0.0) if i < len(spec.memory) and spec.memory[i] else None
+            for i in range(spec.gpus)
+        ]
+        self._sm_active = [
+            _Steps(spec.sm_active[i], 0.0)
+            if i < len(spec.sm_active) and spec.sm_active[i]
+            else None
             for i in range(spec.gpus)
         ]
 
@@ -232,6 +254,11 @@ class SimulatedProbe:
         jobs = (
             self._mapped.get(index, ()) if self.job_map is not None else self.job_ids(index, now_us)
         )
+        at_s = self._relative_s(now_us)
+        memory = self._memory[index]
+        memory_ratio = memory.at(at_s) / 100 if memory is not None else (0.6 if jobs else 0.0)
+        sm = self._sm_active[index]
+        sm_ratio = sm.at(at_s) / 100 if sm is not None else ratio * 0.95
         return GpuReading(
             f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{self.spec.node}/{index}')}",
             index,
@@ -240,7 +267,7 @@ class SimulatedProbe:
             mig_mode="disabled",
             topology_group=self.spec.topology_group(index),
             memory_total_bytes=MEMORY_TOTAL_BYTES,
-            memory_used_bytes=round(MEMORY_TOTAL_BYTES * (0.6 if jobs else 0.0)),
+            memory_used_bytes=round(MEMORY_TOTAL_BYTES * memory_ratio),
             memory_reserved_bytes=512 * 1024**2,
             power_watts=power_watts,
             energy_joules=self._gpus[index].energy_joules,
@@ -250,7 +277,7 @@ class SimulatedProbe:
             memory_utilization_samples=tuple((t, p / 2) for t, p in samples),
             utilization_percent=percent,
             memory_utilization_percent=percent / 2,
-            gpm=GpmRatios(ratio * 0.95, ratio * 0.5, ratio * 0.3, ratio * 0.4),
+            gpm=GpmRatios(sm_ratio, ratio * 0.5, ratio * 0.3, ratio * 0.4),
             xid_errors=(),
             mig_remaining=None,
         )
