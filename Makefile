@@ -19,12 +19,12 @@ demo: $(STAMP)
 	$(BIN)/gpuadvisor demo --output demo-output
 
 # Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7):
-# Prometheus + promtool, Alertmanager, node_exporter, a single-node Slurm 22.05 with munge, and
-# systemd-analyze (checks the shipped units).
+# Prometheus + promtool, Alertmanager, node_exporter, a single-node Slurm 22.05 with munge and
+# accounting (slurmdbd on MariaDB; sacct), and systemd-analyze (checks the shipped units).
 SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager prometheus-node-exporter \
-	slurmctld slurmd squeue munged systemd-analyze
+	slurmctld slurmd squeue sacct munged slurmdbd mariadbd systemd-analyze
 SYSTEM_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter \
-	slurmctld slurmd slurm-client munge systemd
+	slurmctld slurmd slurm-client slurmdbd mariadb-server munge systemd
 
 system-deps:
 	@missing=""; for b in $(SYSTEM_BINARIES); do \

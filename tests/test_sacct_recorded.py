@@ -1,0 +1,63 @@
+"""The sacct output recorded from a real Slurm 22.05 with slurmdbd on MariaDB
+(tests/data/slurm/recorded, README there) reads back as the jobs slurmctld ran: ids, names,
+GPUs, time limits, states, and submit, start and end times within a second. The same check,
+against a cluster started by the test, is tests/test_slurmdbd_harness.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuadvisor.sources.slurm.sacct import SACCT_COMMAND, SACCT_FORMAT, parse_sacct
+from tests.harness.slurmdbd import RECORDED, SubmittedJob, expected_rows, mismatches, read_rows
+
+
+def recorded_workload() -> tuple[list[SubmittedJob], str]:
+    doc = json.loads((RECORDED / "workload-22.05.json").read_text())
+    jobs = [
+        SubmittedJob(**{**job, "submitted_between": tuple(job["submitted_between"])})
+        for job in doc["jobs"]
+    ]
+    return jobs, str(doc["held_job_id"])
+
+
+@pytest.mark.parametrize(
+    ("name", "form"),
+    [("sacct-22.05.json", "dbv0.0.38 (Slurm 22.05)"), ("sacct-22.05-parsable2.txt", "parsable2")],
+)
+def test_a_recording_reads_back_as_the_jobs_slurmctld_ran(name: str, form: str) -> None:
+    jobs, _ = recorded_workload()
+    result = parse_sacct((RECORDED / name).read_bytes(), source=name)
+    assert result.format == form
+    expected = expected_rows(jobs)
+    assert {row[3] for row in expected} == {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
+    assert len(expected) == 12
+    assert mismatches(expected, read_rows(result)) == []
+
+
+def test_both_recordings_give_the_same_jobs() -> None:
+    from_json = parse_sacct((RECORDED / "sacct-22.05.json").read_bytes()).jobs
+    from_text = parse_sacct((RECORDED / "sacct-22.05-parsable2.txt").read_bytes()).jobs
+    assert sorted(from_json, key=lambda f: f.job_id) == sorted(from_text, key=lambda f: f.job_id)
+    cancelled_pending = [f.job_id for f in from_json if f.start_time_s is None]
+    assert cancelled_pending == ["8", "9_0", "9_1", "9_2", "9_3"]
+    assert all(f.job.nodes == 1 and f.elapsed_s == 0 for f in from_json if f.start_time_s is None)
+
+
+def test_the_held_job_is_only_in_the_recording_that_asked_for_it() -> None:
+    _, held = recorded_workload()
+    window = parse_sacct((RECORDED / "sacct-22.05-parsable2.txt").read_bytes()).jobs
+    assert held not in {f.job_id for f in window}
+    (job,) = parse_sacct((RECORDED / "sacct-22.05-held-parsable2.txt").read_bytes()).jobs
+    assert (job.job_id, job.state, job.job.gpus, job.start_time_s) == (held, "CANCELLED", 4, None)
+
+
+def test_the_recording_is_what_the_documented_command_prints() -> None:
+    header = (RECORDED / "sacct-22.05-parsable2.txt").read_text().splitlines()[0]
+    assert header.split("|") == list(SACCT_FORMAT)
+    assert "--parsable2" in SACCT_COMMAND
+    doc = json.loads((RECORDED / "sacct-22.05.json").read_text())
+    assert doc["meta"]["Slurm"]["release"] == "22.05.8"
+    assert Path(RECORDED / "README.md").read_text().count("SACCT_COMMAND") >= 1
