@@ -10,6 +10,7 @@ of it waiting for the 1-minute job to time out (slurmctld checks limits every 30
 from __future__ import annotations
 
 import os
+import pwd
 
 import pytest
 
@@ -69,6 +70,10 @@ def test_json_and_parsable2_agree_on_every_field(workload: AccountedWorkload) ->
     from_json = parse_sacct(workload.sacct_json).jobs
     from_text = parse_sacct(workload.sacct_parsable2).jobs
     assert sorted(from_json, key=lambda f: f.job_id) == sorted(from_text, key=lambda f: f.job_id)
+    user = pwd.getpwuid(os.getuid()).pw_name
+    assert {(f.job.user, f.job.account, f.job.partition, f.job.nodes) for f in from_json} == {
+        (user, "root", "gpu", 1)  # the cluster's root account holds the user's association
+    }
 
 
 def test_submit_times_are_the_harness_clock_within_a_second(workload: AccountedWorkload) -> None:
