@@ -20,13 +20,16 @@ demo: $(STAMP)
 	$(BIN)/gpuadvisor demo --output demo-output
 
 # Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7):
-# Prometheus + promtool, Alertmanager + amtool, node_exporter, a single-node Slurm 22.05 with munge,
-# systemd-analyze (checks the shipped units), shellcheck (the Slurm prolog and epilog), kubectl
-# (`kubectl kustomize` builds deploy/kubernetes) and chromium (opens the whatif report headless).
+# Prometheus + promtool, Alertmanager + amtool, node_exporter, a single-node Slurm 22.05 with munge
+# and accounting (slurmdbd on MariaDB; sacct), systemd-analyze (checks the shipped units),
+# shellcheck (the Slurm prolog and epilog), kubectl (`kubectl kustomize` builds deploy/kubernetes)
+# and chromium (opens the whatif report headless).
 SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager amtool prometheus-node-exporter \
-	slurmctld slurmd squeue munged systemd-analyze shellcheck kubectl chromium
+	slurmctld slurmd squeue sacct munged slurmdbd mariadbd systemd-analyze shellcheck kubectl \
+	chromium
 SYSTEM_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter \
-	slurmctld slurmd slurm-client munge systemd shellcheck kubernetes-client chromium
+	slurmctld slurmd slurm-client slurmdbd mariadb-server munge systemd shellcheck \
+	kubernetes-client chromium
 
 system-deps:
 	@missing=""; for b in $(SYSTEM_BINARIES); do \

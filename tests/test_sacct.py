@@ -16,6 +16,7 @@ import pytest
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.sources.slurm.sacct import SACCT_COMMAND, SACCT_FORMAT, parse_sacct
+from gpuadvisor.sources.slurm.sacct_record import array_indices
 
 DATA = Path(__file__).parent / "data" / "slurm"
 JSON_FIXTURES = {
@@ -112,6 +113,45 @@ def test_array_ranges_with_steps_and_limits_expand() -> None:
     )
     ids = [f.job_id for f in parse_sacct(text).jobs]
     assert ids == ["9_1", "9_4", "9_6", "9_8"]
+
+
+def test_a_22_05_array_of_tasks_never_started_is_a_hex_bitmap() -> None:
+    """22.05's ``sacct --json`` prints the database's bitmap (``0x38``: tasks 3-5; recorded from
+    a real 22.05 in tests/data/slurm/recorded), ``--parsable2`` the range (``105_[3-5]``)."""
+    assert array_indices("0x38") == [3, 4, 5]
+    assert array_indices("0xF") == [0, 1, 2, 3]
+    assert array_indices("0x80000000000000001") == [0, 67]
+    for bad in ("0x", "0x0", "0xZ1"):
+        with pytest.raises(ValueError, match="array task"):
+            array_indices(bad)
+    doc = load("sacct-22.05.json")
+    doc["jobs"][6]["array"]["task"] = "0x0"
+    with pytest.raises(InputError, match=r"jobs\[6\] \(job_id 105\): field 'array.task': no "):
+        parse_sacct(json.dumps(doc), source="f.json")
+
+
+def test_a_tres_without_a_count_is_not_an_error() -> None:
+    """22.05 writes ``{"type": "energy", "count": null}`` in every allocated TRES list when no
+    energy is gathered (the 22.05 fixture has it); a GPU entry without a count still is one."""
+    doc = load("sacct-22.05.json")
+    assert {"type": "energy", "name": None, "id": 3, "count": None} in (
+        doc["jobs"][0]["tres"]["allocated"]
+    )
+    gres = doc["jobs"][0]["tres"]["allocated"][-1]
+    del gres["count"]
+    with pytest.raises(InputError, match=r"'tres.allocated': expected \{type, name, count\}"):
+        parse_sacct(json.dumps(doc))
+
+
+def test_a_job_never_given_nodes_counts_the_nodes_it_asked_for() -> None:
+    doc = load("sacct-22.05.json")
+    job = doc["jobs"][-1]  # 110: cancelled while pending, allocation_nodes 0, "None assigned"
+    assert (job["allocation_nodes"], job["nodes"]) == (0, "None assigned")
+    for item in job["tres"]["requested"]:
+        if item["type"] == "node":
+            item["count"] = 2
+    waited = parse_sacct(json.dumps(doc)).jobs[-1]
+    assert (waited.job_id, waited.job.nodes, waited.job.gpus) == ("110", 2, 4)
 
 
 def test_multi_node_gpus_are_spread_evenly() -> None:

@@ -23,7 +23,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, Self
 
@@ -64,8 +64,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-ReturnToService=2
+{accounting}ReturnToService=2
 SlurmdParameters=config_overrides
 SchedulerParameters=sched_interval={sched_interval_s}
 MessageTimeout=5
@@ -73,6 +72,8 @@ NodeName={node} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={cpus} RealMemory=16
 Gres=gpu:{gpus} State=UNKNOWN
 PartitionName=gpu Nodes={node} Default=YES MaxTime=INFINITE State=UP PriorityTier=1
 {tier2}{scripts}"""
+
+NO_ACCOUNTING: Final = "AccountingStorageType=accounting_storage/none\n"
 
 TIER2_PARTITION: Final = (
     "PartitionName=tier2 Nodes={node} PriorityTier=2 Hidden=YES State=INACTIVE\n"
@@ -160,6 +161,7 @@ class SlurmCluster(Stoppable):
                 "munged.out",
             )
             munged.wait_until(self.munge_socket.exists, timeout_s=timeout_s, what="socket ready")
+            self._start_accounting(timeout_s)
             ctld = self._spawn(
                 [binaries["slurmctld"], "-D", "-f", str(self.conf_path)], "slurmctld.out"
             )
@@ -173,6 +175,13 @@ class SlurmCluster(Stoppable):
             self.stop()
             raise
         return self
+
+    def _accounting_conf(self) -> str:
+        """The ``AccountingStorage*`` lines of slurm.conf (a subclass with slurmdbd overrides)."""
+        return NO_ACCOUNTING
+
+    def _start_accounting(self, timeout_s: float) -> None:
+        """Start what accounting needs, after munged and before slurmctld (none here)."""
 
     def _write_files(self) -> None:
         # munged wants its socket's directories searchable by all and writable by root alone.
@@ -209,6 +218,7 @@ class SlurmCluster(Stoppable):
         scripts = [f"Prolog={self.prolog}\n"] if self.prolog is not None else []
         scripts += [f"Epilog={self.epilog}\n"] if self.epilog is not None else []
         fields["scripts"] = "".join(scripts + (["PrologFlags=Alloc\n"] if scripts else []))
+        fields["accounting"] = self._accounting_conf()
         self.conf_path.write_text(SLURM_CONF.format(**fields))
         (self.root / "gres.conf").write_text(GRES_CONF.format(**fields))
 
@@ -234,10 +244,23 @@ class SlurmCluster(Stoppable):
 
     # -- client commands ---------------------------------------------------------------------
 
-    def _run(self, argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm client command against this cluster, with ``env`` added to its
+        environment; raises on a non-zero exit."""
+        return self._run(argv, env=env)
+
+    def _run(
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [require_binary(argv[0]), *argv[1:]],
-            env={**os.environ, **self.env},
+            env={**os.environ, **self.env, **(env or {})},
             capture_output=True,
             text=True,
             timeout=COMMAND_TIMEOUT_S,
@@ -251,9 +274,19 @@ class SlurmCluster(Stoppable):
         return done
 
     def submit(
-        self, name: str, gpus: int, time_limit_min: int, sleep_s: int, *, hold: bool = False
+        self,
+        name: str,
+        gpus: int,
+        time_limit_min: int,
+        sleep_s: int,
+        *,
+        hold: bool = False,
+        exit_code: int = 0,
+        array: str = "",
     ) -> str:
-        """Submit a batch job that sleeps ``sleep_s`` on ``gpus`` GPUs; its job id."""
+        """Submit a batch job that sleeps ``sleep_s`` on ``gpus`` GPUs, then exits with
+        ``exit_code`` (one job per task of ``array``, sbatch's ``--array`` spec); its job id."""
+        script = f"sleep {int(sleep_s)}" + (f"; exit {int(exit_code)}" if exit_code else "")
         argv = [
             "sbatch",
             "--parsable",
@@ -263,7 +296,8 @@ class SlurmCluster(Stoppable):
             f"--chdir={self.root / 'jobs'}",
             f"--output={self.root / 'jobs' / '%j.out'}",
             *(["--hold"] if hold else []),
-            f"--wrap=sleep {int(sleep_s)}",
+            *([f"--array={array}"] if array else []),
+            f"--wrap={script}",
         ]
         job_id = self._run(argv).stdout.strip().split(";")[0]
         if not job_id.isdigit():

@@ -8,7 +8,11 @@ The format is chosen by ``meta.plugin`` as for squeue (``sources.slurm.parse``):
 ``name``, ``user``, ``account``, ``partition``, ``state.current``,
 ``time.{submission,start,end,elapsed,limit}`` (limit in minutes), ``allocation_nodes``,
 ``tres.allocated`` (``tres.requested`` for a job that never started: its request), each a list of
-``{type, name, count}``. ``steps`` are ignored.
+``{type, name, count}`` (22.05 writes ``count: null`` for a TRES it has no value for, such as
+``energy``: skipped). ``steps`` are ignored. Checked against a real 22.05
+(tests/data/slurm/recorded): tasks of an array that never started are ``array.task`` as a
+hexadecimal bitmap (``0xF``); a job never given nodes has ``allocation_nodes`` 0, so its
+requested ``node`` count is taken.
 """
 
 from __future__ import annotations
@@ -110,6 +114,8 @@ class _JsonJob:
         for item in value:
             fields = item if isinstance(item, Mapping) else {}
             kind, name, count = (fields.get(k) for k in ("type", "name", "count"))
+            if isinstance(kind, str) and count is None and "count" in fields:
+                continue  # 22.05: a TRES with no value (``energy`` where none is gathered)
             if not isinstance(kind, str) or not _is_number(count):
                 raise self.error(path, f"expected {{type, name, count}}, got {item!r}")
             assert isinstance(count, int | float)
@@ -120,9 +126,17 @@ class _JsonJob:
             raise self.error(path, str(exc)) from None
 
     def nodes(self) -> int:
+        """Nodes allocated; for a job never given any (``allocation_nodes`` 0, ``nodes``
+        ``None assigned`` in 22.05), the ``node`` count it requested."""
         count = self.number("allocation_nodes")
         if count is not None and count >= 1:
             return int(count)
+        requested = self.get("tres.requested")
+        for item in requested if isinstance(requested, list) else []:
+            if isinstance(item, Mapping) and item.get("type") == "node":
+                wanted = item.get("count")
+                if _is_number(wanted) and isinstance(wanted, int | float) and wanted >= 1:
+                    return int(wanted)
         try:
             return len(expand_hostlist(self.text("nodes"))) or 1
         except HostlistError:

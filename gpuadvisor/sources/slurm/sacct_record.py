@@ -22,8 +22,18 @@ class SacctResult:
 
 
 def array_indices(spec: str) -> list[int]:
-    """``5-10%2``, ``[1,3,5-9:2]`` → the task indices; ValueError for anything else."""
+    """``5-10%2``, ``[1,3,5-9:2]``, or the hexadecimal bitmap the database keeps and 22.05's
+    ``sacct --json`` prints (``0x38``: bits 3-5) → the task indices; ValueError otherwise."""
     body = spec.strip().strip("[]").partition("%")[0]
+    if body[:2].lower() == "0x":
+        try:
+            mask = int(body[2:], 16)
+        except ValueError:
+            raise ValueError(f"cannot read array task indices from {spec!r}") from None
+        bits = [bit for bit in range(mask.bit_length()) if mask >> bit & 1]
+        if not bits:
+            raise ValueError(f"no array task in the bitmap {spec!r}")
+        return bits
     indices: list[int] = []
     for part in body.split(","):
         span, _, step = part.partition(":")
