@@ -113,12 +113,14 @@ class _Number:
     infinite: bool = False
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> bool:
+    """A JSON number (not a boolean, which Python counts as an int)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-class _Job:
-    """Typed access to one job object; every failure names the source, job and field."""
+class JobRecord:
+    """One job object of Slurm's JSON (``squeue``, ``sacct``) by its index, with an integer
+    ``job_id``; every failure names the source, the job and the field."""
 
     def __init__(
         self, raw: Mapping[str, object], index: int, source: str, fmt: SqueueFormat
@@ -126,13 +128,17 @@ class _Job:
         self.raw, self.index, self.source, self.fmt = raw, index, source, fmt
         self.job_id = ""
         job_id = raw.get("job_id")
-        if not _is_number(job_id) or isinstance(job_id, float):
+        if not is_number(job_id) or isinstance(job_id, float):
             raise self.error("job_id", f"expected an integer, got {job_id!r}")
         self.job_id = str(job_id)
 
     def error(self, field: str, problem: str) -> InputError:
         job = f"jobs[{self.index}]" + (f" (job_id {self.job_id})" if self.job_id else "")
         return InputError(f"{job}: field {field!r}: {problem}", path=self.source)
+
+
+class _Job(JobRecord):
+    """Typed access to one squeue job object."""
 
     def text(self, field: str, *, required: bool = False) -> str:
         value = self.raw.get(field)
@@ -147,7 +153,7 @@ class _Job:
         value = self.raw.get(field)
         if value is None:
             return _Number()
-        if _is_number(value):
+        if is_number(value):
             assert isinstance(value, int | float)
             top = (1 << _BITS.get(field, 32)) - 1
             if value == top - 1:  # NO_VAL
@@ -157,7 +163,7 @@ class _Job:
             return _Number(float(value))
         if self.fmt.wrapped_numbers and isinstance(value, Mapping):
             is_set, infinite, number = (value.get(k) for k in ("set", "infinite", "number"))
-            if isinstance(is_set, bool) and isinstance(infinite, bool) and _is_number(number):
+            if isinstance(is_set, bool) and isinstance(infinite, bool) and is_number(number):
                 assert isinstance(number, int | float)
                 if infinite:
                     return _Number(infinite=True)

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
 from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
-from gpuadvisor.sources.slurm.parse import FORMATS, SqueueFormat, tres_gpus
+from gpuadvisor.sources.slurm.parse import FORMATS, JobRecord, SqueueFormat, is_number, tres_gpus
 from gpuadvisor.sources.slurm.sacct_record import SacctRecord, SacctResult
 
 DB_V38 = SqueueFormat("dbv0.0.38", "22.05", wrapped_numbers=False, state_list=False)
@@ -36,26 +36,8 @@ _NO_VAL32 = (1 << 32) - 2
 _INFINITE32 = (1 << 32) - 1
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-class _JsonJob:
-    """Typed access to one job object; every failure names the source, the job and the field."""
-
-    def __init__(
-        self, raw: Mapping[str, object], index: int, source: str, fmt: SqueueFormat
-    ) -> None:
-        self.raw, self.index, self.source, self.fmt = raw, index, source, fmt
-        self.job_id = ""
-        job_id = raw.get("job_id")
-        if not _is_number(job_id) or isinstance(job_id, float):
-            raise self.error("job_id", f"expected an integer, got {job_id!r}")
-        self.job_id = str(job_id)
-
-    def error(self, field: str, problem: str) -> InputError:
-        job = f"jobs[{self.index}]" + (f" (job_id {self.job_id})" if self.job_id else "")
-        return InputError(f"{job}: field {field!r}: {problem}", path=self.source)
+class _JsonJob(JobRecord):
+    """Typed access to one ``sacct --json`` job object."""
 
     def get(self, path: str) -> object:
         node: object = self.raw
@@ -80,12 +62,12 @@ class _JsonJob:
         value = self.get(path)
         if value is None:
             return None
-        if _is_number(value):
+        if is_number(value):
             assert isinstance(value, int | float)
             return None if value in (_NO_VAL32, _INFINITE32) else float(value)
         if self.fmt.wrapped_numbers and isinstance(value, Mapping):
             is_set, infinite, number = (value.get(k) for k in ("set", "infinite", "number"))
-            if isinstance(is_set, bool) and isinstance(infinite, bool) and _is_number(number):
+            if isinstance(is_set, bool) and isinstance(infinite, bool) and is_number(number):
                 assert isinstance(number, int | float)
                 return float(number) if is_set and not infinite else None
         shape = "a number or {set, infinite, number}" if self.fmt.wrapped_numbers else "a number"
@@ -116,7 +98,7 @@ class _JsonJob:
             kind, name, count = (fields.get(k) for k in ("type", "name", "count"))
             if isinstance(kind, str) and count is None and "count" in fields:
                 continue  # 22.05: a TRES with no value (``energy`` where none is gathered)
-            if not isinstance(kind, str) or not _is_number(count):
+            if not isinstance(kind, str) or not is_number(count):
                 raise self.error(path, f"expected {{type, name, count}}, got {item!r}")
             assert isinstance(count, int | float)
             specs.append(f"{kind}/{name}={int(count)}" if name else f"{kind}={int(count)}")
@@ -135,7 +117,7 @@ class _JsonJob:
         for item in requested if isinstance(requested, list) else []:
             if isinstance(item, Mapping) and item.get("type") == "node":
                 wanted = item.get("count")
-                if _is_number(wanted) and isinstance(wanted, int | float) and wanted >= 1:
+                if is_number(wanted) and isinstance(wanted, int | float) and wanted >= 1:
                     return int(wanted)
         try:
             return len(expand_hostlist(self.text("nodes"))) or 1
