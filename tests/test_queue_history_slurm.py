@@ -105,6 +105,8 @@ def test_ended_jobs_and_a_drained_node_as_the_exporter_serves_them(tmp_path: Pat
             assert node_states(found) == {cluster.node: "mixed"}
             assert by_job_node_gpus(found) == {cluster.node: 8.0}
             assert found["gpuadvisor_queue_nodes_up"] == {(): 1.0}
+            responding = found["gpuadvisor_queue_node_responding"]
+            assert responding == {(("node", cluster.node),): 1.0}
 
             cluster.scontrol("update", f"NodeName={cluster.node}", "State=DRAIN", "Reason=x")
             wait_for(url, lambda f: node_states(f) == {cluster.node: "draining"}, "draining")

@@ -242,6 +242,7 @@ async def test_ended_jobs_and_node_states_are_exposed_and_sinfo_fails_alone(
         assert {i["job_id"] for i, _ in found["gpuadvisor_queue_job_priority"]} == {"4"}
         assert found["gpuadvisor_queue_node_info"] == [({"node": "gpu01", "state": "draining"}, 1)]
         assert found["gpuadvisor_queue_node_gpus"] == [({"node": "gpu01"}, 8.0)]
+        assert found["gpuadvisor_queue_node_responding"] == [({"node": "gpu01"}, 1.0)]
         assert found["gpuadvisor_queue_nodes_up"] == [({}, 1.0)]
 
         write_fake_squeue(sinfo, stderr="sinfo: error: Invalid user\n", exit_code=1)

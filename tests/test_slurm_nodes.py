@@ -49,18 +49,18 @@ def test_sinfo_groups_of_newer_slurm_give_each_node_once() -> None:
         NodeState("gpu-01", "mixed", 8),  # listed again under partition debug: once
         NodeState("gpu-02", "mixed", 8),
         NodeState("gpu-03", "drained", 8),
-        NodeState("gpu-04", "down", 4),
+        NodeState("gpu-04", "down", 4, responding=False),
     )
 
 
 def test_scontrol_show_node_json_reads_the_state_lists() -> None:
     nodes = parse_nodes((DATA / "scontrol-node-24.11.json").read_bytes())
-    assert [(n.node, n.state) for n in nodes] == [
-        ("gpu-01", "mixed"),
-        ("gpu-02", "draining"),
-        ("gpu-03", "drained"),
-        ("gpu-04", "down"),
-        ("gpu-05", "maint"),
+    assert [(n.node, n.state, n.responding) for n in nodes] == [
+        ("gpu-01", "mixed", True),
+        ("gpu-02", "draining", True),
+        ("gpu-03", "drained", True),
+        ("gpu-04", "down", False),
+        ("gpu-05", "maint", True),
     ]
 
 

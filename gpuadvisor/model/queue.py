@@ -96,11 +96,13 @@ class NodeState:
     """One node as the scheduler sees it: ``state`` is its state word in lower case (Slurm's
     long form, as ``sinfo -o %T`` prints it without the ``*``/``~``/``#`` suffixes: ``idle``,
     ``mixed``, ``allocated``, ``draining``, ``drained``, ``down``…), ``gpus`` the GPUs it is
-    configured with."""
+    configured with, ``responding`` False while the scheduler cannot reach the node's daemon
+    (Slurm's ``NOT_RESPONDING``, the ``*`` after the state)."""
 
     node: str
     state: str
     gpus: int
+    responding: bool = True
 
     def __post_init__(self) -> None:
         if not self.node:

@@ -107,6 +107,12 @@ QUEUE_METRICS: tuple[MetricDef, ...] = (
         ("node",),
     ),
     _gauge(
+        "gpuadvisor_queue_node_responding",
+        "1 while the scheduler reaches the node's daemon, 0 while it does not (Slurm's "
+        "NOT_RESPONDING, the * after sinfo's state) (source: sinfo --json).",
+        ("node",),
+    ),
+    _gauge(
         "gpuadvisor_queue_nodes_up",
         "1 if the latest read of the node states (sinfo --json) succeeded, else 0; no node "
         "series while 0; absent without a node source (source: the queue exporter).",
@@ -199,6 +205,8 @@ def render(status: QueueStatus, version: str) -> Iterator[Metric]:
     for node in status.nodes or ():
         families["gpuadvisor_queue_node_info"].add_metric([node.node, node.state], 1)
         families["gpuadvisor_queue_node_gpus"].add_metric([node.node], node.gpus)
+        responding = families["gpuadvisor_queue_node_responding"]
+        responding.add_metric([node.node], 1 if node.responding else 0)
     if status.up and status.snapshot is not None:
         for entry in status.snapshot.entries:
             _job(families, entry)

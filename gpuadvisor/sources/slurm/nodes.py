@@ -11,8 +11,9 @@ Two shapes, both read here:
   recorded.
 
 The state is Slurm's own long word as ``sinfo -o %T`` prints it (``node_state_string``), in lower
-case and without the ``*`` (not responding) suffix: with the ``DRAIN`` flag a node that still runs
-jobs is ``draining`` and one that runs none ``drained`` (also when its base state is down);
+case and without the ``*`` (not responding) suffix, which is ``NodeState.responding``: with the
+``DRAIN`` flag a node that still runs jobs is ``draining`` and one that runs none ``drained``
+(also when its base state is down);
 ``FAIL`` gives ``failing``/``fail``, ``MAINT`` ``maint``, ``REBOOT_REQUESTED`` ``reboot``;
 otherwise the base state (``idle``, ``mixed``, ``allocated``, ``down``, ``completing``,
 ``future``, ``unknown``…). GPUs come from ``gres`` (``gpu:8``, ``gpu:h100:8(S:0-1)``).
@@ -70,24 +71,28 @@ def _strings(value: object) -> list[str] | None:
     return None
 
 
-def _state(raw: Mapping[str, object], where: str, source: str) -> str:
+def _state(raw: Mapping[str, object], where: str, source: str) -> tuple[str, bool]:
+    """The state word, and whether the node responds (no ``NOT_RESPONDING`` flag)."""
     state = raw.get("state")
     if isinstance(state, str) and state:
-        flags = _strings(raw.get("state_flags", [])) or []
-        return state_word(state, flags)
-    listed = _strings(state)
-    if listed:
-        return state_word(listed[0], listed[1:])
-    raise InputError(f"{where}: field 'state': expected a state, got {state!r}", path=source)
+        base, flags = state, _strings(raw.get("state_flags", [])) or []
+    elif listed := _strings(state):
+        base, flags = listed[0], listed[1:]
+    else:
+        raise InputError(f"{where}: field 'state': expected a state, got {state!r}", path=source)
+    responding = "NOT_RESPONDING" not in {f.upper() for f in flags}
+    return state_word(base, flags), responding
 
 
-def _node(name: object, state: str, gres: object, where: str, source: str) -> NodeState:
+def _node(
+    name: object, state: tuple[str, bool], gres: object, where: str, source: str
+) -> NodeState:
     if not isinstance(name, str) or not name:
         raise InputError(f"{where}: field 'name': expected a node name, got {name!r}", path=source)
     if not isinstance(gres, str):
         raise InputError(f"{where}: field 'gres': expected a string, got {gres!r}", path=source)
     try:
-        return NodeState(name, state, gres_gpus(gres))
+        return NodeState(name, state[0], gres_gpus(gres), responding=state[1])
     except ModelError as exc:
         raise InputError(f"{where}: {exc}", path=source) from exc
 
