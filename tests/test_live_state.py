@@ -316,6 +316,9 @@ def test_cpu_only_jobs_and_ended_jobs_are_not_gpu_work() -> None:
         head_of_line(),
         job("30", "PENDING", 0, T0),
         job("31", "COMPLETED", 1, T0),
+        # As the queue exporter now exports jobs that ended: final state in lower case.
+        job("32", "cancelled", 8, T0),
+        job("33", "timeout", 2, T0, start=T0, limit=60),
     )
     built = build(answers)
     assert [j.job_id for j in built.state.snapshot.pending] == ["3", "4", "5"]

@@ -26,7 +26,7 @@ from gpuadvisor.cli.queue import parse_listen
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.queue import POLLER, Poller, QueueSettings, create_app
 from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS
-from gpuadvisor.sources.slurm.squeue import SlurmQueueSource, SqueueSettings
+from gpuadvisor.sources.slurm.squeue import SlurmNodeSource, SlurmQueueSource, SqueueSettings
 from tests.fake_squeue import write_fake_squeue
 from tests.harness.process import ManagedProcess
 from tests.ports import free_port
@@ -98,13 +98,16 @@ async def test_the_queue_is_exposed_and_promtool_accepts_it(client: Client) -> N
     assert found["gpuadvisor_queue_read_duration_seconds"][0][1] > 0
     info = [labels for labels, _ in found["gpuadvisor_queue_job_info"]]
     assert info[0] == {"job_id": "101", "user": "alice", "partition": "gpu", "state": "RUNNING"}
-    assert [i["job_id"] for i in info] == ["101", "102", "103", "104", "105", "106"]
+    assert [i["job_id"] for i in info] == ["101", "102", "103", "104", "105", "106", "99"]
+    assert info[-1]["state"] == "completed"  # ended, still listed by squeue
+    ends = found["gpuadvisor_queue_job_end_timestamp_seconds"]
+    assert ends == [({"job_id": "99"}, 1796039700.0)]
     gpus = {labels["job_id"]: v for labels, v in found["gpuadvisor_queue_job_gpus"]}
-    assert gpus == {"101": 8, "102": 2, "103": 8, "104": 2, "105": 0, "106": 16}
+    assert gpus == {"101": 8, "102": 2, "103": 8, "104": 2, "105": 0, "106": 16, "99": 1}
     started = {
         labels["job_id"] for labels, _ in found["gpuadvisor_queue_job_start_timestamp_seconds"]
     }
-    assert started == {"101", "102"}
+    assert started == {"101", "102", "99"}  # 99 ran, then ended
     limits = {labels["job_id"] for labels, _ in found["gpuadvisor_queue_job_time_limit_seconds"]}
     assert "102" not in limits and "101" in limits  # 102 has no time limit
     nodes = [tuple(labels.values()) for labels, _ in found["gpuadvisor_queue_job_node_info"]]
@@ -140,7 +143,7 @@ async def test_malformed_output_drops_every_job_and_logs_once(
         await poller(client).read_once()
     _, found = await scrape(client)
     assert found["gpuadvisor_queue_up"] == [({}, 1.0)]
-    assert len(found["gpuadvisor_queue_job_info"]) == 6
+    assert len(found["gpuadvisor_queue_job_info"]) == 7  # 6 in the queue, 99 ended
     assert [r.getMessage() for r in caplog.records] == ["queue source squeue --json is back"]
 
 
@@ -153,7 +156,10 @@ async def test_a_failing_squeue_says_why_in_the_log_and_on_the_landing_page(
     _, found = await scrape(client)
     assert found["gpuadvisor_queue_up"] == [({}, 0.0)]
     assert "gpuadvisor_queue_job_info" not in found
-    message = f"{squeue} --json exited with status 1: squeue: error: Invalid user for SlurmUser"
+    message = (
+        f"{squeue} --json --states=all exited with status 1: "
+        "squeue: error: Invalid user for SlurmUser"
+    )
     assert [r.getMessage() for r in caplog.records] == [
         f"queue source squeue --json failed: {message}"
     ]
@@ -186,13 +192,80 @@ async def test_health_readiness_and_gzip(tmp_path: Path) -> None:
         await client.close()
 
 
-def test_once_prints_the_exposition(squeue: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["queue", "--source", "slurm", "--squeue", str(squeue), "--once"]) == 0
+def test_once_prints_the_exposition(
+    squeue: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sinfo = write_fake_squeue(tmp_path / "sinfo", stdout_file=DATA / "sinfo-24.11.json")
+    argv = ["queue", "--source", "slurm", "--squeue", str(squeue), "--sinfo", str(sinfo)]
+    assert main([*argv, "--once"]) == 0
     out = capsys.readouterr().out
     promtool_check(out)
     found = families(out)
     assert found["gpuadvisor_queue_up"] == [({}, 1.0)]
-    assert len(found["gpuadvisor_queue_job_info"]) == 6
+    assert len(found["gpuadvisor_queue_job_info"]) == 7  # 6 in the queue, 99 ended
+    assert found["gpuadvisor_queue_nodes_up"] == [({}, 1.0)]
+    assert len(found["gpuadvisor_queue_node_info"]) == 5
+
+
+async def test_ended_jobs_and_node_states_are_exposed_and_sinfo_fails_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    squeue = write_fake_squeue(
+        tmp_path / "squeue", stdout_file=DATA / "squeue-22.05-ended-recorded.json"
+    )
+    sinfo = write_fake_squeue(
+        tmp_path / "sinfo", stdout_file=DATA / "sinfo-22.05-draining-recorded.json"
+    )
+    source = SlurmQueueSource(SqueueSettings(binary=str(squeue)), clock=lambda: NOW)
+    nodes = SlurmNodeSource(SqueueSettings(binary=str(sinfo)))
+    app = create_app(ONCE, source, nodes=nodes, clock=lambda: NOW)
+    client: Client = TestClient(TestServer(app, host="127.0.0.1"))
+    await client.start_server()
+    try:
+        await until(lambda: app[POLLER].ready)
+        text, found = await scrape(client)
+        promtool_check(text)
+        states = {i["job_id"]: i["state"] for i, _ in found["gpuadvisor_queue_job_info"]}
+        assert states == {
+            "4": "RUNNING",  # unchanged: the scheduler's word
+            "1": "completed",
+            "2": "failed",
+            "3": "cancelled",  # while running
+            "5": "cancelled",  # while pending
+        }
+        ends = {i["job_id"]: v for i, v in found["gpuadvisor_queue_job_end_timestamp_seconds"]}
+        starts = {i["job_id"] for i, _ in found["gpuadvisor_queue_job_start_timestamp_seconds"]}
+        assert set(ends) == {"1", "2", "3", "5"}
+        assert starts == {"1", "2", "3", "4"}  # 5 never started
+        assert ends["1"] == 1796170821.0
+        assert {i["job_id"] for i, _ in found["gpuadvisor_queue_job_node_info"]} == {"4"}
+        assert {i["job_id"] for i, _ in found["gpuadvisor_queue_job_priority"]} == {"4"}
+        assert found["gpuadvisor_queue_node_info"] == [({"node": "gpu01", "state": "draining"}, 1)]
+        assert found["gpuadvisor_queue_node_gpus"] == [({"node": "gpu01"}, 8.0)]
+        assert found["gpuadvisor_queue_node_responding"] == [({"node": "gpu01"}, 1.0)]
+        assert found["gpuadvisor_queue_nodes_up"] == [({}, 1.0)]
+
+        write_fake_squeue(sinfo, stderr="sinfo: error: Invalid user\n", exit_code=1)
+        with caplog.at_level(logging.WARNING, logger="gpuadvisor.services.queue"):
+            await poller(client).read_once()
+            await poller(client).read_once()
+        text, found = await scrape(client)
+        promtool_check(text)
+        assert found["gpuadvisor_queue_up"] == [({}, 1.0)]
+        assert found["gpuadvisor_queue_nodes_up"] == [({}, 0.0)]
+        assert "gpuadvisor_queue_node_info" not in found
+        assert len(found["gpuadvisor_queue_job_info"]) == 5
+        assert [r.getMessage() for r in caplog.records] == [
+            f"node source sinfo --json failed: {sinfo} --json exited with status 1: "
+            "sinfo: error: Invalid user"
+        ]
+        write_fake_squeue(sinfo, stdout_file=DATA / "sinfo-22.05-drained-recorded.json")
+        await poller(client).read_once()
+        _, found = await scrape(client)
+        assert found["gpuadvisor_queue_node_info"] == [({"node": "gpu01", "state": "drained"}, 1)]
+        assert caplog.records[-1].getMessage() == "node source sinfo --json is back"
+    finally:
+        await client.close()
 
 
 def test_once_exits_2_when_the_source_fails(

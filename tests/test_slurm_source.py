@@ -97,6 +97,13 @@ def test_every_release_parses_to_the_same_queue(release: str) -> None:
     assert result.snapshot.time_s == T0 + 500
     assert result.snapshot.entries == EXPECTED
     assert result.finished_jobs == 1  # job 99, COMPLETED
+    (ended,) = result.snapshot.ended
+    assert (ended.job_id, ended.state, ended.gpus, ended.node_names) == ("99", "COMPLETED", 1, ())
+    assert (ended.submit_time_s, ended.start_time_s, ended.end_time_s) == (
+        1796036000.0,
+        1796036100.0,
+        1796039700.0,
+    )
     assert result.warnings == ()
 
 
@@ -124,6 +131,10 @@ def test_recorded_squeue_of_real_slurm_parses_to_the_submitted_queue(name: str) 
     result = parse_squeue(path.read_bytes(), time_s=T0, source=str(path))
     assert (result.format.version, result.format.slurm) == (version, release)
     assert result.finished_jobs == 1  # job 1, COMPLETED
+    (ended,) = result.snapshot.ended
+    assert (ended.job_id, ended.state, ended.gpus) == ("1", "COMPLETED", 1)
+    assert ended.start_time_s is not None and ended.end_time_s is not None
+    assert ended.submit_time_s <= ended.start_time_s <= ended.end_time_s
     assert result.warnings == RECORDED_WARNINGS.get(name, ())
     entries = result.snapshot.entries
     assert [
@@ -446,13 +457,15 @@ async def test_a_failing_squeue_is_reported_with_its_status_and_stderr(tmp_path:
     with pytest.raises(QueueSourceError) as caught:
         await run_squeue(SqueueSettings(binary=str(fake)))
     assert str(caught.value) == (
-        f"{fake} --json exited with status 1: "
+        f"{fake} --json --states=all exited with status 1: "
         "squeue: error: Unable to contact slurm controller (connect failure)"
     )
 
 
 async def test_a_missing_binary_is_reported(tmp_path: Path) -> None:
-    with pytest.raises(QueueSourceError, match=r"cannot run .*/nope --json: No such file"):
+    with pytest.raises(
+        QueueSourceError, match=r"cannot run .*/nope --json --states=all: No such file"
+    ):
         await run_squeue(SqueueSettings(binary=str(tmp_path / "nope")))
 
 
@@ -478,3 +491,39 @@ async def test_garbage_output_is_a_parse_error_naming_squeue(tmp_path: Path) -> 
     fake = write_fake_squeue(tmp_path / "squeue", stdout_text="Segmentation fault\n")
     with pytest.raises(InputError, match=r"^squeue --json, line 1: not valid JSON"):
         await SlurmQueueSource(SqueueSettings(binary=str(fake))).read()
+
+
+def test_recorded_ended_jobs_keep_their_final_state_and_times() -> None:
+    """Real 22.05 ``squeue --json --states=all`` (tests/data/slurm/README.md): jobs 1-3 ran and
+    ended (completed; ``exit 3``; scancel while running), 4 runs, 5 was cancelled while pending."""
+    path = DATA / "squeue-22.05-ended-recorded.json"
+    result = parse_squeue(path.read_bytes(), time_s=T0, source=str(path))
+    assert [(e.job_id, e.state) for e in result.snapshot.entries] == [("4", "RUNNING")]
+    assert result.snapshot.entries[0].end_time_s is None  # a running job's end is a forecast
+    ended = {e.job_id: e for e in result.snapshot.ended}
+    assert {i: (e.state, e.gpus) for i, e in ended.items()} == {
+        "1": ("COMPLETED", 2),
+        "2": ("FAILED", 1),
+        "3": ("CANCELLED", 1),
+        "5": ("CANCELLED", 8),
+    }
+    assert result.finished_jobs == 4
+    for job_id in ("1", "2", "3"):
+        e = ended[job_id]
+        assert e.start_time_s is not None and e.end_time_s is not None
+        assert e.submit_time_s <= e.start_time_s <= e.end_time_s
+    pending = ended["5"]  # Slurm set its start time to the cancel time; it never had nodes
+    assert pending.start_time_s is None and pending.end_time_s is not None
+    assert pending.end_time_s >= pending.submit_time_s
+    assert all(e.node_names == () and e.gpu_indices == () for e in ended.values())
+
+
+def test_squeue_asks_for_all_states_unless_told_otherwise() -> None:
+    assert SqueueSettings().argv == ("squeue", "--json", "--states=all")
+    assert SqueueSettings(extra_args=("--partition=gpu",)).argv == (
+        "squeue", "--json", "--states=all", "--partition=gpu",
+    )  # fmt: skip
+    assert SqueueSettings(extra_args=("--states=PD,R",)).argv == (
+        "squeue", "--json", "--states=PD,R",
+    )  # fmt: skip
+    assert SqueueSettings(extra_args=("-tR",)).argv == ("squeue", "--json", "-tR")

@@ -17,11 +17,11 @@ from gpuadvisor.cli.listen import QUEUE_PORT, parse_listen_address
 from gpuadvisor.config.queue import SETTINGS, QueueConfig
 from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.services.queue import Poller, QueueSettings, QueueSource, create_app
+from gpuadvisor.services.queue import NodeSource, Poller, QueueSettings, QueueSource, create_app
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.exposition.queue import queue_registry
 from gpuadvisor.sources.queuefile import QueueFileSource
-from gpuadvisor.sources.slurm.squeue import SlurmQueueSource, SqueueSettings
+from gpuadvisor.sources.slurm.squeue import SlurmNodeSource, SlurmQueueSource, SqueueSettings
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,18 @@ def _slurm(config: QueueConfig) -> QueueSource:
         max_output_bytes=config.squeue_max_bytes,
     )
     return SlurmQueueSource(settings)
+
+
+def node_source(config: QueueConfig) -> NodeSource | None:
+    """sinfo for ``--source slurm`` (node states next to the jobs); none for a queue file."""
+    if config.source != "slurm":
+        return None
+    settings = SqueueSettings(
+        binary=config.sinfo,
+        timeout_s=config.squeue_timeout_s,
+        max_output_bytes=config.squeue_max_bytes,
+    )
+    return SlurmNodeSource(settings)
 
 
 def _file(config: QueueConfig) -> QueueSource:
@@ -83,8 +95,8 @@ def queue_config(args: argparse.Namespace) -> QueueConfig:
     return build(QueueConfig, from_flags(SETTINGS, given(args, SETTINGS), CHOICES))
 
 
-def _once(settings: QueueSettings, source: QueueSource) -> int:
-    poller = Poller(source, settings)
+def _once(settings: QueueSettings, source: QueueSource, nodes: NodeSource | None) -> int:
+    poller = Poller(source, settings, nodes=nodes)
     status = asyncio.run(poller.read_once())
     sys.stdout.write(generate_latest(queue_registry(lambda: status, settings.version)).decode())
     return 0 if status.up else 2  # the poller has logged the error
@@ -94,11 +106,12 @@ def run(args: argparse.Namespace) -> int:
     config = queue_config(args)
     source = SOURCES[config.source](config)
     host, port = parse_listen(config.listen_address)
+    nodes = node_source(config)
     settings = QueueSettings.of(config)
     if args.once:
-        return _once(settings, source)
+        return _once(settings, source, nodes)
     security = web_security(config.web_config_file, config.web_max_requests)
-    app = create_app(settings, source, middlewares=security.middlewares)
+    app = create_app(settings, source, nodes=nodes, middlewares=security.middlewares)
     log.info(
         "listening on %s:%d, reading %s every %g s",
         host or "*",

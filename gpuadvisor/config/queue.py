@@ -21,6 +21,7 @@ class QueueConfig:
     squeue_args: tuple[str, ...] = ()
     squeue_timeout_s: float = 30.0
     squeue_max_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    sinfo: str = "sinfo"
     interval_s: float = 15.0
     listen_address: str = ":19843"
     web_config_file: str | None = None
@@ -57,6 +58,13 @@ SETTINGS: tuple[Setting, ...] = (
         "largest squeue output accepted; beyond it squeue is killed",
         metavar="BYTES",
         show=_mib,
+    ),
+    Setting(
+        "sinfo",
+        "--sinfo",
+        text,
+        "sinfo binary for the node states (--source slurm), run with squeue's limits",
+        metavar="BINARY",
     ),
     Setting("interval_s", "--interval", seconds, "time between reads of the source"),
     Setting(

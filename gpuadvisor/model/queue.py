@@ -1,4 +1,6 @@
-"""The scheduler's queue as a queue source saw it: one frozen entry per job, pending or running.
+"""The scheduler's queue as a queue source saw it: one frozen entry per job, pending or running;
+the jobs that have ended but the scheduler still lists, with their final state; and, where the
+source tells, each node's state and configured GPUs.
 
 A queue source (``squeue --json``, a queue file, kube-state-metrics) produces a ``QueueSnapshot``;
 the queue exporter exposes it, and the advisor turns the entries back into ``Job`` and
@@ -23,7 +25,8 @@ class QueueEntry:
     ``state`` is the scheduler's own word, upper case (``PENDING``, ``RUNNING``, ``SUSPENDED``…).
     ``gpus_per_node`` × ``nodes`` is the gang shape. ``node_names`` are the nodes a running job
     holds (empty while pending); ``gpu_indices`` are, where the scheduler tells, the GPU indices
-    it holds on each of them, as ``((node, (index, ...)), ...)``.
+    it holds on each of them, as ``((node, (index, ...)), ...)``. ``end_time_s`` is set only for
+    a job that has ended (``QueueSnapshot.ended``).
     """
 
     job_id: str
@@ -39,6 +42,7 @@ class QueueEntry:
     node_names: tuple[str, ...] = ()
     gpu_indices: tuple[tuple[str, tuple[int, ...]], ...] = ()
     reason: str = ""
+    end_time_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.job_id:
@@ -73,6 +77,10 @@ class QueueSnapshot:
 
     time_s: float
     entries: tuple[QueueEntry, ...] = ()
+    ended: tuple[QueueEntry, ...] = ()
+    """Jobs that have ended and the scheduler still lists (Slurm: for ``MinJobAge`` after the
+    end), with their final state (``COMPLETED``, ``CANCELLED``…), ``end_time_s``, and
+    ``start_time_s`` only if they ever started. Not part of the queue: never pending or running."""
 
     @property
     def pending(self) -> tuple[QueueEntry, ...]:
@@ -81,3 +89,23 @@ class QueueSnapshot:
     @property
     def running(self) -> tuple[QueueEntry, ...]:
         return tuple(e for e in self.entries if e.running)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """One node as the scheduler sees it: ``state`` is its state word in lower case (Slurm's
+    long form, as ``sinfo -o %T`` prints it without the ``*``/``~``/``#`` suffixes: ``idle``,
+    ``mixed``, ``allocated``, ``draining``, ``drained``, ``down``…), ``gpus`` the GPUs it is
+    configured with, ``responding`` False while the scheduler cannot reach the node's daemon
+    (Slurm's ``NOT_RESPONDING``, the ``*`` after the state)."""
+
+    node: str
+    state: str
+    gpus: int
+    responding: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.node:
+            raise ModelError("node state: node must not be empty")
+        if self.gpus < 0:
+            raise ModelError(f"node {self.node!r}: gpus must be >= 0, got {self.gpus}")

@@ -14,9 +14,9 @@ import asyncio
 import gzip
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -25,11 +25,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from gpuadvisor import __version__
 from gpuadvisor.config.queue import QueueConfig
 from gpuadvisor.errors import GpuAdvisorError
-from gpuadvisor.model.queue import QueueSnapshot
+from gpuadvisor.model.queue import NodeState, QueueSnapshot
 from gpuadvisor.services.web import accepts_gzip, collecting, every, healthy, landing_page, ready
 from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class QueueSource(Protocol):
@@ -39,6 +40,16 @@ class QueueSource(Protocol):
 
     async def read(self) -> QueueSnapshot:
         """The queue now; raises a ``GpuAdvisorError`` that says what went wrong."""
+        ...
+
+
+class NodeSource(Protocol):
+    """Reads the scheduler's node states (``sinfo --json``); optional, read after the queue."""
+
+    name: str
+
+    async def read(self) -> tuple[NodeState, ...]:
+        """Every node now; raises a ``GpuAdvisorError`` that says what went wrong."""
         ...
 
 
@@ -76,10 +87,13 @@ class Poller:
         source: QueueSource,
         settings: QueueSettings,
         *,
+        nodes: NodeSource | None = None,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.source = source
+        self.nodes = nodes
+        self._nodes_error = ""
         self.settings = settings
         self._clock = clock
         self._timer = timer
@@ -89,32 +103,52 @@ class Poller:
         self.ready = False
         """True once the first read has been attempted, whatever its outcome."""
 
-    async def read_once(self) -> QueueStatus:
-        """Read the source once and fold the outcome into ``status``."""
-        started = self._timer()
-        error = ""
-        snapshot: QueueSnapshot | None = None
+    async def _read(self, read: Callable[[], Awaitable[_T]], name: str) -> tuple[_T | None, str]:
+        """One read under the timeout: its result, or None and what went wrong."""
         try:
             async with asyncio.timeout(self.settings.read_timeout_s):
-                snapshot = await self.source.read()
+                return await read(), ""
         except TimeoutError:
-            error = f"reading took longer than {self.settings.read_timeout_s:g} s"
+            return None, f"reading took longer than {self.settings.read_timeout_s:g} s"
         except GpuAdvisorError as exc:
-            error = str(exc)
+            return None, str(exc)
         except Exception as exc:
-            log.exception("queue source %s failed unexpectedly", self.source.name)
-            error = f"unexpected {type(exc).__name__}: {exc}"
+            log.exception("source %s failed unexpectedly", name)
+            return None, f"unexpected {type(exc).__name__}: {exc}"
+
+    async def _read_nodes(self) -> tuple[tuple[NodeState, ...] | None, bool | None]:
+        """The node states and whether the read succeeded; (None, None) without a node source.
+        The error is logged once when it appears or changes, and recovery once."""
+        if self.nodes is None:
+            return None, None
+        nodes, error = await self._read(self.nodes.read, self.nodes.name)
+        if error and error != self._nodes_error:
+            log.error("node source %s failed: %s", self.nodes.name, error)
+        elif not error and self._nodes_error:
+            log.warning("node source %s is back", self.nodes.name)
+        self._nodes_error = error
+        return nodes, nodes is not None
+
+    async def read_once(self) -> QueueStatus:
+        """Read the source (and the node source) once and fold the outcome into ``status``."""
+        started = self._timer()
+        snapshot, error = await self._read(self.source.read, self.source.name)
         duration = self._timer() - started
+        nodes, nodes_up = await self._read_nodes()
         previous = self.status
         if snapshot is None:
             if error != previous.error:
                 log.error("queue source %s failed: %s", self.source.name, error)
-            self.status = QueueStatus(None, False, previous.last_success_s, duration, error)
+            self.status = QueueStatus(
+                None, False, previous.last_success_s, duration, error, nodes, nodes_up
+            )
         else:
             if previous.up is False:
                 log.warning("queue source %s is back", self.source.name)
             self.last_good = snapshot
-            self.status = QueueStatus(snapshot, True, self._clock(), duration)
+            self.status = QueueStatus(
+                snapshot, True, self._clock(), duration, nodes=nodes, nodes_up=nodes_up
+            )
         self.ready = True
         return self.status
 
@@ -158,14 +192,16 @@ def create_app(
     settings: QueueSettings,
     source: QueueSource,
     *,
+    nodes: NodeSource | None = None,
     clock: Callable[[], float] = time.time,
     middlewares: Iterable[Middleware] = (),
 ) -> web.Application:
     """The queue exporter's web app; its poller starts and stops with the app.
 
-    ``middlewares``: e.g. basic auth and the scrape limit from ``services.webconfig``."""
+    ``nodes``: the node states' source (sinfo), if any. ``middlewares``: e.g. basic auth and
+    the scrape limit from ``services.webconfig``."""
     app = web.Application(middlewares=middlewares)
-    poller = Poller(source, settings, clock=clock)
+    poller = Poller(source, settings, nodes=nodes, clock=clock)
     app[POLLER] = poller
     app[REGISTRY] = queue_registry(lambda: poller.status, settings.version)
     app.cleanup_ctx.append(collecting(POLLER, "queue-poller"))

@@ -3,7 +3,8 @@
 ``QUEUE_METRICS`` names every queue metric (DESIGN §4; names are a public API). The collector
 renders the latest ``QueueStatus`` only, so a scrape never runs squeue. Job series exist only
 while the latest read succeeded: after a failed read the exporter says ``gpuadvisor_queue_up 0``
-and shows no jobs at all, rather than a queue that may no longer be true.
+and shows no jobs at all, rather than a queue that may no longer be true. Node series follow the
+node source's own read (``gpuadvisor_queue_nodes_up``), so a failing sinfo never hides the jobs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Metric
 from prometheus_client.core import GaugeMetricFamily
 
-from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
+from gpuadvisor.model.queue import NodeState, QueueEntry, QueueSnapshot
 from gpuadvisor.sinks.exposition.metrics import MetricDef, StateCollector, gauge, private_registry
 
 SOURCE = "source: the scheduler queue, squeue --json or a queue file"
@@ -33,6 +34,10 @@ class QueueStatus:
     last_success_s: float | None = None
     read_duration_s: float | None = None
     error: str = ""
+    nodes: tuple[NodeState, ...] | None = None
+    """Node states of the latest read of the node source (sinfo), ``None`` when it failed."""
+    nodes_up: bool | None = None
+    """``None`` when there is no node source (a queue file) or it has not been read yet."""
 
 
 def _gauge(name: str, help_: str, labels: tuple[str, ...] = JOB) -> MetricDef:
@@ -42,7 +47,10 @@ def _gauge(name: str, help_: str, labels: tuple[str, ...] = JOB) -> MetricDef:
 QUEUE_METRICS: tuple[MetricDef, ...] = (
     _gauge(
         "gpuadvisor_queue_job_info",
-        f"Job metadata, always 1; state is the scheduler's word (PENDING, RUNNING…) ({SOURCE}).",
+        "Job metadata, always 1; state is the scheduler's word for a job in the queue "
+        "(PENDING, RUNNING…), or, in lower case, the final state of a job that has ended and "
+        "the scheduler still lists (completed, failed, timeout, cancelled, node_fail, "
+        f"out_of_memory, preempted, boot_fail, deadline) ({SOURCE}).",
         ("job_id", "user", "partition", "state"),
     ),
     _gauge(
@@ -56,7 +64,13 @@ QUEUE_METRICS: tuple[MetricDef, ...] = (
     ),
     _gauge(
         "gpuadvisor_queue_job_start_timestamp_seconds",
-        f"When the job started, Unix time in seconds; absent while it waits ({SOURCE}).",
+        "When the job started, Unix time in seconds; absent while it waits, and for a job that "
+        f"ended without ever starting (cancelled while pending) ({SOURCE}).",
+    ),
+    _gauge(
+        "gpuadvisor_queue_job_end_timestamp_seconds",
+        "When a job that has ended ended, Unix time in seconds; only while the scheduler still "
+        f"lists it (Slurm: MinJobAge), absent for jobs in the queue ({SOURCE}).",
     ),
     _gauge(
         "gpuadvisor_queue_job_time_limit_seconds",
@@ -78,6 +92,31 @@ QUEUE_METRICS: tuple[MetricDef, ...] = (
         "(squeue's gres_detail, or gpu_indices in a queue file) "
         f"({SOURCE}).",
         ("job_id", "node", "gpu_index"),
+    ),
+    _gauge(
+        "gpuadvisor_queue_node_info",
+        "A node's state, always 1, one series per node: Slurm's long state word in lower case "
+        "as sinfo -o %T prints it without its suffix (idle, mixed, allocated, completing, "
+        "draining, drained, down, fail, failing, maint, reboot, future, powered_down, "
+        "unknown…) (source: sinfo --json; absent for a queue file).",
+        ("node", "state"),
+    ),
+    _gauge(
+        "gpuadvisor_queue_node_gpus",
+        "GPUs the node is configured with, from its gres (source: sinfo --json).",
+        ("node",),
+    ),
+    _gauge(
+        "gpuadvisor_queue_node_responding",
+        "1 while the scheduler reaches the node's daemon, 0 while it does not (Slurm's "
+        "NOT_RESPONDING, the * after sinfo's state) (source: sinfo --json).",
+        ("node",),
+    ),
+    _gauge(
+        "gpuadvisor_queue_nodes_up",
+        "1 if the latest read of the node states (sinfo --json) succeeded, else 0; no node "
+        "series while 0; absent without a node source (source: the queue exporter).",
+        (),
     ),
     _gauge(
         "gpuadvisor_queue_up",
@@ -130,6 +169,25 @@ def _job(families: dict[str, GaugeMetricFamily], entry: QueueEntry) -> None:
             families["gpuadvisor_queue_job_gpu_info"].add_metric(gpu, 1)
 
 
+def _ended(families: dict[str, GaugeMetricFamily], entry: QueueEntry) -> None:
+    """A job that has ended: its final state in lower case and its times; no priority, nodes
+    or GPU indices, so nothing reads it as a job that waits or holds nodes."""
+    job = [entry.job_id]
+    info = [entry.job_id, entry.user, entry.partition, entry.state.lower()]
+    families["gpuadvisor_queue_job_info"].add_metric(info, 1)
+    families["gpuadvisor_queue_job_gpus"].add_metric(job, entry.gpus)
+    families["gpuadvisor_queue_job_nodes"].add_metric(job, entry.nodes)
+    families["gpuadvisor_queue_job_submit_timestamp_seconds"].add_metric(job, entry.submit_time_s)
+    if entry.start_time_s is not None:
+        start = families["gpuadvisor_queue_job_start_timestamp_seconds"]
+        start.add_metric(job, entry.start_time_s)
+    if entry.end_time_s is not None:
+        end = families["gpuadvisor_queue_job_end_timestamp_seconds"]
+        end.add_metric(job, entry.end_time_s)
+    if entry.time_limit_s is not None:
+        families["gpuadvisor_queue_job_time_limit_seconds"].add_metric(job, entry.time_limit_s)
+
+
 def render(status: QueueStatus, version: str) -> Iterator[Metric]:
     """Fresh metric families for ``status``; empty families are left out."""
     families = _families()
@@ -142,9 +200,18 @@ def render(status: QueueStatus, version: str) -> Iterator[Metric]:
     if status.read_duration_s is not None:
         duration = families["gpuadvisor_queue_read_duration_seconds"]
         duration.add_metric([], status.read_duration_s)
+    if status.nodes_up is not None:
+        families["gpuadvisor_queue_nodes_up"].add_metric([], 1 if status.nodes_up else 0)
+    for node in status.nodes or ():
+        families["gpuadvisor_queue_node_info"].add_metric([node.node, node.state], 1)
+        families["gpuadvisor_queue_node_gpus"].add_metric([node.node], node.gpus)
+        responding = families["gpuadvisor_queue_node_responding"]
+        responding.add_metric([node.node], 1 if node.responding else 0)
     if status.up and status.snapshot is not None:
         for entry in status.snapshot.entries:
             _job(families, entry)
+        for entry in status.snapshot.ended:
+            _ended(families, entry)
     return (f for f in families.values() if f.samples)
 
 

@@ -22,8 +22,11 @@ GPUs come from ``tres_per_node`` (``--gres``, ``--gpus-per-node``), else ``tres_
 (``gres/gpu=8``); a per-job total is spread evenly over the job's nodes (rounded up). Running jobs
 name their nodes in ``nodes`` (a hostlist) and, per node in the same order, their GPU indices in
 ``gres_detail`` (``gpu:4(IDX:0-3)``). Finished jobs (``COMPLETED``, ``FAILED``…), which squeue
-lists for ``MinJobAge`` after they end, are left out and counted. Any field of the wrong type is an
-``InputError`` naming the source, the job and the field.
+lists for ``MinJobAge`` after they end, are not part of the queue: they go to
+``QueueSnapshot.ended`` with their ``end_time``, and with their ``start_time`` only if they were
+ever given nodes (a job cancelled while pending has an empty ``nodes`` and Slurm sets its start
+time to the cancel time; recorded in tests/data/slurm/squeue-22.05-ended-recorded.json). Any field
+of the wrong type is an ``InputError`` naming the source, the job and the field.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ _BITS = {
     "tasks_per_node": 16,
     "submit_time": 64,
     "start_time": 64,
+    "end_time": 64,
 }
 """Width of the plain (v0.0.38) numbers read here that are not 32-bit: Slurm's NO_VAL and
 INFINITE sentinels are the two largest values of the field's width."""
@@ -100,7 +104,7 @@ class SqueueResult:
     snapshot: QueueSnapshot
     format: SqueueFormat
     finished_jobs: int = 0
-    """Jobs left out because they have ended."""
+    """Jobs that have ended (in ``snapshot.ended``, not in the queue)."""
     warnings: tuple[str, ...] = ()
     """``warnings`` that squeue itself reported."""
 
@@ -290,11 +294,19 @@ def _gpu_indices(job: _Job, nodes: Sequence[str]) -> tuple[tuple[str, tuple[int,
 
 
 def _entry(job: _Job, state: str) -> QueueEntry:
-    running = state != PENDING
+    ended = state in FINISHED_STATES
+    running = state != PENDING and not ended
     try:
         node_names = expand_hostlist(job.text("nodes")) if running else ()
     except HostlistError as exc:
         raise job.error("nodes", str(exc)) from None
+    if ended:
+        started = bool(job.text("nodes"))
+        start = job.timestamp("start_time") if started else None
+        end = job.timestamp("end_time")
+    else:
+        start = job.timestamp("start_time") if running else None
+        end = None
     nodes = job.count("node_count") or len(node_names) or 1
     limit = job.number("time_limit")
     limit_min = None if limit.infinite or not limit.value or limit.value <= 0 else limit.value
@@ -308,12 +320,13 @@ def _entry(job: _Job, state: str) -> QueueEntry:
             gpus_per_node=_gpus_per_node(job, nodes),
             nodes=nodes,
             submit_time_s=job.timestamp("submit_time", required=True) or 0.0,
-            start_time_s=job.timestamp("start_time") if running else None,
+            start_time_s=start,
             time_limit_s=None if limit_min is None else limit_min * 60.0,
             priority=job.number("priority").value or 0.0,
             node_names=node_names,
             gpu_indices=_gpu_indices(job, node_names) if running else (),
             reason="" if reason == "None" else reason,
+            end_time_s=end,
         )
     except ModelError as exc:
         where = f"jobs[{job.index}] (job_id {job.job_id})"
@@ -401,15 +414,12 @@ def parse_squeue(data: bytes | str, *, time_s: float, source: str = SQUEUE_SOURC
     if not isinstance(jobs, list):
         raise InputError(f"field 'jobs': expected a list, got {jobs!r}", path=source)
     entries: list[QueueEntry] = []
-    finished = 0
+    ended: list[QueueEntry] = []
     for index, raw in enumerate(jobs):
         if not isinstance(raw, Mapping):
             raise InputError(f"jobs[{index}]: expected an object, got {raw!r}", path=source)
         job = _Job(raw, index, source, fmt)
         state = job.state()
-        if state in FINISHED_STATES:
-            finished += 1
-            continue
-        entries.append(_entry(job, state))
-    snapshot = QueueSnapshot(time_s=time_s, entries=tuple(entries))
-    return SqueueResult(snapshot, fmt, finished, _messages(doc, "warnings"))
+        (ended if state in FINISHED_STATES else entries).append(_entry(job, state))
+    snapshot = QueueSnapshot(time_s=time_s, entries=tuple(entries), ended=tuple(ended))
+    return SqueueResult(snapshot, fmt, len(ended), _messages(doc, "warnings"))

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from gpuadvisor.errors import GpuAdvisorError
-from gpuadvisor.model.queue import QueueSnapshot
+from gpuadvisor.model.queue import NodeState, QueueSnapshot
+from gpuadvisor.sources.slurm.nodes import SINFO_SOURCE, parse_nodes
 from gpuadvisor.sources.slurm.parse import SQUEUE_SOURCE, parse_squeue
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,15 @@ class SqueueSettings:
 
     @property
     def argv(self) -> tuple[str, ...]:
-        return (self.binary, "--json", *self.extra_args)
+        """``squeue --json --states=all`` and the extra arguments; ``--states=all`` keeps the
+        jobs that have ended (for ``MinJobAge``) in every release, and is left out when the extra
+        arguments choose states themselves (``--states``, ``-t``)."""
+        states = () if any(_chooses_states(a) for a in self.extra_args) else ("--states=all",)
+        return (self.binary, "--json", *states, *self.extra_args)
+
+
+def _chooses_states(arg: str) -> bool:
+    return arg.startswith(("--states", "-t"))
 
 
 async def _read_limited(
@@ -95,9 +104,12 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
     await proc.wait()
 
 
-async def run_squeue(settings: SqueueSettings) -> bytes:
-    """Run squeue with ``--json`` and return its standard output."""
-    argv = settings.argv
+async def run_squeue(
+    settings: SqueueSettings, argv: tuple[str, ...] | None = None, *, flag: str = "--squeue"
+) -> bytes:
+    """Run squeue with ``--json`` (or ``argv``, under the same limits: sinfo) and return its
+    standard output; ``flag`` is the one that names the binary, for the hint."""
+    argv = settings.argv if argv is None else argv
     command = shlex.join(argv)
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -111,7 +123,7 @@ async def run_squeue(settings: SqueueSettings) -> bytes:
     except OSError as exc:
         raise QueueSourceError(
             f"cannot run {command}: {exc.strerror or exc} (is Slurm's client installed? "
-            "set the binary with --squeue)"
+            f"set the binary with {flag})"
         ) from exc
     assert proc.stdout is not None and proc.stderr is not None
     try:
@@ -154,3 +166,17 @@ class SlurmQueueSource:
         for warning in result.warnings:
             log.warning("squeue: %s", warning)
         return result.snapshot
+
+
+class SlurmNodeSource:
+    """Each node's state and GPUs as ``sinfo --json`` shows them now; ``settings.binary`` is
+    sinfo, run under squeue's timeout and output limit."""
+
+    def __init__(self, settings: SqueueSettings) -> None:
+        self.settings = settings
+        self.name = SINFO_SOURCE
+
+    async def read(self) -> tuple[NodeState, ...]:
+        """Run sinfo and parse its output; raises QueueSourceError or InputError."""
+        argv = (self.settings.binary, "--json")
+        return parse_nodes(await run_squeue(self.settings, argv, flag="--sinfo"))
