@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from gpuadvisor.sinks.delivery.webhook import verify_signature
 from gpuadvisor.sources.slurm.parse import parse_squeue
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.harness.exposition_server import ExpositionServer
-from tests.harness.process import ManagedProcess
+from tests.harness.process import ManagedProcess, eventually, gpuadvisor_argv
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.harness.receiver import Received, Receiver
 from tests.harness.slurm import SlurmCluster, submit_head_of_line
@@ -41,8 +40,7 @@ SECRET = "e2e-webhook-secret"
 
 
 def gpuadvisor(*args: str) -> list[str]:
-    command, *rest = args
-    return [sys.executable, "-m", "gpuadvisor", command, "--log.level=info", *rest]
+    return gpuadvisor_argv(*args)
 
 
 def sync_job_mapping(cluster: SlurmCluster, mapping_dir: Path) -> None:
@@ -75,15 +73,6 @@ def metric_samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
-
-
-def eventually(check: Callable[[], bool], what: str, timeout_s: float = 45.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout_s}s: {what}")
 
 
 @dataclass

@@ -14,10 +14,9 @@ must reach Alertmanager, Slack (the loopback receiver) and the signed webhook, a
 from __future__ import annotations
 
 import json
-import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,7 @@ import pytest
 from gpuadvisor.sinks.delivery.webhook import verify_signature
 from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
 from tests.harness.alertmanager import AlertmanagerServer
-from tests.harness.process import ManagedProcess
+from tests.harness.process import ManagedProcess, eventually, gpuadvisor_argv
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.harness.receiver import Receiver
 from tests.ports import free_port
@@ -88,16 +87,7 @@ def queue_file(now_s: float) -> str:
 
 
 def gpuadvisor(*args: str) -> list[str]:
-    return [sys.executable, "-m", "gpuadvisor", "--log-level", "info", *args]
-
-
-def eventually(check: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"not within {timeout_s}s: {what}")
+    return gpuadvisor_argv(*args)
 
 
 @dataclass

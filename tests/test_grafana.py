@@ -36,6 +36,7 @@ from tests.fake_nvml.scenario import (
     FakeGpu,
     XidEvent,
 )
+from tests.fake_squeue import write_fake_squeue
 from tests.harness.process import ManagedProcess
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.harness.receiver import Receiver
@@ -45,6 +46,7 @@ from tests.test_alert_rules import RULES, gpuadvisor_names, load_rules, unknown_
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD_FILES = sorted((ROOT / "grafana").glob("*.json"))
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+SLURM_DATA = Path(__file__).parent / "data" / "slurm"
 PANEL_TYPES = {"row", "timeseries", "stat", "table", "heatmap", "bargauge"}
 BUILTINS = {"__rate_interval": "1m", "__interval": "15s", "__range": "5m"}
 """Grafana's own variables, set as Grafana would for a short range over 1 s scrapes."""
@@ -405,7 +407,17 @@ def stack(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     (tmp / "queue.yaml").write_text(QUEUE_FILE)
     (tmp / "sacct.txt").write_text(SACCT_FILE)
     webhook = Receiver()
-    ports = {name: free_port() for name in ("sim", "nvml", "queue", "advisor", "prometheus")}
+    names = ("sim", "nvml", "queue", "slurm-queue", "advisor", "prometheus")
+    ports = {name: free_port() for name in names}
+    # A second queue exporter on Slurm 22.05's recorded answers: its ended jobs (the running
+    # one left out, so the advisor's cluster stays the agents') and a drained node.
+    recorded = json.loads((SLURM_DATA / "squeue-22.05-ended-recorded.json").read_text())
+    recorded["jobs"] = [j for j in recorded["jobs"] if j["job_state"] != "RUNNING"]
+    (tmp / "squeue.json").write_text(json.dumps(recorded))
+    squeue = write_fake_squeue(tmp / "squeue", stdout_file=tmp / "squeue.json")
+    sinfo = write_fake_squeue(
+        tmp / "sinfo", stdout_file=SLURM_DATA / "sinfo-22.05-drained-recorded.json"
+    )
     address = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
     (tmp / "advisor.yaml").write_text(
         f"""
@@ -450,6 +462,19 @@ sinks:
         )
         procs.append(
             ManagedProcess(
+                gpuadvisor(
+                    "queue",
+                    "--source=slurm",
+                    f"--squeue={squeue}",
+                    f"--sinfo={sinfo}",
+                    "--interval=1",
+                    f"--listen={address['slurm-queue']}",
+                ),
+                tmp / "slurm-queue.log",
+            )
+        )
+        procs.append(
+            ManagedProcess(
                 gpuadvisor("advisor", f"--config={tmp / 'advisor.yaml'}", web, address["advisor"]),
                 tmp / "advisor.log",
             )
@@ -457,7 +482,7 @@ sinks:
         labels = {"cluster": "grafana-test"}
         jobs = [
             ScrapeJob("gpuadvisor-agent", [address["sim"], address["nvml"]], labels),
-            ScrapeJob("gpuadvisor-queue", [address["queue"]], labels),
+            ScrapeJob("gpuadvisor-queue", [address["queue"], address["slurm-queue"]], labels),
             ScrapeJob("gpuadvisor-advisor", [address["advisor"]], labels),
         ]
         prometheus = PrometheusServer(

@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -113,3 +114,19 @@ def http_ok(url: str, *, timeout_s: float = 1.0) -> bool:
             return int(response.status) == 200
     except (urllib.error.URLError, OSError):
         return False
+
+
+def gpuadvisor_argv(command: str, *args: str) -> list[str]:
+    """``python -m gpuadvisor COMMAND`` logging at info (the flag goes after the command)."""
+    return [sys.executable, "-m", "gpuadvisor", command, "--log.level=info", *args]
+
+
+def eventually(check: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout_s`` (a bound on a
+    real server's progress, generous for a loaded machine, never a speed claim)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"not within {timeout_s}s: {what}")
