@@ -113,7 +113,7 @@ class Sharing:
     def hold_milli(self, demand_milli: int) -> int:
         """What a light job of this demand holds of its GPU under this mode."""
         if self.mode == "mig":
-            slices = -(-demand_milli // MIG_SLICE_MILLI)
+            slices = -(-demand_milli * MIG_SLICES // MILLI_PER_GPU)
             profile = next(p for p in MIG_PROFILES if p >= slices)
             return MILLI_PER_GPU if profile == MIG_SLICES else profile * MIG_SLICE_MILLI
         return min(MILLI_PER_GPU, max(demand_milli, MILLI_PER_GPU // self.jobs_per_gpu))
