@@ -3,6 +3,7 @@ fifo, easy and the advisor, on Alibaba's openb pods and on a generated workload 
 
     .venv/bin/python bench/sharing.py [--seeds 5] [--jobs 3000] [--loads 1.1,1.3]
         [--shape 16x8] [--openb-shape 64x8] [--openb-loads 1.3] [--plot sharing.png]
+        [--sweep 1.5,2] [--no-openb]
 
 Workloads:
 
@@ -32,6 +33,9 @@ Figures per (workload, load, mode, order), means over seeds:
 - waits (mean, p95, in h); ``jobs/GPU``: light jobs per GPU that holds any (time mean);
   ``freed``: GPUs freed by packing (time mean); ``stretch``: mean run time / runtime of the light
   jobs (the interference slowdown paid; ``max`` the worst job).
+
+``--sweep 1.5,2`` adds MPS with those slowdowns on the generated workload (``mps@1.5``): how
+much interference the gain survives.
 
 A report, not a test: prints every figure and always exits 0.
 """
@@ -142,7 +146,15 @@ def openb(loads: Sequence[float], cluster: Cluster) -> dict[Key, list[Row]]:
     return out
 
 
-def light(loads: Sequence[float], cluster: Cluster, seeds: int, jobs: int) -> dict[Key, list[Row]]:
+def sharing_of(mode: str) -> Sharing:
+    """``mps``, or ``mps@2`` for MPS with a slowdown of 2 (the sensitivity sweep)."""
+    name, _, slowdown = mode.partition("@")
+    return Sharing(name, slowdown=float(slowdown) if slowdown else None)
+
+
+def light(
+    loads: Sequence[float], cluster: Cluster, seeds: int, jobs: int, modes: Sequence[str]
+) -> dict[Key, list[Row]]:
     out: dict[Key, list[Row]] = {}
     for load in loads:
         for seed in range(1, seeds + 1):
@@ -156,8 +168,8 @@ def light(loads: Sequence[float], cluster: Cluster, seeds: int, jobs: int) -> di
                 max_node_gpus=cluster.max_node_gpus,
                 light_share=LIGHT_SHARE,
             )
-            for mode in MODES:
-                for label, row in replay(trace, cluster, Sharing(mode), seed).items():
+            for mode in modes:
+                for label, row in replay(trace, cluster, sharing_of(mode), seed).items():
                     out.setdefault(Key("light", load, mode, label), []).append(row)
     return out
 
@@ -215,16 +227,24 @@ def main() -> None:
     parser.add_argument("--openb-shape", default="64x8")
     parser.add_argument("--openb-loads", default="1.3")
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument(
+        "--sweep", default="", help="generated workload only: MPS slowdowns to add, e.g. 1.5,2"
+    )
+    parser.add_argument("--no-openb", action="store_true")
     args = parser.parse_args()
     loads = [float(x) for x in args.loads.split(",") if x]
     results: dict[Key, list[Row]] = {}
-    if PODS.exists():
+    sweep = [f"mps@{x}" for x in args.sweep.split(",") if x]
+    if args.no_openb:
+        pass
+    elif PODS.exists():
         openb_loads = [float(x) for x in args.openb_loads.split(",") if x]
         results |= openb(openb_loads, Cluster.parse_shape(args.openb_shape))
         report(results, f"openb pods (runtimes clipped to 24 h) on {args.openb_shape}")
     else:
         print(f"openb skipped: {PODS} is absent (../shared not checked out)")
-    generated = light(loads, Cluster.parse_shape(args.shape), args.seeds, args.jobs)
+    cluster = Cluster.parse_shape(args.shape)
+    generated = light(loads, cluster, args.seeds, args.jobs, [*MODES, *sweep])
     report(
         generated,
         f"generated philly mix, {args.jobs} jobs, light share {LIGHT_SHARE}, on {args.shape}, "
