@@ -9,6 +9,10 @@ metrics are exact integrals over time, not samples.
 The engine keeps the pending queue in buckets of jobs with one fit key and one estimate class
 (``analysis.buckets``), so that a pass on a long, saturated queue touches shapes rather than
 jobs, and per node the latest expected end of its running jobs, for ``end-fit`` placement.
+
+With a sharing mode (``simulation.sharing``) light jobs ask for the fraction of a GPU they hold,
+and a light job's end moves when another job joins or leaves its GPU: the engine pushes a new
+completion event and skips the one that went stale.
 """
 
 from __future__ import annotations
