@@ -30,7 +30,8 @@ Figures per (workload, load, mode, order), means over seeds:
   a shorter span with sharing is the allocation gain, in pp. (Over the arrival window instead,
   openb's compressed arrivals make it a ramp-up figure.)
 - ``busy %``: GPUs holding any job, over the busy window (from first arrival to last end).
-- waits (mean, p95, in h); ``jobs/GPU``: light jobs per GPU that holds any (time mean);
+- waits (mean, p95, in h); ``jct mean h``: mean completion time, wait + run time (stretched by
+  interference under a mode); ``jobs/GPU``: light jobs per GPU that holds any (time mean);
   ``freed``: GPUs freed by packing (time mean); ``stretch``: mean run time / runtime of the light
   jobs (the interference slowdown paid; ``max`` the worst job).
 
@@ -100,6 +101,7 @@ def figures(result: SimulationResult, metrics: dict[str, object]) -> Row:
         * _number(metrics.get("gpu_occupied_ratio", metrics["allocation_ratio_busy"])),
         "wait mean h": _number(metrics["wait_mean_s"]) / HOUR_S,
         "wait p95 h": _number(metrics["wait_p95_s"]) / HOUR_S,
+        "jct mean h": _number(metrics["jct_mean_s"]) / HOUR_S,
         "jobs/GPU": _number(metrics.get("share_jobs_per_gpu_mean", 1.0)),
         "freed": _number(metrics.get("share_gpus_freed_mean", 0.0)),
         "stretch": _number(metrics.get("share_stretch_mean", 1.0)),
