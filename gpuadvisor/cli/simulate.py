@@ -32,11 +32,13 @@ from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.simulation.habits import generate_habitual_workload
 from gpuadvisor.simulation.inflation import run_inflation
+from gpuadvisor.simulation.sharing import Sharing
 from gpuadvisor.simulation.workload import offered_load, scale_to_load
 from gpuadvisor.sinks.report.plots import require_plotting, write_plots
 from gpuadvisor.sinks.report.schedule import write_schedule
 from gpuadvisor.sinks.report.tables import (
     progress_bar,
+    render_share_table,
     render_size_table,
     render_table,
     results_json,
@@ -114,6 +116,7 @@ def load_jobs(settings: SimulateSettings, cluster: Cluster) -> list[Job]:
         load=GENERATED_LOAD if settings.load is None else settings.load,
         mix=settings.generate,
         max_node_gpus=cluster.max_node_gpus,
+        light_share=settings.light_share,
     )
 
 
@@ -151,6 +154,13 @@ def run(args: argparse.Namespace) -> int:
         raise GpuAdvisorError("--schedule-policy needs --output-schedule")
     if settings.trace and settings.limits != "tight":
         raise GpuAdvisorError("--limits shapes a generated workload; a trace keeps its own limits")
+    if settings.trace and settings.light_share:
+        raise GpuAdvisorError("--light-share shapes a generated workload; a trace has its own jobs")
+    if settings.share_slowdown is not None and settings.share == "off":
+        raise GpuAdvisorError("--share-slowdown needs a sharing mode (--share mps|timeslice|mig)")
+    sharing = Sharing(settings.share, slowdown=settings.share_slowdown)
+    if sharing.on and settings.protocol != "replay":
+        raise GpuAdvisorError("--share needs --protocol replay")
     cluster = load_cluster(settings)
     jobs = load_jobs(settings, cluster)
     trace = _path(settings.trace)
@@ -170,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
         estimate_noise=settings.estimate_noise,
         raise_rule=settings.raise_rule,
         settings=OrderSettings(starvation_s=settings.starvation_s),
+        sharing=sharing,
     )
     configs = [parse_policy(spec, base) for spec in settings.policies.split(",") if spec.strip()]
     if not configs:
@@ -207,6 +218,9 @@ def report(
     shown = BASELINE if any(label == BASELINE for label, _ in rows) else None
     console.print(render_table(rows, baseline=shown))
     console.print(render_size_table(rows))
+    share_table = render_share_table(rows)
+    if share_table is not None:
+        console.print(share_table)
     output_json, plots = _path(settings.output_json), _path(settings.plots)
     output_schedule = _path(settings.output_schedule)
     if output_json:

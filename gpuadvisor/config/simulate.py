@@ -17,11 +17,13 @@ from gpuadvisor.config.values import (
     non_negative,
     optional_path,
     positive,
+    ratio,
     seconds_or_zero,
     text,
 )
 from gpuadvisor.simulation.engine import ESTIMATE_MODES
 from gpuadvisor.simulation.generator import MIXES
+from gpuadvisor.simulation.sharing import SHARE_MODES
 from gpuadvisor.sources.traces import READERS
 
 PROTOCOLS = ("replay", "inflation")
@@ -53,6 +55,9 @@ class SimulateSettings:
     seed: int = 0
     seeds: int = 1
     limits: str = "tight"
+    light_share: float = 0.0
+    share: str = "off"
+    share_slowdown: float | None = None  # None: the sharing mode's own (``SHARE_MODES``)
     estimates: str = "limit"
     estimate_noise: float = 0.0
     raise_rule: str = "double"
@@ -138,6 +143,30 @@ SIMULATE_SETTINGS: tuple[Setting, ...] = (
         "72 h maximum, median ~10x the runtime; docs/workloads.md)",
     ),
     Setting(
+        "light_share",
+        "--light-share",
+        ratio,
+        "with --generate: the share of whole one-GPU jobs that are light (use a small part of "
+        "their GPU; docs/workloads.md)",
+        metavar="RATIO",
+    ),
+    Setting(
+        "share",
+        "--share",
+        text,
+        "GPU sharing of light jobs (fractional requests, jobs that use a small part of their "
+        "GPU): off, mps, timeslice or mig (docs/simulator.md)",
+        metavar="MODE",
+    ),
+    Setting(
+        "share_slowdown",
+        "--share-slowdown",
+        positive,
+        "with --share: runtime factor of a job while it shares its GPU (>= 1; default: the "
+        "mode's: mps 1.25, timeslice 1.4, mig 1)",
+        metavar="FACTOR",
+    ),
+    Setting(
         "estimates",
         "--estimates",
         text,
@@ -193,6 +222,7 @@ SIMULATE_CHOICES: Choices = {
     "estimates": ESTIMATE_MODES,
     "raise_rule": tuple(RAISE_RULES),
     "limits": LIMIT_MODELS,
+    "share": tuple(SHARE_MODES),
 }
 
 DEMO_SETTINGS: tuple[Setting, ...] = (

@@ -20,6 +20,10 @@ class Job:
     ``gpu_models`` restricts the job to nodes of those GPU models (empty: any model).
     ``name``, ``account`` and ``partition`` are the scheduler's, where known (runtime
     predictions learn from them); they never change where a job fits.
+    ``usage_milli`` is what the job really uses of each of its GPUs, where known (the larger of
+    its SM activity and its memory used, 1000 = a whole GPU): a whole-GPU job that uses a small
+    part of its GPU is *light*, and the simulator's sharing model may pack it with other light
+    jobs (``simulation.sharing``). It never changes where a job fits either.
     """
 
     job_id: str
@@ -36,6 +40,7 @@ class Job:
     name: str = ""
     account: str = ""
     partition: str = ""
+    usage_milli: int | None = None
     total_gpus: int = field(init=False, compare=False, repr=False)
     fit_key: tuple[int, int, int, frozenset[str], int, int] = field(
         init=False, compare=False, repr=False
@@ -52,6 +57,8 @@ class Job:
             raise bad(f"gpu_milli must be in 1..{MILLI_PER_GPU}, got {self.gpu_milli}")
         if self.gpu_milli < MILLI_PER_GPU and (self.gpus != 1 or self.nodes != 1):
             raise bad("a fractional GPU share (gpu_milli < 1000) needs exactly 1 GPU on 1 node")
+        if self.usage_milli is not None and not 0 < self.usage_milli <= MILLI_PER_GPU:
+            raise bad(f"usage_milli must be in 1..{MILLI_PER_GPU}, got {self.usage_milli}")
         if not math.isfinite(self.submit_time_s):
             raise bad(f"submit time must be finite, got {self.submit_time_s}")
         if self.runtime_s is not None and not (

@@ -9,6 +9,10 @@ metrics are exact integrals over time, not samples.
 The engine keeps the pending queue in buckets of jobs with one fit key and one estimate class
 (``analysis.buckets``), so that a pass on a long, saturated queue touches shapes rather than
 jobs, and per node the latest expected end of its running jobs, for ``end-fit`` placement.
+
+With a sharing mode (``simulation.sharing``) light jobs ask for the fraction of a GPU they hold,
+and a light job's end moves when another job joins or leaves its GPU: the engine pushes a new
+completion event and skips the one that went stale.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContex
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint, Totals
+from gpuadvisor.simulation.sharing import ShareRun, Sharing
 
 ESTIMATE_MODES = ("limit", "predicted", "exact")
 """``limit``: the job's time limit, else the median of its user's past runtimes for the same shape,
@@ -64,6 +69,7 @@ class SimulationConfig:
     settings: OrderSettings = field(default_factory=OrderSettings)
     raise_rule: str = "double"  # predicted: what a job that outlived its prediction is planned with
     label_estimates: bool = False  # the label names the estimates (``advisor@predicted``)
+    sharing: Sharing = field(default_factory=Sharing)  # light jobs share GPUs (default off)
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -138,6 +144,11 @@ class _Engine:
         self.config = config
         self.cluster = cluster
         self.jobs, self.rejected = prepare_jobs(jobs, cluster)
+        # with a sharing mode, light jobs ask for what they hold of a GPU (and so does the mix)
+        self.share: ShareRun | None = None
+        if config.sharing.on:
+            self.jobs = [config.sharing.shared(job) for job in self.jobs]
+            self.share, mix = ShareRun(config.sharing, cluster.gpus), None
         self.order = ORDERS[config.order]
         self.placement = PLACEMENTS[config.placement_name]
         rng = random.Random(config.seed)
@@ -232,7 +243,9 @@ class _Engine:
             while events and events[0][0] == t:
                 _, kind, i = heapq.heappop(events)
                 if kind == _COMPLETE:
-                    self._complete(i)
+                    if self.share is not None and not self.share.is_current(i, t, self.end_s[i]):
+                        continue  # the job's end moved (sharing)
+                    self._complete(i, now, events)
                     ended = True
                     done += 1
                     if self.progress is not None and done % report_every == 0:
@@ -261,6 +274,7 @@ class _Engine:
             allocations=tuple(self.allocation),
             totals=self.totals,
             timeline=tuple(self.timeline),
+            sharing=None if self.share is None else self.share.metrics(now - first_arrival),
         )
 
     def _estimate_class(self, i: int) -> Hashable:
@@ -294,8 +308,10 @@ class _Engine:
         del self.running[at]
         return ending
 
-    def _complete(self, i: int) -> None:
+    def _complete(self, i: int, now: float, events: list[tuple[float, int, int]]) -> None:
         job = self.jobs[i]
+        if self.share is not None:
+            self._move_ends(self.share.finish(i, job, self.start_s[i], now), events)
         ending = self._leave_running(i)
         self.capacity.release(job, ending.allocation)
         self._refresh_fragment(ending)
@@ -380,6 +396,9 @@ class _Engine:
             runtime = job.runtime_s or 0.0
             self.end_s[i] = now + runtime
             heapq.heappush(events, (now + runtime, _COMPLETE, i))
+            if self.share is not None:
+                node, gpus = start.allocation.parts[0]
+                self._move_ends(self.share.start(i, job, (node, gpus[0]), now), events)
             self.estimate_at_start[i] = self.estimate(job)
             promised = self.promised_s.pop(i, None)
             if promised is not None and now > promised:
@@ -392,6 +411,15 @@ class _Engine:
             self.queue.remove(self.queue_key[i], self.estimate_class[i])
             self.waiting_count[job.fit_key] -= 1
             self._refresh_fragment(ending)
+
+    def _move_ends(
+        self, moved: list[tuple[int, float]], events: list[tuple[float, int, int]]
+    ) -> None:
+        """Jobs whose GPU gained or lost a sharer end at a new time; their old completion
+        events go stale (``ShareRun.is_current``)."""
+        for j, end in moved:
+            self.end_s[j] = end
+            heapq.heappush(events, (end, _COMPLETE, j))
 
     def _refresh_fragment(self, ending: Ending) -> None:
         free, nodes = self.capacity.free_milli, self.cluster.nodes
@@ -406,6 +434,8 @@ class _Engine:
             return
         totals = self.totals
         totals.allocated_milli_s_busy += self.capacity.used_milli * (t1 - t0)
+        if self.share is not None:
+            self.share.accumulate(t1 - t0, self.capacity.free_whole_gpus)
         lo, hi = max(t0, totals.window_start_s), min(t1, totals.arrival_end_s)
         if hi <= lo:
             return

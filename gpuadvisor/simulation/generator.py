@@ -15,6 +15,11 @@ generator produces with the published figures it is calibrated on.
 - Users: ``users`` names with Zipf-like weights 1/k^``user_skew``.
 - Time limits: what Slurm users write: runtime x an overestimate factor (log-uniform in
   ``overestimate``), rounded up to the next value of a typical limit grid (30 min ... 7 days).
+- Light jobs (``light_share``): after the arrivals are drawn, each whole one-GPU job is, with
+  that probability, *light*: it still asks for a whole GPU but uses only ``usage_milli`` of it,
+  drawn from the openb pods' fractional requests of at most half a GPU (``LIGHT_USAGE``). The
+  jobs are otherwise those of ``light_share`` 0 (same sizes, runtimes and arrivals), so a replay
+  with and without GPU sharing (``simulation.sharing``) compares one workload.
 """
 
 from __future__ import annotations
@@ -118,6 +123,12 @@ _OPENB_COUNTS = (
     (1, 650, 253), (1, 810, 1078), (1, 1000, 3911), (2, 1000, 16), (4, 1000, 15),
     (8, 1000, 44),
 )  # fmt: skip
+
+LIGHT_USAGE: tuple[tuple[int, float], ...] = tuple(
+    (m, float(n)) for g, m, n in _OPENB_COUNTS if g == 1 and m <= MILLI_PER_GPU // 2
+)
+"""(usage milli, weight) of a light job: openb's fractional requests of at most half a GPU
+(1,600 pods, 50-480 milli, median 460)."""
 
 MIXES: dict[str, SizeMix] = {
     "philly": SizeMix(
@@ -268,11 +279,13 @@ def generate_workload(
     overestimate: tuple[float, float] = (1.0, 3.0),
     time_limit_grid: Sequence[float] = TIME_LIMIT_GRID_S,
     job_id_prefix: str = "job-",
+    light_share: float = 0.0,
 ) -> list[Job]:
     """``jobs`` jobs whose offered load on ``cluster_gpus`` GPUs is ``load``, in submit order.
 
     Offered load = total GPU-seconds / (arrival window x cluster GPUs); see the module notes.
     ``max_node_gpus`` > 0 spreads jobs larger than a node over whole nodes (``Job.spread``).
+    ``light_share``: the share of whole one-GPU jobs that are light (``mark_light``).
     """
     if jobs < 0 or cluster_gpus < 1 or not load > 0 or users < 1:
         raise ModelError(
@@ -313,7 +326,24 @@ def generate_workload(
         )
         protos.append(job.spread(max_node_gpus) if max_node_gpus > 0 else job)
 
-    return poisson_arrivals(rng, protos, load=load, cluster_gpus=cluster_gpus)
+    arrived = poisson_arrivals(rng, protos, load=load, cluster_gpus=cluster_gpus)
+    return mark_light(rng, arrived, light_share)
+
+
+def mark_light(rng: random.Random, jobs: Sequence[Job], share: float) -> list[Job]:
+    """``jobs`` with each whole one-GPU job, with probability ``share``, light: its
+    ``usage_milli`` drawn from ``LIGHT_USAGE``. ``share`` 0 draws nothing."""
+    if not 0 <= share <= 1:
+        raise ModelError(f"light share must be in 0..1, got {share}")
+    if share == 0:
+        return list(jobs)
+    cumulative = list(accumulate(w for _, w in LIGHT_USAGE))
+    out = []
+    for job in jobs:
+        light = job.total_gpus == 1 and not job.fractional and rng.random() < share
+        usage = LIGHT_USAGE[pick(rng, cumulative)][0] if light else None
+        out.append(replace(job, usage_milli=usage) if light else job)
+    return out
 
 
 def poisson_arrivals(

@@ -43,6 +43,7 @@ from gpuadvisor.simulation.generator import (
     PHILLY_RUNTIMES,
     RuntimeDistribution,
     SizeMix,
+    mark_light,
     pick,
     poisson_arrivals,
     time_limit_s,
@@ -170,8 +171,10 @@ def generate_habitual_workload(
     max_node_gpus: int = 8,
     habits: Habits | None = None,
     job_id_prefix: str = "job-",
+    light_share: float = 0.0,
 ) -> list[Job]:
-    """``jobs`` runs of the users' recurring jobs offered at ``load`` (as ``generate_workload``)."""
+    """``jobs`` runs of the users' recurring jobs offered at ``load`` (as ``generate_workload``,
+    ``light_share`` too)."""
     if jobs < 0 or cluster_gpus < 1 or not load > 0:
         raise ModelError(
             f"need jobs >= 0, cluster_gpus >= 1, load > 0; got jobs={jobs}, "
@@ -201,7 +204,8 @@ def generate_habitual_workload(
             name=job.name,
         )
         protos.append(proto.spread(max_node_gpus) if max_node_gpus > 0 else proto)
-    return poisson_arrivals(rng, protos, load=load, cluster_gpus=cluster_gpus)
+    arrived = poisson_arrivals(rng, protos, load=load, cluster_gpus=cluster_gpus)
+    return mark_light(rng, arrived, light_share)
 
 
 def _poisson(rng: random.Random, mean: float) -> int:

@@ -89,6 +89,7 @@ class SimulationResult:
     allocations: tuple[Allocation | None, ...]
     totals: Totals
     timeline: tuple[TimelinePoint, ...]
+    sharing: dict[str, object] | None = None  # the ``share_*`` metrics, with a sharing mode
 
     @property
     def cluster_gpus(self) -> int:
@@ -123,6 +124,8 @@ class SimulationResult:
         busy_window = t.window_end_s - t.window_start_s
         waits = self.waits_s
         runtimes = [j.runtime_s or 0.0 for j in self.jobs]
+        if self.sharing is not None:  # interference stretches run times past the runtimes
+            runtimes = [e - s for s, e in zip(self.start_s, self.end_s, strict=True)]
         jcts = [w + r for w, r in zip(waits, runtimes, strict=True)]
         slowdowns = [
             max(1.0, (w + r) / max(r, BOUNDED_SLOWDOWN_TAU_S))
@@ -165,4 +168,6 @@ class SimulationResult:
             class_waits = [w for j, w in zip(self.jobs, waits, strict=True) if j.size_class == size]
             by_class[size] = {**wait_figures(class_waits), "jobs": float(len(class_waits))}
         out["wait_by_size"] = by_class
+        if self.sharing is not None:
+            out.update(self.sharing)
         return out

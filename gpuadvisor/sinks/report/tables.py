@@ -183,6 +183,61 @@ def size_cells(rows: Rows) -> tuple[list[str], list[list[str]]]:
     return headers, cells
 
 
+def share_cells(rows: Rows) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the GPU-sharing table (runs with a sharing mode only)."""
+    headers = [
+        "policy",
+        "share",
+        "light jobs",
+        "co-located",
+        "jobs / GPU",
+        "GPUs freed",
+        "GPUs busy %",
+        "stretch mean",
+        "stretch max",
+        "extra run time",
+    ]
+    cells = []
+    for label, m in rows:
+        if "share_mode" not in m:
+            continue
+        cells.append(
+            [
+                label,
+                str(m["share_mode"]),
+                f"{int(_number(m, 'share_light_jobs')):,}",
+                f"{int(_number(m, 'share_colocated_jobs')):,}",
+                f"{_number(m, 'share_jobs_per_gpu_mean'):.2f}",
+                f"{_number(m, 'share_gpus_freed_mean'):.1f}",
+                _format_percent(_number(m, "gpu_occupied_ratio")),
+                f"×{_number(m, 'share_stretch_mean'):.3f}",
+                f"×{_number(m, 'share_stretch_max'):.3f}",
+                format_duration(_number(m, "share_extra_run_s")),
+            ]
+        )
+    return headers, cells
+
+
+def render_share_table(rows: Rows) -> Table | None:
+    """What GPU sharing did per policy, or None when no run shared GPUs."""
+    headers, cells = share_cells(rows)
+    if not cells:
+        return None
+    table = _rich_table(headers, cells, title="GPU sharing of light jobs")
+    table.caption = (
+        "jobs / GPU: light jobs per GPU that holds any (time mean). GPUs freed: light jobs "
+        "running less the GPUs they hold (time mean). stretch: run time / runtime of light "
+        "jobs (interference while sharing; an assumed factor, docs/simulator.md)."
+    )
+    return table
+
+
+def share_table_text(rows: Rows) -> str:
+    """The GPU-sharing table as aligned plain text ("" when no run shared GPUs)."""
+    headers, cells = share_cells(rows)
+    return _text_table(headers, cells) if cells else ""
+
+
 def _by_size(metrics: Mapping[str, object], size: str) -> Mapping[str, object]:
     by_size = metrics.get("wait_by_size")
     figures = by_size.get(size) if isinstance(by_size, Mapping) else None
