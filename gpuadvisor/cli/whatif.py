@@ -12,6 +12,7 @@ import io
 import json
 import math
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ from rich.console import Console
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, given
 from gpuadvisor.cli.outputs import prepare_file, write_atomically
+from gpuadvisor.cli.whatif_prometheus import no_cluster_error, read_prometheus
 from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.values import resolve_instant
 from gpuadvisor.config.whatif import WHATIF_CHOICES, WHATIF_SETTINGS, WhatifSettings
 from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
 from gpuadvisor.model import Cluster
@@ -56,7 +59,7 @@ def add_parser(sub: Any) -> None:
         WhatifSettings,
         choices=WHATIF_CHOICES,
         check_when_parsed=True,
-        required_groups=("source", "cluster"),
+        required_groups=("source",),
     )
     p.set_defaults(run=run)
 
@@ -73,10 +76,12 @@ def read_record(name: str) -> SacctResult:
     return parse_sacct(data, source=name)
 
 
-def load_cluster(settings: WhatifSettings) -> Cluster:
+def load_cluster(settings: WhatifSettings) -> Cluster | None:
+    """The cluster the flags give (None: neither ``--cluster`` nor ``--nodes``)."""
     if settings.nodes:
         return read_nodes(Path(settings.nodes))
-    assert settings.cluster is not None  # argparse requires --cluster or --nodes
+    if settings.cluster is None:
+        return None
     return Cluster.parse_shape(settings.cluster)
 
 
@@ -107,16 +112,34 @@ def run(args: argparse.Namespace) -> int:
     for flag, name in outputs.items():
         if name is not None:
             prepare_file(Path(name), flag)
-    since, until = settings.since, settings.until
+    now_s = time.time()
+    since = resolve_instant(settings.since, now_s)
+    until = resolve_instant(settings.until, now_s)
+    if settings.prometheus is not None:
+        if since is None:
+            raise GpuAdvisorError("--prometheus needs --since (for example --since 14d)")
+        until = now_s if until is None else until
     if since is not None and until is not None and until <= since:
         raise GpuAdvisorError("--until must be after --since")
     as_run, policies = configs_of(settings)
     cluster = load_cluster(settings)
-    assert settings.sacct is not None  # argparse requires a source
-    record = read_record(settings.sacct)
-    source = "standard input" if settings.sacct == STDIN else settings.sacct
+    details: dict[str, object] | None = None
+    if settings.prometheus is not None:
+        assert since is not None and until is not None
+        read = read_prometheus(settings.prometheus, since, until, settings.prometheus_chunk)
+        record, source, details = read.record, read.source, read.details
+        if cluster is None:
+            cluster = read.cluster
+        if cluster is None:
+            raise no_cluster_error(source)
+    else:
+        assert settings.sacct is not None  # argparse requires a source
+        if cluster is None:
+            raise GpuAdvisorError("--sacct needs the cluster: --cluster or --nodes")
+        record = read_record(settings.sacct)
+        source = "standard input" if settings.sacct == STDIN else settings.sacct
     try:
-        rebuilt = rebuild(record.jobs, since_s=settings.since, until_s=settings.until)
+        rebuilt = rebuild(record.jobs, since_s=since, until_s=until)
     except ModelError as exc:
         raise InputError(str(exc), path=source) from None
     console.print(
@@ -131,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
     as_run_run = by_label[as_run.label]
     chosen = [by_label[c.label] for c in policies]
     document = whatif_document(settings, record, source, rebuilt, cluster, as_run_run, chosen)
+    if details is not None:
+        document["prometheus"] = details
     json_text = document_json(document)
     texts: dict[str, str | bytes] = {}
     if settings.output_json:
