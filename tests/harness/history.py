@@ -157,6 +157,7 @@ def prometheus_text(samples: Iterator[Sample]) -> str:
 
 def create_blocks(text: str, data_dir: Path, folder: Path) -> None:
     """``promtool tsdb create-blocks-from openmetrics`` into a Prometheus data dir."""
+    folder.mkdir(parents=True, exist_ok=True)
     source = folder / "history.om"
     source.write_text(text)
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -96,7 +96,7 @@ async def _read(
                 return first + await _read(source, selector, middle, hi, plan, sleep)
             if attempt == plan.retries:
                 raise PrometheusError(
-                    f"{exc} (reading {selector} from {lo:.0f} to {hi:.0f}, "
+                    f"{exc} (reading {selector} from {max(lo, plan.start_s):.0f} to {hi:.0f}, "
                     f"{plan.retries + 1} tries)"
                 ) from None
             await sleep(delay)
