@@ -156,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     document = whatif_document(settings, record, source, rebuilt, cluster, as_run_run, chosen)
     if details is not None:
         document["prometheus"] = details
+        print_capacity(console, details, cluster)
     json_text = document_json(document)
     texts: dict[str, str | bytes] = {}
     if settings.output_json:
@@ -260,6 +261,19 @@ def trace_text(rebuilt: Rebuilt, source: str) -> str:
         ran={r.job.job_id: (r.start_s, r.end_s) for r in rebuilt.ran},
     )
     return stream.getvalue()
+
+
+def print_capacity(console: Console, details: dict[str, Any], cluster: Cluster) -> None:
+    """What ``--prometheus`` could see: the resolution and the capacity that was missing."""
+    capacity = details.get("capacity")
+    line = f"history read at a {details['resolution_s']:g} s resolution"
+    if capacity is not None:
+        line += (
+            f"; {capacity['mean_present_gpus']:.1f} of the {cluster.gpus} GPUs there on average "
+            f"({capacity['missing_gpu_s'] / 3600:.1f} GPU-hours missing: agents not scraped, "
+            "nodes down or drained)"
+        )
+    console.print(line)
 
 
 def print_summary(console: Console, document: dict[str, Any]) -> None:
