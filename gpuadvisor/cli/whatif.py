@@ -153,7 +153,12 @@ def run(args: argparse.Namespace) -> int:
     by_label = {r.label: r for r in runs}
     as_run_run = by_label[as_run.label]
     chosen = [by_label[c.label] for c in policies]
-    document = whatif_document(settings, record, source, rebuilt, cluster, as_run_run, chosen)
+    missing = 0.0
+    if details is not None and isinstance(details.get("capacity"), dict):
+        missing = float(details["capacity"]["missing_gpu_s"])  # type: ignore[index]
+    document = whatif_document(
+        settings, record, source, rebuilt, cluster, as_run_run, chosen, missing_gpu_s=missing
+    )
     if details is not None:
         document["prometheus"] = details
         print_capacity(console, details, cluster)
@@ -181,6 +186,8 @@ def whatif_document(
     cluster: Cluster,
     as_run: PolicyRun,
     chosen: Sequence[PolicyRun],
+    *,
+    missing_gpu_s: float = 0.0,
 ) -> dict[str, object]:
     window = rebuilt.window
     return {
@@ -204,7 +211,7 @@ def whatif_document(
             "steps_skipped": record.steps_skipped,
             "states": rebuilt.states,
         },
-        "fidelity": fidelity(rebuilt, cluster, as_run.result),
+        "fidelity": fidelity(rebuilt, cluster, as_run.result, missing_gpu_s=missing_gpu_s),
         "counterfactual": counterfactual(
             rebuilt,
             cluster,
