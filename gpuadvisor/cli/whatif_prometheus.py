@@ -66,7 +66,7 @@ def read_prometheus(
     details: dict[str, object] = {
         "resolution_s": resolution,
         "jobs_seen": len(history.jobs),
-        "jobs_not_finished": left_out,
+        "jobs_left_out": left_out,
         "final_states_exported": any(j.final is not None for j in history.jobs.values()),
         "end_times_exported": any("end" in j.values for j in history.jobs.values()),
         "node_states_exported": bool(history.node_unavailable),
