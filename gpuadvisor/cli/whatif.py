@@ -1,5 +1,6 @@
-"""``gpuadvisor whatif``: rebuild past jobs from Slurm accounting, check that a replay under the
-site's own policy reproduces what happened, then replay the same jobs under other policies.
+"""``gpuadvisor whatif``: rebuild past jobs from Slurm accounting or Prometheus, check that a
+replay under the site's own policy reproduces what happened, then replay the same jobs under
+other policies.
 
 Everything is computed before anything is written, and every output is written atomically, so a
 bad input leaves no partial report (docs/whatif.md)."""
@@ -46,9 +47,10 @@ STDIN = "-"
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "whatif",
-        help="replay your own cluster's past jobs (sacct) under other policies",
+        help="replay your own cluster's past jobs (sacct or Prometheus) under other policies",
         description=(
-            "Rebuild past jobs from Slurm accounting (sacct --json or --parsable2), check that "
+            "Rebuild past jobs from Slurm accounting (sacct --json or --parsable2) or from the "
+            "queue exporter's and agents' series in Prometheus, check that "
             "a replay under the site's own policy reproduces what happened, then replay the "
             "same jobs under other policies: GPU-hours recovered, waits, starvation."
         ),
