@@ -25,6 +25,7 @@ from tests.harness.history import (
 )
 from tests.harness.prometheus import PrometheusServer
 from tests.harness.victoriametrics import VictoriaMetricsServer
+from tests.ports import free_port
 from tests.test_cli import gpuadvisor
 
 STEP_S = 15.0
@@ -232,3 +233,26 @@ def test_a_server_with_a_small_max_samples_is_read_in_smaller_chunks(
         )
     assert code == 0, err
     assert rebuilt_trace(out / "trace.csv") == expected_trace()
+
+
+def test_a_prometheus_without_the_series_fails_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with PrometheusServer(tmp_path / "empty") as server:
+        server.wait_ready()
+        code, err, out = run_whatif(capsys, server.url, tmp_path, "--since", "1d")
+    assert code == 2, err
+    assert f"{server.url}: no gpuadvisor_queue_job_info sample" in err
+    assert "is the queue exporter (gpuadvisor queue) scraped by this server" in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_server_that_does_not_answer_is_retried_then_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    code, err, out = run_whatif(capsys, url, tmp_path, "--since", "1h")
+    assert code != 0
+    assert "cannot connect: connection refused" in err
+    assert "(reading gpuadvisor_queue_job_info from" in err and "4 tries)" in err
+    assert not out.exists() or not any(out.iterdir())
