@@ -6,11 +6,18 @@ raises naming the series and the stretch. The source is a small in-memory store 
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
-from gpuadvisor.sources.prometheus.client import PrometheusError, RangeResult, Series
-from gpuadvisor.sources.prometheus.ranges import RawSamples, ReadPlan, read_chunks
+from gpuadvisor.sources.prometheus.client import (
+    PrometheusError,
+    QueryResult,
+    RangeResult,
+    Sample,
+    Series,
+)
+from gpuadvisor.sources.prometheus.ranges import RawSamples, ReadPlan, read_chunks, read_latest
 
 
 class Store:
@@ -35,6 +42,16 @@ class Store:
                 "http://p: HTTP 422: execution: query processing would load too many samples"
             )
         return RangeResult(selector, (Series({"job_id": "1"}, tuple(points)),) if points else ())
+
+    async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult:
+        """``last_over_time(m[<n>ms])``: the value of the latest sample in the window (the
+        sample's time as its value, so a test sees which one it was)."""
+        found = re.fullmatch(r"last_over_time\(m\[(\d+)ms\]\)", expr)
+        assert found is not None and time_s is not None, expr
+        window_s = int(found[1]) / 1000
+        inside = [t for t in self.times if time_s - window_s <= t <= time_s]
+        samples = (Sample({"job_id": "1"}, inside[-1], time_s),) if inside else ()
+        return QueryResult(expr, "vector", samples)
 
 
 def read_all(store: RawSamples, plan: ReadPlan, sleeps: list[float] | None = None) -> list[float]:
@@ -77,3 +94,16 @@ def test_a_chunk_over_the_servers_limit_is_read_in_halves() -> None:
     store = Store(times, max_points=50)
     assert read_all(store, ReadPlan(0.0, 3600.0, chunk_s=3600.0)) == times
     assert all(hi - lo <= 3600 / 4 + 0.01 for lo, hi in store.calls[-4:])
+
+
+def test_latest_values_are_one_point_per_series_and_chunk() -> None:
+    times = [float(t) for t in range(0, 3601, 15)]
+
+    async def run() -> list[tuple[float, float]]:
+        out = []
+        plan = ReadPlan(0.0, 3600.0, chunk_s=1200.0)
+        async for chunk in read_latest(Store(times), "m", plan):
+            out += [point for series in chunk for point in series.samples]
+        return out
+
+    assert asyncio.run(run()) == [(1200.0, 1200.0), (2400.0, 2400.0), (3600.0, 3600.0)]

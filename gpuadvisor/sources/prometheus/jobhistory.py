@@ -25,12 +25,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Protocol
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
 from gpuadvisor.model.history import FinishedJob
 from gpuadvisor.sources.prometheus.client import Series
-from gpuadvisor.sources.prometheus.ranges import RawSamples, ReadPlan, read_chunks
+from gpuadvisor.sources.prometheus.ranges import (
+    LatestValues,
+    RawSamples,
+    ReadPlan,
+    read_chunks,
+    read_latest,
+)
 
 PREFIX = "gpuadvisor_queue_job_"
 INFO = "gpuadvisor_queue_job_info"
@@ -289,16 +296,23 @@ MetricProgress = Callable[[str, int, int], None]
 """Called with (metric, chunks done, chunks in all)."""
 
 
+class HistorySource(RawSamples, LatestValues, Protocol):
+    """Raw samples and instant queries (``PrometheusClient``)."""
+
+
 async def read_history(
-    source: RawSamples, plan: ReadPlan, *, progress: MetricProgress | None = None
+    source: HistorySource, plan: ReadPlan, *, progress: MetricProgress | None = None
 ) -> JobHistory:
     """Every series the rebuild uses over the plan's stretch, chunk by chunk. Raises
     ``InputError`` naming the series when the server holds no ``gpuadvisor_queue_job_info``
     sample in the stretch (no queue exporter scraped, or the wrong server)."""
     history = JobHistory()
 
-    def chunks(metric: str) -> AsyncIterator[tuple[Series, ...]]:
+    def chunks(metric: str, *, latest: bool = False) -> AsyncIterator[tuple[Series, ...]]:
+        """Raw samples where their timing matters; else each chunk's latest value."""
         tick = None if progress is None else (lambda d, t: progress(metric, d, t))
+        if latest:
+            return read_latest(source, metric, plan, progress=tick)
         return read_chunks(source, metric, plan, progress=tick)
 
     async for chunk in chunks(INFO):
@@ -309,11 +323,11 @@ async def read_history(
             "is the queue exporter (gpuadvisor queue) scraped by this server, and kept that long?"
         )
     for name, metric in VALUE_METRICS.items():
-        async for chunk in chunks(metric):
+        async for chunk in chunks(metric, latest=True):
             history.add_values(name, chunk)
-    async for chunk in chunks(GPU_JOB_INFO):
+    async for chunk in chunks(GPU_JOB_INFO, latest=True):
         history.add_gpu_jobs(chunk)
-    async for chunk in chunks(NODE_INFO):
+    async for chunk in chunks(NODE_INFO, latest=True):
         history.add_node_info(chunk)
     async for chunk in chunks(NODE_GPUS):
         history.add_node_gpus(chunk)

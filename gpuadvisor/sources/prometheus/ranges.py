@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpuadvisor.sources.prometheus.client import PrometheusError, RangeResult, Series
+from gpuadvisor.sources.prometheus.client import PrometheusError, QueryResult, RangeResult, Series
 
 TOO_LARGE = ("max-samples", "too many samples", "exceeded", "limit")
 """Words of a server's answer to a query over its sample or point limits."""
@@ -28,6 +28,12 @@ class RawSamples(Protocol):
     async def raw_samples(
         self, selector: str, *, window_s: float, time_s: float
     ) -> RangeResult: ...
+
+
+class LatestValues(Protocol):
+    """An instant query (``PrometheusClient.query``)."""
+
+    async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +64,10 @@ Progress = Callable[[int, int], None]
 """Called with (chunks done, chunks in all) after every chunk."""
 
 
+Fetch = Callable[[float, float], Awaitable[tuple[Series, ...]]]
+"""Reads the chunk ``(lo, hi]``."""
+
+
 async def read_chunks(
     source: RawSamples,
     selector: str,
@@ -68,16 +78,53 @@ async def read_chunks(
 ) -> AsyncIterator[tuple[Series, ...]]:
     """Every series of ``selector`` in the plan's stretch, one chunk at a time; each chunk's
     series hold only samples with ``lo < t <= hi``, so no sample is seen twice."""
+
+    async def fetch(lo: float, hi: float) -> tuple[Series, ...]:
+        result = await source.raw_samples(selector, window_s=hi - lo, time_s=hi)
+        return _inside(result.series, lo, hi)
+
+    async for chunk in _tiles(fetch, selector, plan, progress, sleep):
+        yield chunk
+
+
+async def read_latest(
+    source: LatestValues,
+    selector: str,
+    plan: ReadPlan,
+    *,
+    progress: Progress | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncIterator[tuple[Series, ...]]:
+    """Each series' latest value in each chunk (``last_over_time``), stamped with the chunk's
+    end: for series whose value, not its timing, matters (a job's GPUs, its start time), one
+    point per series and chunk instead of one per scrape."""
+
+    async def fetch(lo: float, hi: float) -> tuple[Series, ...]:
+        window = f"{max(1, round((hi - lo) * 1000))}ms"
+        result = await source.query(f"last_over_time({selector}[{window}])", time_s=hi)
+        return tuple(Series(s.label_map, ((s.timestamp_s, s.value),)) for s in result.samples)
+
+    async for chunk in _tiles(fetch, selector, plan, progress, sleep):
+        yield chunk
+
+
+async def _tiles(
+    fetch: Fetch,
+    selector: str,
+    plan: ReadPlan,
+    progress: Progress | None,
+    sleep: Callable[[float], Awaitable[None]],
+) -> AsyncIterator[tuple[Series, ...]]:
     tiles = plan.chunks()
     for done, (lo, hi) in enumerate(tiles, start=1):
-        for part in await _read(source, selector, lo, hi, plan, sleep):
+        for part in await _read(fetch, selector, lo, hi, plan, sleep):
             yield part
         if progress is not None:
             progress(done, len(tiles))
 
 
 async def _read(
-    source: RawSamples,
+    fetch: Fetch,
     selector: str,
     lo: float,
     hi: float,
@@ -87,13 +134,13 @@ async def _read(
     delay = plan.retry_delay_s
     for attempt in range(plan.retries + 1):
         try:
-            result = await source.raw_samples(selector, window_s=hi - lo, time_s=hi)
+            series = await fetch(lo, hi)
         except PrometheusError as exc:
             text = str(exc).lower()
             if any(word in text for word in TOO_LARGE) and hi - lo > plan.smallest_chunk_s:
                 middle = (lo + hi) / 2
-                first = await _read(source, selector, lo, middle, plan, sleep)
-                return first + await _read(source, selector, middle, hi, plan, sleep)
+                first = await _read(fetch, selector, lo, middle, plan, sleep)
+                return first + await _read(fetch, selector, middle, hi, plan, sleep)
             if attempt == plan.retries:
                 raise PrometheusError(
                     f"{exc} (reading {selector} from {max(lo, plan.start_s):.0f} to {hi:.0f}, "
@@ -102,7 +149,7 @@ async def _read(
             await sleep(delay)
             delay *= 2
             continue
-        return [_inside(result.series, lo, hi)]
+        return [series]
     raise AssertionError("unreachable")  # pragma: no cover
 
 
