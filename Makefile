@@ -23,13 +23,14 @@ demo: $(STAMP)
 # Prometheus + promtool, Alertmanager + amtool, node_exporter, a single-node Slurm 22.05 with munge
 # and accounting (slurmdbd on MariaDB; sacct), systemd-analyze (checks the shipped units),
 # shellcheck (the Slurm prolog and epilog), kubectl (`kubectl kustomize` builds deploy/kubernetes)
-# and chromium (opens the whatif report headless).
+# chromium (opens the whatif report headless) and VictoriaMetrics (whatif --prometheus against a
+# long-term store).
 SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager amtool prometheus-node-exporter \
 	slurmctld slurmd squeue sacct munged slurmdbd mariadbd systemd-analyze shellcheck kubectl \
-	chromium
+	chromium victoria-metrics
 SYSTEM_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter \
 	slurmctld slurmd slurm-client slurmdbd mariadb-server munge systemd shellcheck \
-	kubernetes-client chromium
+	kubernetes-client chromium victoria-metrics
 
 system-deps:
 	@missing=""; for b in $(SYSTEM_BINARIES); do \

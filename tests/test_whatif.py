@@ -222,6 +222,22 @@ def test_a_replay_on_a_smaller_cluster_than_the_record_used_says_so() -> None:
     assert figures["jobs_rejected"] == ["big"]
 
 
+def test_capacity_known_to_be_missing_is_named_when_the_replay_runs_ahead() -> None:
+    """One of two nodes was drained the whole window (``whatif --prometheus`` knows it): the
+    record ran on one node, the replay on both."""
+    backlog = [make_job(i, at=0, gpus=8) for i in range(4)] + [make_job("late", at=200, gpus=8)]
+    truth = simulate(backlog, make_cluster(1, 8), SimulationConfig(order="fifo"))
+    rebuilt = rebuild(record_of(truth))
+    both = make_cluster(2, 8)
+    replay = simulate(rebuilt.jobs, both, SimulationConfig(order="fifo"))
+    missing = 8 * rebuilt.window.length_s
+    figures = fidelity(rebuilt, both, replay, missing_gpu_s=missing)
+    assert figures["allocation_delta_pp"] > FIDELITY_TOLERANCE_PP  # type: ignore[operator]
+    reasons = figures["reasons"]
+    assert isinstance(reasons, list)
+    assert "(50.0% of the window's capacity) were missing" in reasons[0]
+
+
 # -- counterfactual ----------------------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
-"""``gpuadvisor whatif``: rebuild past jobs from Slurm accounting, check that a replay under the
-site's own policy reproduces what happened, then replay the same jobs under other policies.
+"""``gpuadvisor whatif``: rebuild past jobs from Slurm accounting or Prometheus, check that a
+replay under the site's own policy reproduces what happened, then replay the same jobs under
+other policies.
 
 Everything is computed before anything is written, and every output is written atomically, so a
 bad input leaves no partial report (docs/whatif.md)."""
@@ -12,6 +13,7 @@ import io
 import json
 import math
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,9 @@ from rich.console import Console
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, given
 from gpuadvisor.cli.outputs import prepare_file, write_atomically
+from gpuadvisor.cli.whatif_prometheus import no_cluster_error, read_prometheus
 from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.values import resolve_instant
 from gpuadvisor.config.whatif import WHATIF_CHOICES, WHATIF_SETTINGS, WhatifSettings
 from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
 from gpuadvisor.model import Cluster
@@ -43,9 +47,10 @@ STDIN = "-"
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "whatif",
-        help="replay your own cluster's past jobs (sacct) under other policies",
+        help="replay your own cluster's past jobs (sacct or Prometheus) under other policies",
         description=(
-            "Rebuild past jobs from Slurm accounting (sacct --json or --parsable2), check that "
+            "Rebuild past jobs from Slurm accounting (sacct --json or --parsable2) or from the "
+            "queue exporter's and agents' series in Prometheus, check that "
             "a replay under the site's own policy reproduces what happened, then replay the "
             "same jobs under other policies: GPU-hours recovered, waits, starvation."
         ),
@@ -56,7 +61,7 @@ def add_parser(sub: Any) -> None:
         WhatifSettings,
         choices=WHATIF_CHOICES,
         check_when_parsed=True,
-        required_groups=("source", "cluster"),
+        required_groups=("source",),
     )
     p.set_defaults(run=run)
 
@@ -73,10 +78,12 @@ def read_record(name: str) -> SacctResult:
     return parse_sacct(data, source=name)
 
 
-def load_cluster(settings: WhatifSettings) -> Cluster:
+def load_cluster(settings: WhatifSettings) -> Cluster | None:
+    """The cluster the flags give (None: neither ``--cluster`` nor ``--nodes``)."""
     if settings.nodes:
         return read_nodes(Path(settings.nodes))
-    assert settings.cluster is not None  # argparse requires --cluster or --nodes
+    if settings.cluster is None:
+        return None
     return Cluster.parse_shape(settings.cluster)
 
 
@@ -107,16 +114,34 @@ def run(args: argparse.Namespace) -> int:
     for flag, name in outputs.items():
         if name is not None:
             prepare_file(Path(name), flag)
-    since, until = settings.since, settings.until
+    now_s = time.time()
+    since = resolve_instant(settings.since, now_s)
+    until = resolve_instant(settings.until, now_s)
+    if settings.prometheus is not None:
+        if since is None:
+            raise GpuAdvisorError("--prometheus needs --since (for example --since 14d)")
+        until = now_s if until is None else until
     if since is not None and until is not None and until <= since:
         raise GpuAdvisorError("--until must be after --since")
     as_run, policies = configs_of(settings)
     cluster = load_cluster(settings)
-    assert settings.sacct is not None  # argparse requires a source
-    record = read_record(settings.sacct)
-    source = "standard input" if settings.sacct == STDIN else settings.sacct
+    details: dict[str, object] | None = None
+    if settings.prometheus is not None:
+        assert since is not None and until is not None
+        read = read_prometheus(settings.prometheus, since, until, settings.prometheus_chunk)
+        record, source, details = read.record, read.source, read.details
+        if cluster is None:
+            cluster = read.cluster
+        if cluster is None:
+            raise no_cluster_error(source)
+    else:
+        assert settings.sacct is not None  # argparse requires a source
+        if cluster is None:
+            raise GpuAdvisorError("--sacct needs the cluster: --cluster or --nodes")
+        record = read_record(settings.sacct)
+        source = "standard input" if settings.sacct == STDIN else settings.sacct
     try:
-        rebuilt = rebuild(record.jobs, since_s=settings.since, until_s=settings.until)
+        rebuilt = rebuild(record.jobs, since_s=since, until_s=until)
     except ModelError as exc:
         raise InputError(str(exc), path=source) from None
     console.print(
@@ -130,7 +155,15 @@ def run(args: argparse.Namespace) -> int:
     by_label = {r.label: r for r in runs}
     as_run_run = by_label[as_run.label]
     chosen = [by_label[c.label] for c in policies]
-    document = whatif_document(settings, record, source, rebuilt, cluster, as_run_run, chosen)
+    missing = 0.0
+    if details is not None and isinstance(details.get("capacity"), dict):
+        missing = float(details["capacity"]["missing_gpu_s"])  # type: ignore[index]
+    document = whatif_document(
+        settings, record, source, rebuilt, cluster, as_run_run, chosen, missing_gpu_s=missing
+    )
+    if details is not None:
+        document["prometheus"] = details
+        print_capacity(console, details, cluster)
     json_text = document_json(document)
     texts: dict[str, str | bytes] = {}
     if settings.output_json:
@@ -155,6 +188,8 @@ def whatif_document(
     cluster: Cluster,
     as_run: PolicyRun,
     chosen: Sequence[PolicyRun],
+    *,
+    missing_gpu_s: float = 0.0,
 ) -> dict[str, object]:
     window = rebuilt.window
     return {
@@ -178,7 +213,7 @@ def whatif_document(
             "steps_skipped": record.steps_skipped,
             "states": rebuilt.states,
         },
-        "fidelity": fidelity(rebuilt, cluster, as_run.result),
+        "fidelity": fidelity(rebuilt, cluster, as_run.result, missing_gpu_s=missing_gpu_s),
         "counterfactual": counterfactual(
             rebuilt,
             cluster,
@@ -235,6 +270,19 @@ def trace_text(rebuilt: Rebuilt, source: str) -> str:
         ran={r.job.job_id: (r.start_s, r.end_s) for r in rebuilt.ran},
     )
     return stream.getvalue()
+
+
+def print_capacity(console: Console, details: dict[str, Any], cluster: Cluster) -> None:
+    """What ``--prometheus`` could see: the resolution and the capacity that was missing."""
+    capacity = details.get("capacity")
+    line = f"history read at a {details['resolution_s']:g} s resolution"
+    if capacity is not None:
+        line += (
+            f"; {capacity['mean_present_gpus']:.1f} of the {cluster.gpus} GPUs there on average "
+            f"({capacity['missing_gpu_s'] / 3600:.1f} GPU-hours missing: agents not scraped, "
+            "nodes down or drained)"
+        )
+    console.print(line)
 
 
 def print_summary(console: Console, document: dict[str, Any]) -> None:

@@ -179,6 +179,34 @@ def optional_text(value: object) -> str | None:
 optional_path = optional_text
 
 
+class Ago(float):
+    """An instant given as a duration before now (``14d``): the program resolves it against its
+    clock (``resolve_instant``)."""
+
+
+def instant(value: object) -> float:
+    """``timestamp``, or a duration with a unit (``14d``, ``6h``) meaning that long ago (an
+    ``Ago``)."""
+    if isinstance(value, Ago):  # checked again when the settings are built
+        return value
+    try:
+        return timestamp(value)
+    except ValueError as exc:
+        if isinstance(value, str) and value.strip()[-1:].isalpha():
+            try:
+                return Ago(seconds(value))
+            except ValueError:
+                pass
+        raise ValueError(f"{exc}, or a duration before now such as 14d") from None
+
+
+def resolve_instant(value: float | None, now_s: float) -> float | None:
+    """An ``instant`` as Unix seconds: an ``Ago`` counts back from ``now_s``."""
+    if isinstance(value, Ago):
+        return now_s - float(value)
+    return value
+
+
 def timestamp(value: object) -> float:
     """An instant as Unix seconds: a number (``1764590400``) or an ISO 8601 date or date and
     time (``2026-11-01``, ``2026-11-01T08:00``, ``2026-11-01T08:00:00+01:00``); a date or time

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from gpuadvisor.analysis.scheduling.orders import ORDERS
 from gpuadvisor.config.setting import Choices, Setting
-from gpuadvisor.config.values import non_negative, optional_path, text, timestamp
+from gpuadvisor.config.values import instant, non_negative, optional_path, seconds, text
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +17,8 @@ class WhatifSettings:
     (``sched/backfill``: EASY-style backfill); ``sched/builtin`` sites say ``fifo``."""
 
     sacct: str | None = None
+    prometheus: str | None = None
+    prometheus_chunk: float = 3600.0
     cluster: str | None = None
     nodes: str | None = None
     since: float | None = None
@@ -39,10 +41,27 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         group="source",
     ),
     Setting(
+        "prometheus",
+        "--prometheus",
+        text,
+        "a Prometheus (or VictoriaMetrics, Thanos, Mimir) URL whose queue exporter and agent "
+        "series to rebuild the jobs and the capacity from; needs --since",
+        metavar="URL",
+        group="source",
+    ),
+    Setting(
+        "prometheus_chunk",
+        "--prometheus-chunk",
+        seconds,
+        "read --prometheus history this much at a time (bounds memory and each answer)",
+        metavar="DURATION",
+    ),
+    Setting(
         "cluster",
         "--cluster",
         text,
-        "the cluster as it was, NODESxGPUS[/GROUP] (sacct has no node inventory)",
+        "the cluster as it was, NODESxGPUS[/GROUP] (needed with --sacct, which has no node "
+        "inventory; with --prometheus, default: every node an agent reported)",
         group="cluster",
     ),
     Setting(
@@ -56,17 +75,17 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
     Setting(
         "since",
         "--since",
-        timestamp,
-        "only jobs submitted at or after this instant (Unix seconds or ISO 8601, UTC unless a "
-        "zone is given); default: the first submit",
+        instant,
+        "only jobs submitted at or after this instant (Unix seconds, ISO 8601, UTC unless a "
+        "zone is given, or a duration before now: 14d); default: the first submit",
         metavar="TIME",
     ),
     Setting(
         "until",
         "--until",
-        timestamp,
+        instant,
         "only jobs submitted before this instant; default: the window ends at the last "
-        "submit of a job that ran",
+        "submit of a job that ran (with --prometheus: now)",
         metavar="TIME",
     ),
     Setting(

@@ -66,9 +66,17 @@ def replay_waits(result: SimulationResult) -> dict[str, float]:
     }
 
 
-def fidelity(rebuilt: Rebuilt, cluster: Cluster, replay: SimulationResult) -> dict[str, object]:
+def fidelity(
+    rebuilt: Rebuilt,
+    cluster: Cluster,
+    replay: SimulationResult,
+    *,
+    missing_gpu_s: float = 0.0,
+) -> dict[str, object]:
     """Observed against the replay under the site's policy: allocation (pp), waits, the KS
-    distance between the wait distributions, and, when off by more than the tolerance, why."""
+    distance between the wait distributions, and, when off by more than the tolerance, why.
+    ``missing_gpu_s``: capacity of the window known to have been missing (nodes down, drained
+    or unseen: ``whatif --prometheus``), which the replay used."""
     window = rebuilt.window
     observed_intervals = rebuilt.observed_intervals()
     observed = allocation_ratio(observed_intervals, window, cluster.gpus)
@@ -95,6 +103,12 @@ def fidelity(rebuilt: Rebuilt, cluster: Cluster, replay: SimulationResult) -> di
             reasons.append(
                 f"{preempted} jobs were preempted, requeued, suspended or hit a node failure; "
                 "the replay runs each job once, uninterrupted"
+            )
+        if delta_pp > 0 and missing_gpu_s > 0:
+            share = missing_gpu_s / (cluster.gpus * window.length_s)
+            reasons.append(
+                f"{missing_gpu_s / 3600:.1f} GPU-hours ({share:.1%} of the window's capacity) "
+                "were missing (agents not scraped, nodes down or drained); the replay used them"
             )
         if delta_pp > 0 and peak < cluster.gpus:
             reasons.append(

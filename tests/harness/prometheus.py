@@ -67,6 +67,7 @@ class PrometheusServer(Stoppable):
         alertmanagers: Sequence[str] = (),
         evaluation_interval_s: float = 1.0,
         port: int | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         binary = require_binary("prometheus")
         folder.mkdir(parents=True, exist_ok=True)
@@ -102,6 +103,7 @@ class PrometheusServer(Stoppable):
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--rules.alert.resend-delay=1s",
                 "--log.level=info",
+                *extra_args,
             ],
             folder / "prometheus.log",
             cwd=folder,

@@ -189,6 +189,59 @@ def parse_response(expr: str, body: object, source: str) -> QueryResult:
     return QueryResult(expr, str(result_type), samples, tuple(str(w) for w in warnings))
 
 
+class Series(NamedTuple):
+    """One series of a range-vector answer: its labels and its ``(time, value)`` samples in
+    time order."""
+
+    label_map: Mapping[str, str]
+    samples: tuple[tuple[float, float], ...]
+
+    def label(self, name: str, default: str = "") -> str:
+        return self.label_map.get(name, default)
+
+
+@dataclass(frozen=True, slots=True)
+class RangeResult:
+    """A parsed ``matrix`` answer."""
+
+    expr: str
+    series: tuple[Series, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def parse_matrix(expr: str, body: object, source: str) -> RangeResult:
+    """The ``data`` of a successful answer whose result is a matrix (a range selector)."""
+    if not isinstance(body, dict):
+        raise PrometheusError(f"{source}: expected a JSON object, got {type(body).__name__}")
+    if body.get("status") != "success":
+        raise PrometheusError(f"{source}: {_api_error(body)} (query: {expr})")
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise PrometheusError(f"{source}: answer has no data object (query: {expr})")
+    where = f"{source}: query {expr!r}"
+    result = data.get("result")
+    if data.get("resultType") != "matrix" or not isinstance(result, list):
+        raise PrometheusError(f"{where}: result type {data.get('resultType')!r}, not a matrix")
+    series: list[Series] = []
+    for raw in result:
+        if not isinstance(raw, dict) or not isinstance(raw.get("values"), list):
+            raise PrometheusError(f"{where}: expected a series with values, got {raw!r:.200}")
+        metric = raw.get("metric", {})
+        if type(metric) is not dict or not all(type(v) is str for v in metric.values()):
+            raise PrometheusError(f"{where}: labels must map strings to strings: {metric!r:.200}")
+        samples = []
+        for pair in raw["values"]:
+            value, stamp = _value(pair, where)
+            samples.append((stamp, value))
+        series.append(Series(metric, tuple(samples)))
+    warnings = body.get("warnings") or []
+    if not isinstance(warnings, list):
+        warnings = [str(warnings)]
+    for warning in warnings:
+        log.warning("Prometheus warns about %r: %s", expr, warning)
+    return RangeResult(expr, tuple(series), tuple(str(w) for w in warnings))
+
+
 def _api_error(body: Mapping[str, object]) -> str:
     error_type = body.get("errorType")
     error = body.get("error")
@@ -238,11 +291,27 @@ class PrometheusClient:
 
     async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult:
         """Evaluate ``expr`` at ``time_s`` (epoch seconds; the server's now when None)."""
-        url = self.settings.query_url
-        shown = redact_url(url)
         form = {"query": expr}
         if time_s is not None:
             form["time"] = repr(float(time_s))
+        body, shown = await self._call(expr, form)
+        return parse_response(expr, body, shown)
+
+    async def raw_samples(self, selector: str, *, window_s: float, time_s: float) -> RangeResult:
+        """The raw samples (their own timestamps, no lookback, no step) of every series of
+        ``selector`` in the ``window_s`` seconds up to ``time_s``: ``selector[window]``
+        evaluated at ``time_s``, which Prometheus, Thanos, Mimir and VictoriaMetrics all answer
+        with the stored samples. Whether the window's first instant is included differs between
+        servers: callers that tile time keep ``start < t <= end`` themselves."""
+        expr = f"{selector}[{max(1, round(window_s * 1000))}ms]"
+        body, shown = await self._call(expr, {"query": expr, "time": repr(float(time_s))})
+        return parse_matrix(expr, body, shown)
+
+    async def _call(self, expr: str, form: dict[str, str]) -> tuple[object, str]:
+        """POST ``form`` to the query endpoint: the decoded JSON of a 200 answer, and the URL
+        as it may be shown."""
+        url = self.settings.query_url
+        shown = redact_url(url)
         try:
             async with self._http.post(
                 url, form, self._headers(), defaults=self._defaults()
@@ -274,7 +343,7 @@ class PrometheusClient:
                 f"{shown}: HTTP {status} redirect to {redact_url(location)}; "
                 "set the final URL as prometheus.url"
             )
-        return self._parse(expr, shown, status, raw)
+        return self._decode(expr, shown, status, raw), shown
 
     async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytes:
         limit = self.settings.http.max_response_bytes
@@ -295,7 +364,7 @@ class PrometheusClient:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _parse(self, expr: str, url: str, status: int, raw: bytes) -> QueryResult:
+    def _decode(self, expr: str, url: str, status: int, raw: bytes) -> object:
         try:
             body: object = orjson.loads(raw)
         except (ValueError, UnicodeDecodeError):  # orjson.JSONDecodeError is a ValueError
@@ -307,4 +376,4 @@ class PrometheusClient:
             detail = _api_error(body) if isinstance(body, dict) else str(body)[:200]
             hint = " (check the credentials)" if status in (401, 403) else ""
             raise PrometheusError(f"{url}: HTTP {status}: {detail}{hint} (query: {expr})")
-        return parse_response(expr, body, url)
+        return body

@@ -1,0 +1,84 @@
+"""``gpuadvisor whatif --prometheus``: the past jobs and capacity read from a Prometheus-API
+server, as the same accounting records ``--sacct`` gives (docs/whatif.md, "From Prometheus")."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+from gpuadvisor.errors import InputError
+from gpuadvisor.model import Cluster
+from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
+from gpuadvisor.sources.prometheus.jobhistory import NODE_GPUS, JobHistory, read_history
+from gpuadvisor.sources.prometheus.ranges import ReadPlan
+from gpuadvisor.sources.slurm.sacct import SacctResult
+from gpuadvisor.transport.url import redact_url
+
+
+@dataclass(frozen=True)
+class PrometheusRecord:
+    """What the server held: the jobs as records, the nodes its agents reported, and the
+    figures the document shows about the read."""
+
+    record: SacctResult
+    cluster: Cluster | None
+    source: str
+    details: dict[str, object]
+
+
+class ProgressLine:
+    """One line on stderr per series read: rewritten in place on a terminal, printed once done
+    elsewhere (logs stay short)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.live = stream.isatty()
+
+    def __call__(self, metric: str, done: int, total: int) -> None:
+        text = f"reading {metric}: chunk {done}/{total}"
+        if self.live:
+            self.stream.write("\r" + text + ("\n" if done == total else ""))
+        elif done == total:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def read_prometheus(
+    url: str, start_s: float, end_s: float, chunk_s: float, *, stderr: TextIO | None = None
+) -> PrometheusRecord:
+    """Read ``[start_s, end_s]`` from ``url``; raises ``InputError`` naming what is missing."""
+    settings = PrometheusSettings(url)
+    shown = redact_url(url)
+    plan = ReadPlan(start_s, end_s, chunk_s=chunk_s)
+
+    async def read() -> JobHistory:
+        async with PrometheusClient(settings) as client:
+            return await read_history(client, plan, progress=ProgressLine(stderr or sys.stderr))
+
+    try:
+        history = asyncio.run(read())
+    except InputError as exc:
+        raise InputError(str(exc), path=shown) from None
+    jobs, left_out = history.finished(end_s)
+    resolution = history.resolution_s
+    details: dict[str, object] = {
+        "resolution_s": resolution,
+        "jobs_seen": len(history.jobs),
+        "jobs_left_out": left_out,
+        "final_states_exported": any(j.final is not None for j in history.jobs.values()),
+        "end_times_exported": any("end" in j.values for j in history.jobs.values()),
+        "node_states_exported": bool(history.node_unavailable),
+        "capacity": history.capacity(start_s, end_s) if history.node_gpus else None,
+    }
+    record = SacctResult(tuple(jobs), f"prometheus (resolution {resolution:g} s)")
+    return PrometheusRecord(record, history.cluster(), shown, details)
+
+
+def no_cluster_error(source: str) -> InputError:
+    return InputError(
+        f"no {NODE_GPUS} sample in the window: no agent was scraped, so the cluster is "
+        "unknown; give it with --cluster or --nodes",
+        path=source,
+    )

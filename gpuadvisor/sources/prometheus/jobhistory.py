@@ -1,0 +1,336 @@
+"""Past jobs and capacity rebuilt from the queue exporter's and the agents' series
+(docs/whatif.md, "From Prometheus").
+
+A job is summed up as its samples stream past, chunk by chunk (``JobHistory``): memory grows
+with the jobs and nodes, never with the samples. Rules:
+
+- submit, start, end: the values of ``gpuadvisor_queue_job_{submit,start,end}_timestamp_seconds``
+  (exact, from squeue). Without a start value, the first sample where the job ran; without an
+  end value, the **last sample where it ran**: the true end lies within one scrape interval after
+  it (the resolution);
+- the final state is the ``state`` label once it is a final one (COMPLETED, FAILED, TIMEOUT,
+  CANCELLED…); an exporter that does not export final states leaves it unknown: a job seen
+  running that vanished is ``ENDED``, one seen only pending that vanished left the queue
+  (``CANCELLED``); one still pending or running at the end of the read has not finished;
+- GPUs: ``gpuadvisor_queue_job_gpus`` (all nodes together) over ``_nodes``; where the queue
+  series lack it, the GPUs the agents saw the job hold (``gpuadvisor_gpu_job_info``);
+- capacity: each node's ``gpuadvisor_node_gpus`` while its agent was scraped, minus the time
+  the queue exporter reported it down or drained (``gpuadvisor_queue_node_info{state}``). A
+  node's series absent for longer than ``STALE_S`` is a node missing, as Prometheus' own
+  staleness; shorter gaps are bridged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Protocol
+
+from gpuadvisor.errors import InputError
+from gpuadvisor.model import Cluster, Job, Node
+from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.ranges import (
+    LatestValues,
+    RawSamples,
+    ReadPlan,
+    read_chunks,
+    read_latest,
+)
+
+PREFIX = "gpuadvisor_queue_job_"
+INFO = "gpuadvisor_queue_job_info"
+VALUES = ("gpus", "nodes", "submit", "start", "end", "time_limit")
+VALUE_METRICS = {
+    "gpus": PREFIX + "gpus",
+    "nodes": PREFIX + "nodes",
+    "submit": PREFIX + "submit_timestamp_seconds",
+    "start": PREFIX + "start_timestamp_seconds",
+    "end": PREFIX + "end_timestamp_seconds",
+    "time_limit": PREFIX + "time_limit_seconds",
+}
+GPU_JOB_INFO = "gpuadvisor_gpu_job_info"
+NODE_GPUS = "gpuadvisor_node_gpus"
+NODE_INFO = "gpuadvisor_node_info"
+QUEUE_NODE_INFO = "gpuadvisor_queue_node_info"
+FINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "TIMEOUT",
+        "CANCELLED",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "REVOKED",
+    }
+)
+WAITING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD"})
+UNAVAILABLE_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "MAINT", "NOT_RESPONDING", "POWER")
+"""A node whose scheduler state starts with one of these (``DRAINED``, ``DRAINING``,
+``POWERED_DOWN``…) is missing capacity; ``DRAINING`` still runs its jobs but takes no new one."""
+STALE_S = 300.0
+
+
+@dataclass(slots=True)
+class _Job:
+    user: str = ""
+    partition: str = ""
+    first_seen: float = float("inf")
+    last_seen: float = float("-inf")
+    first_ran: float | None = None
+    last_ran: float | None = None
+    last_waiting: float | None = None
+    final: str | None = None
+    final_seen: float | None = None
+    values: dict[str, float] = field(default_factory=dict)
+    agent_gpus: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Runs:
+    """A series' presence as ``[first, last]`` runs of samples (gaps over ``STALE_S`` split)."""
+
+    runs: list[list[float]] = field(default_factory=list)
+
+    def add(self, t: float) -> None:
+        if self.runs and t - self.runs[-1][1] <= STALE_S:
+            self.runs[-1][1] = max(self.runs[-1][1], t)
+        else:
+            self.runs.append([t, t])
+
+
+@dataclass
+class JobHistory:
+    """The running summary of every job and node seen so far; feed it chunks, then ask."""
+
+    jobs: dict[str, _Job] = field(default_factory=dict)
+    node_gpus: dict[str, int] = field(default_factory=dict)
+    node_present: dict[str, _Runs] = field(default_factory=dict)
+    node_unavailable: dict[str, _Runs] = field(default_factory=dict)
+    instance_node: dict[str, str] = field(default_factory=dict)
+    smallest_gap_s: float = float("inf")
+    """The shortest step between two samples of one series: the scrape interval."""
+
+    def _job(self, job_id: str) -> _Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            job = self.jobs[job_id] = _Job()
+        return job
+
+    def _gaps(self, samples: tuple[tuple[float, float], ...]) -> None:
+        for (a, _), (b, _) in pairwise(samples):
+            if 0 < b - a < self.smallest_gap_s:
+                self.smallest_gap_s = b - a
+
+    def add_info(self, chunk: Iterable[Series]) -> None:
+        """Samples of ``gpuadvisor_queue_job_info{job_id,user,partition,state}``."""
+        for series in chunk:
+            job_id = series.label("job_id")
+            if not job_id or not series.samples:
+                continue
+            self._gaps(series.samples)
+            job = self._job(job_id)
+            job.user = series.label("user") or job.user
+            job.partition = series.label("partition") or job.partition
+            state = series.label("state").upper()
+            first, last = series.samples[0][0], series.samples[-1][0]
+            job.first_seen = min(job.first_seen, first)
+            job.last_seen = max(job.last_seen, last)
+            if state in FINAL_STATES:
+                if job.final_seen is None or first < job.final_seen:
+                    job.final, job.final_seen = state, first
+            elif state in WAITING_STATES:
+                job.last_waiting = max(job.last_waiting or last, last)
+            else:  # RUNNING, COMPLETING, SUSPENDED, CONFIGURING...: holding GPUs
+                job.first_ran = min(job.first_ran or first, first)
+                job.last_ran = max(job.last_ran or last, last)
+
+    def add_values(self, name: str, chunk: Iterable[Series]) -> None:
+        """Samples of one per-job value series (``VALUE_METRICS[name]``): the latest wins."""
+        for series in chunk:
+            job_id = series.label("job_id")
+            if job_id and series.samples:
+                self._job(job_id).values[name] = series.samples[-1][1]
+
+    def add_gpu_jobs(self, chunk: Iterable[Series]) -> None:
+        """Samples of the agents' ``gpuadvisor_gpu_job_info{gpu_uuid,job_id}``."""
+        for series in chunk:
+            job_id, uuid = series.label("job_id"), series.label("gpu_uuid")
+            if job_id and uuid and series.samples:
+                self._job(job_id).agent_gpus.add(uuid)
+
+    def add_node_info(self, chunk: Iterable[Series]) -> None:
+        """``gpuadvisor_node_info{node}``: which agent (``instance``) is which node."""
+        for series in chunk:
+            node, instance = series.label("node"), series.label("instance")
+            if node and instance:
+                self.instance_node[instance] = node
+
+    def add_node_gpus(self, chunk: Iterable[Series]) -> None:
+        """The agents' ``gpuadvisor_node_gpus``, one series per agent."""
+        for series in chunk:
+            key = series.label("node") or series.label("instance")
+            if not key or not series.samples:
+                continue
+            self._gaps(series.samples)
+            self.node_gpus[key] = max(self.node_gpus.get(key, 0), int(series.samples[-1][1]))
+            runs = self.node_present.setdefault(key, _Runs())
+            for t, _ in series.samples:
+                runs.add(t)
+
+    def add_node_states(self, chunk: Iterable[Series]) -> None:
+        """The queue exporter's ``gpuadvisor_queue_node_info{node,state}``."""
+        for series in chunk:
+            node, state = series.label("node"), series.label("state").upper()
+            if node and state.startswith(UNAVAILABLE_NODE_STATES):
+                runs = self.node_unavailable.setdefault(node, _Runs())
+                for t, _ in series.samples:
+                    runs.add(t)
+
+    @property
+    def resolution_s(self) -> float:
+        """The scrape interval seen (15 s where no series had two samples)."""
+        return self.smallest_gap_s if self.smallest_gap_s < float("inf") else 15.0
+
+    def finished(self, read_end_s: float) -> tuple[list[FinishedJob], dict[str, int]]:
+        """The jobs as accounting records, and the jobs left out by reason. A job whose last
+        pending or running sample is within ``STALE_S`` of ``read_end_s`` has not finished."""
+        out: list[FinishedJob] = []
+        left_out: dict[str, int] = {}
+        for job_id, seen in sorted(self.jobs.items()):
+            record = self._record(job_id, seen, read_end_s)
+            if isinstance(record, str):
+                left_out[record] = left_out.get(record, 0) + 1
+            else:
+                out.append(record)
+        return out, left_out
+
+    def _record(self, job_id: str, seen: _Job, read_end_s: float) -> FinishedJob | str:
+        if seen.first_seen == float("inf"):
+            return "no gpuadvisor_queue_job_info series"
+        values = seen.values
+        total = int(values.get("gpus", len(seen.agent_gpus)))
+        nodes = max(1, int(values.get("nodes", 1)))
+        if total % nodes:  # not the same on every node: one shape the replay can place
+            nodes = 1
+        job = Job(
+            job_id,
+            values.get("submit", seen.first_seen),
+            None,
+            gpus=total // nodes,
+            nodes=nodes,
+            user=seen.user,
+            time_limit_s=values.get("time_limit"),
+            partition=seen.partition,
+        )
+        near_end = read_end_s - STALE_S
+        if seen.first_ran is None and "start" not in values:
+            if seen.final is None and (seen.last_waiting or seen.last_seen) >= near_end:
+                return FinishedJob(job, "PENDING", None, None)
+            left = values.get("end", seen.final_seen or seen.last_seen)
+            return FinishedJob(job, seen.final or "CANCELLED", None, left)
+        start = values.get("start", seen.first_ran)
+        last_ran = seen.last_ran if seen.last_ran is not None else start
+        if "end" in values:
+            end: float | None = values["end"]
+        elif seen.final is None and last_ran is not None and last_ran >= near_end:
+            end = None  # still running when the read ended
+        else:
+            end = last_ran
+        return FinishedJob(job, seen.final or "ENDED", start, end)
+
+    def cluster(self) -> Cluster | None:
+        """Every node an agent reported, with the most GPUs it reported (None: no agent)."""
+        nodes = [
+            Node(self.instance_node.get(key, key), gpus)
+            for key, gpus in sorted(self.node_gpus.items())
+            if gpus > 0
+        ]
+        return Cluster(tuple(nodes)) if nodes else None
+
+    def capacity(self, start_s: float, end_s: float) -> dict[str, float]:
+        """GPU-seconds of ``[start_s, end_s)`` that were there (agent up, node neither down
+        nor drained), and those missing; each sample stands for one scrape interval."""
+        step = self.resolution_s
+        full = there = 0.0
+        for key, gpus in self.node_gpus.items():
+            node = self.instance_node.get(key, key)
+            full += gpus * (end_s - start_s)
+            up = _clip(self.node_present[key].runs, step, start_s, end_s)
+            down = _clip(self.node_unavailable.get(node, _Runs()).runs, step, start_s, end_s)
+            there += gpus * max(0.0, _length(up) - _overlap(up, down))
+        return {
+            "cluster_gpu_s": full,
+            "present_gpu_s": there,
+            "missing_gpu_s": full - there,
+            "mean_present_gpus": there / (end_s - start_s) if end_s > start_s else 0.0,
+        }
+
+
+def _clip(runs: list[list[float]], step: float, lo: float, hi: float) -> list[tuple[float, float]]:
+    out = []
+    for first, last in runs:
+        a, b = max(first, lo), min(last + step, hi)
+        if b > a:
+            out.append((a, b))
+    return out
+
+
+def _length(spans: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in spans)
+
+
+def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    total = 0.0
+    for x0, x1 in a:
+        for y0, y1 in b:
+            total += max(0.0, min(x1, y1) - max(x0, y0))
+    return total
+
+
+MetricProgress = Callable[[str, int, int], None]
+"""Called with (metric, chunks done, chunks in all)."""
+
+
+class HistorySource(RawSamples, LatestValues, Protocol):
+    """Raw samples and instant queries (``PrometheusClient``)."""
+
+
+async def read_history(
+    source: HistorySource, plan: ReadPlan, *, progress: MetricProgress | None = None
+) -> JobHistory:
+    """Every series the rebuild uses over the plan's stretch, chunk by chunk. Raises
+    ``InputError`` naming the series when the server holds no ``gpuadvisor_queue_job_info``
+    sample in the stretch (no queue exporter scraped, or the wrong server)."""
+    history = JobHistory()
+
+    def chunks(metric: str, *, latest: bool = False) -> AsyncIterator[tuple[Series, ...]]:
+        """Raw samples where their timing matters; else each chunk's latest value."""
+        tick = None if progress is None else (lambda d, t: progress(metric, d, t))
+        if latest:
+            return read_latest(source, metric, plan, progress=tick)
+        return read_chunks(source, metric, plan, progress=tick)
+
+    async for chunk in chunks(INFO):
+        history.add_info(chunk)
+    if not history.jobs:
+        raise InputError(
+            f"no {INFO} sample from {plan.start_s:.0f} to {plan.end_s:.0f} (Unix seconds): "
+            "is the queue exporter (gpuadvisor queue) scraped by this server, and kept that long?"
+        )
+    for name, metric in VALUE_METRICS.items():
+        async for chunk in chunks(metric, latest=True):
+            history.add_values(name, chunk)
+    async for chunk in chunks(GPU_JOB_INFO, latest=True):
+        history.add_gpu_jobs(chunk)
+    async for chunk in chunks(NODE_INFO, latest=True):
+        history.add_node_info(chunk)
+    async for chunk in chunks(NODE_GPUS):
+        history.add_node_gpus(chunk)
+    async for chunk in chunks(QUEUE_NODE_INFO):
+        history.add_node_states(chunk)
+    return history

@@ -1,0 +1,162 @@
+"""Reading a long stretch of history as raw samples, a chunk at a time.
+
+Each chunk is one instant query of ``selector[chunk]`` at the chunk's end: the server answers
+with the stored samples and their own timestamps (no lookback, no step, so blocks backfilled or
+served by a long-term store, which carry no staleness markers, read the same as scraped ones).
+A chunk of an hour at a 15 s scrape interval is 240 points per series, far under the 11,000
+points a ``query_range`` may return per series, and the samples one answer holds are bounded by
+the chunk (``query.max-samples``); only the caller's running summary outlives a chunk. A chunk
+that fails is retried; one the server refuses as too large is read again in halves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from gpuadvisor.sources.prometheus.client import PrometheusError, QueryResult, RangeResult, Series
+
+TOO_LARGE = ("max-samples", "too many samples", "exceeded", "limit")
+"""Words of a server's answer to a query over its sample or point limits."""
+
+
+class RawSamples(Protocol):
+    """What the reader needs from a metrics backend (``PrometheusClient.raw_samples``)."""
+
+    async def raw_samples(
+        self, selector: str, *, window_s: float, time_s: float
+    ) -> RangeResult: ...
+
+
+class LatestValues(Protocol):
+    """An instant query (``PrometheusClient.query``)."""
+
+    async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPlan:
+    """The stretch ``[start_s, end_s]`` read in chunks of ``chunk_s``; a failed chunk is tried
+    ``retries`` more times, ``retry_delay_s`` apart (doubling)."""
+
+    start_s: float
+    end_s: float
+    chunk_s: float = 3600.0
+    retries: int = 3
+    retry_delay_s: float = 1.0
+    smallest_chunk_s: float = 60.0
+
+    def chunks(self) -> list[tuple[float, float]]:
+        """``(lo, hi]`` tiles covering the stretch; the first starts just before ``start_s``
+        so that a sample at ``start_s`` itself is read."""
+        out = []
+        lo, k = self.start_s - 0.001, 1
+        while lo < self.end_s:
+            hi = min(self.start_s + k * self.chunk_s, self.end_s)
+            out.append((lo, hi))
+            lo, k = hi, k + 1
+        return out
+
+
+Progress = Callable[[int, int], None]
+"""Called with (chunks done, chunks in all) after every chunk."""
+
+
+Fetch = Callable[[float, float], Awaitable[tuple[Series, ...]]]
+"""Reads the chunk ``(lo, hi]``."""
+
+
+async def read_chunks(
+    source: RawSamples,
+    selector: str,
+    plan: ReadPlan,
+    *,
+    progress: Progress | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncIterator[tuple[Series, ...]]:
+    """Every series of ``selector`` in the plan's stretch, one chunk at a time; each chunk's
+    series hold only samples with ``lo < t <= hi``, so no sample is seen twice."""
+
+    async def fetch(lo: float, hi: float) -> tuple[Series, ...]:
+        result = await source.raw_samples(selector, window_s=hi - lo, time_s=hi)
+        return _inside(result.series, lo, hi)
+
+    async for chunk in _tiles(fetch, selector, plan, progress, sleep):
+        yield chunk
+
+
+async def read_latest(
+    source: LatestValues,
+    selector: str,
+    plan: ReadPlan,
+    *,
+    progress: Progress | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncIterator[tuple[Series, ...]]:
+    """Each series' latest value in each chunk (``last_over_time``), stamped with the chunk's
+    end: for series whose value, not its timing, matters (a job's GPUs, its start time), one
+    point per series and chunk instead of one per scrape."""
+
+    async def fetch(lo: float, hi: float) -> tuple[Series, ...]:
+        window = f"{max(1, round((hi - lo) * 1000))}ms"
+        result = await source.query(f"last_over_time({selector}[{window}])", time_s=hi)
+        return tuple(Series(s.label_map, ((s.timestamp_s, s.value),)) for s in result.samples)
+
+    async for chunk in _tiles(fetch, selector, plan, progress, sleep):
+        yield chunk
+
+
+async def _tiles(
+    fetch: Fetch,
+    selector: str,
+    plan: ReadPlan,
+    progress: Progress | None,
+    sleep: Callable[[float], Awaitable[None]],
+) -> AsyncIterator[tuple[Series, ...]]:
+    tiles = plan.chunks()
+    for done, (lo, hi) in enumerate(tiles, start=1):
+        for part in await _read(fetch, selector, lo, hi, plan, sleep):
+            yield part
+        if progress is not None:
+            progress(done, len(tiles))
+
+
+async def _read(
+    fetch: Fetch,
+    selector: str,
+    lo: float,
+    hi: float,
+    plan: ReadPlan,
+    sleep: Callable[[float], Awaitable[None]],
+) -> list[tuple[Series, ...]]:
+    delay = plan.retry_delay_s
+    for attempt in range(plan.retries + 1):
+        try:
+            series = await fetch(lo, hi)
+        except PrometheusError as exc:
+            text = str(exc).lower()
+            if any(word in text for word in TOO_LARGE) and hi - lo > plan.smallest_chunk_s:
+                middle = (lo + hi) / 2
+                first = await _read(fetch, selector, lo, middle, plan, sleep)
+                return first + await _read(fetch, selector, middle, hi, plan, sleep)
+            if attempt == plan.retries:
+                raise PrometheusError(
+                    f"{exc} (reading {selector} from {max(lo, plan.start_s):.0f} to {hi:.0f}, "
+                    f"{plan.retries + 1} tries)"
+                ) from None
+            await sleep(delay)
+            delay *= 2
+            continue
+        return [series]
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _inside(series: tuple[Series, ...], lo: float, hi: float) -> tuple[Series, ...]:
+    out = []
+    for one in series:
+        kept = tuple(s for s in one.samples if lo < s[0] <= hi)
+        if kept:
+            out.append(Series(one.label_map, kept))
+    return tuple(out)

@@ -1,0 +1,71 @@
+"""The rules that turn the exporter's series into finished jobs (gpuadvisor/sources/prometheus/
+jobhistory.py), on series built here: the agents' GPUs stand in for a missing GPU count, a job
+still pending or running when the read ends has not finished, a job whose GPUs do not split
+evenly over its nodes is kept as one request, and capacity counts an agent's absence and a
+drained node as missing."""
+
+from __future__ import annotations
+
+from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.jobhistory import JobHistory
+
+STEP = 15.0
+
+
+def series(labels: dict[str, str], start: float, end: float, value: float = 1.0) -> Series:
+    """Samples every ``STEP`` from ``start`` up to, not including, ``end``."""
+    n = int((end - start) // STEP)
+    return Series(labels, tuple((start + k * STEP, value) for k in range(n)))
+
+
+def info(job_id: str, state: str, start: float, end: float) -> Series:
+    labels = {"job_id": job_id, "user": "u", "partition": "p", "state": state}
+    return series(labels, start, end)
+
+
+def test_the_agents_gpus_stand_in_for_a_missing_gpu_count() -> None:
+    history = JobHistory()
+    history.add_info([info("1", "PENDING", 0, 60), info("1", "RUNNING", 60, 600)])
+    history.add_gpu_jobs(
+        [series({"job_id": "1", "gpu_uuid": f"GPU-{i}"}, 60, 600) for i in range(3)]
+    )
+    (job,), _ = history.finished(10_000.0)
+    assert job.job.total_gpus == 3
+    assert (job.start_time_s, job.end_time_s, job.state) == (60.0, 585.0, "ENDED")
+
+
+def test_jobs_still_pending_or_running_at_the_end_of_the_read_have_not_finished() -> None:
+    history = JobHistory()
+    history.add_info([info("1", "PENDING", 0, 1000), info("2", "RUNNING", 0, 1000)])
+    history.add_values("gpus", [series({"job_id": "1"}, 0, 1000, 2.0)])
+    history.add_values("gpus", [series({"job_id": "2"}, 0, 1000, 2.0)])
+    jobs, _ = history.finished(1000.0)
+    by_id = {j.job_id: j for j in jobs}
+    assert by_id["1"].state == "PENDING" and by_id["1"].start_time_s is None
+    assert by_id["2"].end_time_s is None  # still running: the rebuild leaves it out
+
+
+def test_gpus_that_do_not_split_evenly_over_the_nodes_are_one_request() -> None:
+    history = JobHistory()
+    history.add_info([info("1", "RUNNING", 0, 300)])
+    history.add_values("gpus", [series({"job_id": "1"}, 0, 300, 5.0)])
+    history.add_values("nodes", [series({"job_id": "1"}, 0, 300, 2.0)])
+    (job,), _ = history.finished(10_000.0)
+    assert (job.job.gpus, job.job.nodes) == (5, 1)
+
+
+def test_capacity_counts_an_absent_agent_and_a_drained_node_as_missing() -> None:
+    history = JobHistory()
+    history.add_node_gpus(
+        [
+            series({"instance": "a:9400"}, 0, 990, 8.0),
+            series({"instance": "a:9400"}, 1995, 3600, 8.0),  # away from 990 to 1995
+            series({"instance": "b:9400"}, 0, 3600, 4.0),
+        ]
+    )
+    history.add_node_info([series({"instance": "b:9400", "node": "b"}, 0, 3600)])
+    history.add_node_states([series({"node": "b", "state": "drained"}, 600, 1200)])
+    capacity = history.capacity(0.0, 3600.0)
+    assert capacity["cluster_gpu_s"] == 12 * 3600
+    assert capacity["missing_gpu_s"] == 8 * 1005 + 4 * 600
+    assert [n.name for n in history.cluster().nodes] == ["a:9400", "b"]  # type: ignore[union-attr]

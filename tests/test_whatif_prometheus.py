@@ -1,0 +1,258 @@
+"""``gpuadvisor whatif --prometheus`` against a real Prometheus loaded with
+``promtool tsdb create-blocks-from openmetrics`` and a real VictoriaMetrics loaded through its
+import API, both from one generated history whose true trace is known (tests/harness/history.py):
+the rebuilt trace equals it, exactly where the exporter exported end times, and within one scrape
+interval where a job's end is only its series vanishing; the capacity that was missing (an agent
+down, a node drained) is counted; bad input fails with one clear line and writes nothing."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness.history import (
+    TrueJob,
+    TrueNode,
+    create_blocks,
+    openmetrics,
+    prometheus_text,
+    scrapes,
+)
+from tests.harness.prometheus import PrometheusServer
+from tests.harness.victoriametrics import VictoriaMetricsServer
+from tests.ports import free_port
+from tests.test_cli import gpuadvisor
+
+STEP_S = 15.0
+BASE = (int(time.time()) // 3600) * 3600 - 6 * 3600
+"""The history starts six hours ago, on the hour (inside every server's retention)."""
+UNTIL = BASE + 4 * 3600
+UPGRADED = BASE + 2 * 3600
+"""From here the exporter exports final states, end times and node states."""
+
+
+def job(
+    job_id: str, gpus: int, nodes: int, submit: float, start: float | None, end: float, state: str
+) -> TrueJob:
+    start_s = None if start is None else BASE + start
+    user = "u" + job_id
+    return TrueJob(job_id, user, "gpu", gpus, nodes, BASE + submit, start_s, BASE + end, state)
+
+
+JOBS = (
+    job("1", 4, 1, 100, 130, 1907, "COMPLETED"),  # before the upgrade: the end is not exported
+    job("2", 8, 2, 200, 2000, 5000, "FAILED"),
+    job("3", 2, 1, 300, None, 1000, "CANCELLED"),  # cancelled while pending
+    job("4", 4, 1, 6000, 6100, 8000, "COMPLETED"),  # ends after the upgrade
+    job("5", 1, 1, 7300, 7300, 9000, "TIMEOUT"),
+    job("6", 16, 2, 7400, 9100, 11000, "COMPLETED"),
+    job("7", 2, 1, 7500, None, 8000, "CANCELLED"),
+    job("8", 2, 1, 9000, 9050, 12001, "COMPLETED"),
+)
+NODES = (
+    TrueNode("n1", 8),
+    TrueNode("n2", 8, agent_down=((BASE + 3600, BASE + 5400),)),
+    TrueNode("n3", 4, drained=((BASE + 9000, BASE + 10800),)),
+)
+
+
+def samples() -> Iterator[tuple[str, tuple[tuple[str, str], ...], float, float]]:
+    return scrapes(JOBS, NODES, BASE, UNTIL, step_s=STEP_S, upgraded_at=UPGRADED)
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    folder = tmp_path_factory.mktemp("prometheus")
+    create_blocks(openmetrics(samples()), folder / "data", folder)
+    with PrometheusServer(folder) as server:
+        yield server.wait_ready()
+
+
+@pytest.fixture(scope="module")
+def victoria(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VictoriaMetricsServer]:
+    with VictoriaMetricsServer(tmp_path_factory.mktemp("victoria")) as server:
+        server.wait_ready().import_text(prometheus_text(samples()))
+        yield server
+
+
+def last_scrape_before(t: float) -> float:
+    """The last scrape instant strictly before ``t``: where a vanished job was last running."""
+    k = int((t - BASE) // STEP_S)
+    at = BASE + k * STEP_S
+    return at - STEP_S if at >= t else at
+
+
+def expected_trace() -> dict[str, tuple[float, float, float, int]]:
+    """(submit, start, end, GPUs) of every job that ran, as the rebuild must find it."""
+    out = {}
+    for j in JOBS:
+        if j.start_s is None:
+            continue
+        end = j.end_s if j.end_s >= UPGRADED else last_scrape_before(j.end_s)
+        out[j.job_id] = (j.submit_s, j.start_s, end, j.gpus)
+    return out
+
+
+def run_whatif(
+    capsys: pytest.CaptureFixture[str], url: str, tmp_path: Path, *more: str
+) -> tuple[int, str, Path]:
+    out = tmp_path / "out"
+    result = gpuadvisor(
+        capsys,
+        "whatif",
+        "--prometheus",
+        url,
+        "--prometheus-chunk",
+        "20m",
+        "--policies",
+        "fifo",
+        "--output-json",
+        out / "whatif.json",
+        "--output-trace",
+        out / "trace.csv",
+        "--report",
+        out / "report.html",
+        *more,
+    )
+    return result.code, result.err, out
+
+
+def rebuilt_trace(path: Path) -> dict[str, tuple[float, float, float, int]]:
+    lines = [line for line in path.read_text().splitlines() if not line.startswith("#")]
+    return {
+        row["job_id"]: (
+            float(row["submit_time"]),
+            float(row["start_time"]),
+            float(row["end_time"]),
+            int(row["num_gpus"]),
+        )
+        for row in csv.DictReader(lines)
+    }
+
+
+def check_rebuild(code: int, err: str, out: Path) -> None:
+    assert code == 0, err
+    assert rebuilt_trace(out / "trace.csv") == expected_trace()
+    document = json.loads((out / "whatif.json").read_text())
+    rebuild = document["rebuild"]
+    assert rebuild["jobs_ran"] == 6
+    assert rebuild["jobs_left_queue"] == 2 and rebuild["left_queue_gpus"] == 4
+    # before the upgrade how a job ended is unknown (ENDED); after it, the scheduler's word
+    assert rebuild["states"] == {"ENDED": 2, "COMPLETED": 3, "TIMEOUT": 1}
+    assert document["meta"]["cluster_gpus"] == 20 and document["meta"]["cluster_nodes"] == 3
+    details = document["prometheus"]
+    assert details["resolution_s"] == STEP_S
+    assert details["final_states_exported"] and details["end_times_exported"]
+    capacity = details["capacity"]
+    assert capacity["cluster_gpu_s"] == 20 * 4 * 3600
+    # n2's agent away for 30 min (8 GPUs), n3 drained for 30 min (4 GPUs)
+    assert capacity["missing_gpu_s"] == 8 * 1800 + 4 * 1800
+    assert "reading gpuadvisor_queue_job_info: chunk" in err
+    assert (out / "report.html").stat().st_size > 0
+
+
+def test_prometheus_rebuilds_the_true_trace(
+    prometheus: PrometheusServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, err, out = run_whatif(
+        capsys, prometheus.url, tmp_path, "--since", str(BASE), "--until", str(UNTIL)
+    )
+    check_rebuild(code, err, out)
+
+
+def test_victoriametrics_gives_the_same_trace(
+    victoria: VictoriaMetricsServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, err, out = run_whatif(
+        capsys, victoria.url, tmp_path, "--since", str(BASE), "--until", str(UNTIL)
+    )
+    check_rebuild(code, err, out)
+
+
+def test_since_as_a_duration_before_now_reads_up_to_now(
+    prometheus: PrometheusServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, err, out = run_whatif(capsys, prometheus.url, tmp_path, "--since", "7h")
+    assert code == 0, err
+    assert rebuilt_trace(out / "trace.csv") == expected_trace()
+
+
+def test_a_window_without_the_series_fails_and_writes_nothing(
+    prometheus: PrometheusServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, err, out = run_whatif(
+        capsys, prometheus.url, tmp_path, "--since", str(BASE - 7200), "--until", str(BASE - 3600)
+    )
+    assert code != 0
+    assert "no gpuadvisor_queue_job_info sample" in err and prometheus.url in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_window_with_no_jobs_submitted_fails_and_writes_nothing(
+    victoria: VictoriaMetricsServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, err, out = run_whatif(
+        capsys, victoria.url, tmp_path, "--since", str(BASE + 10000), "--until", str(UNTIL)
+    )
+    assert code != 0
+    assert "the window holds no jobs" in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_prometheus_needs_since(
+    prometheus: PrometheusServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, err, _ = run_whatif(capsys, prometheus.url, tmp_path)
+    assert code != 0 and "--prometheus needs --since" in err
+
+
+def test_a_server_with_a_small_max_samples_is_read_in_smaller_chunks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--query.max-samples=1000``: an hour of the agents' per-GPU series is some 4,800
+    samples, which the server refuses; the reader halves the chunk until it fits."""
+    folder = tmp_path / "prometheus"
+    create_blocks(openmetrics(samples()), folder / "data", folder)
+    with PrometheusServer(folder, extra_args=("--query.max-samples=1000",)) as server:
+        server.wait_ready()
+        code, err, out = run_whatif(
+            capsys,
+            server.url,
+            tmp_path,
+            "--since",
+            str(BASE),
+            "--until",
+            str(UNTIL),
+            "--prometheus-chunk",
+            "1h",
+        )
+    assert code == 0, err
+    assert rebuilt_trace(out / "trace.csv") == expected_trace()
+
+
+def test_a_prometheus_without_the_series_fails_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with PrometheusServer(tmp_path / "empty") as server:
+        server.wait_ready()
+        code, err, out = run_whatif(capsys, server.url, tmp_path, "--since", "1d")
+    assert code == 2, err
+    assert f"{server.url}: no gpuadvisor_queue_job_info sample" in err
+    assert "is the queue exporter (gpuadvisor queue) scraped by this server" in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_server_that_does_not_answer_is_retried_then_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    code, err, out = run_whatif(capsys, url, tmp_path, "--since", "1h")
+    assert code != 0
+    assert "cannot connect: connection refused" in err
+    assert "(reading gpuadvisor_queue_job_info from" in err and "4 tries)" in err
+    assert not out.exists() or not any(out.iterdir())
