@@ -33,7 +33,8 @@ from gpuadvisor.analysis.advice.hysteresis import (
 )
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import LiveState, SourceHealth
-from gpuadvisor.services.web import healthy, ready
+from gpuadvisor.services.serving import Generation
+from gpuadvisor.services.web import healthy, ready, serving_exposition
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerSink
 from gpuadvisor.sinks.delivery.outbox import Active, Cycle, Outbox, Outcome, Sink
@@ -156,7 +157,8 @@ class Advisor:
             await self.cycle()
             delay = max(0.0, self.settings.interval_s - (loop.time() - began))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
+                async with asyncio.timeout(delay):  # not wait_for: it can swallow a cancel
+                    await stop.wait()
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -274,6 +276,7 @@ def compose(
 
 async def _metrics(request: web.Request) -> web.Response:
     body = generate_latest(request.app[ADVISOR].metrics.registry)
+    body += serving_exposition(request.app)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
@@ -296,11 +299,15 @@ async def _cycles(app: web.Application) -> AsyncIterator[None]:
     task = asyncio.create_task(advisor.run(stop))
     yield
     stop.set()
-    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-        await asyncio.wait_for(task, advisor.settings.interval_s + 5)
+    # asyncio.timeout cancels ``task`` when the cycle overruns; a cancellation of this
+    # cleanup itself propagates (suppressing CancelledError here would swallow it).
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(advisor.settings.interval_s + 5):
+            await task
     for outbox in outboxes:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(outbox.drain(), 2.0)
+            async with asyncio.timeout(2.0):
+                await outbox.drain()
     for delivery in deliveries:
         delivery.cancel()
     await asyncio.gather(*deliveries, return_exceptions=True)
@@ -387,12 +394,14 @@ async def run_once(
     return body
 
 
-def serve(config: AdvisorConfig) -> None:
-    """Serve the advisor until SIGINT or SIGTERM, with the TLS and basic auth of its web config
-    file (exporter-toolkit format)."""
+def generation(config: AdvisorConfig, first: tuple[Middleware, ...] = ()) -> Generation:
+    """The advisor's app for ``config`` with the TLS and basic auth of its web config file
+    (exporter-toolkit format), ``first`` before them, for ``services.serving``."""
     security = web_security(config.web_config_file)
-    app = create_app(config, middlewares=security.middlewares)
-    host, port = config.listen
-    web.run_app(
-        app, host=host, port=port, ssl_context=security.ssl_context, print=None, handle_signals=True
+    app = create_app(config, middlewares=(*first, *security.middlewares))
+    sinks = len(config.alertmanagers) + len(config.slack) + len(config.webhooks)
+    what = (
+        f"advising from {config.prometheus.url} (profile {config.profile.name}) every "
+        f"{config.interval_s:g}s; {sinks} sink(s)"
     )
+    return Generation(app, config.listen, security.ssl_context, what)
