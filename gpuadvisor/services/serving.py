@@ -45,9 +45,13 @@ loop_log = logging.getLogger("asyncio")
 """Where the event loop's errors are logged (held back by ``RepeatFilter`` like asyncio's own)."""
 
 RESERVED_FDS = 128
-"""File descriptors kept free for what the service itself opens (probe, files, squeue pipes,
-connections to Prometheus and the sinks): the connection cap stays this far below the limit."""
-BACKLOG = 1024
+"""File descriptors kept free for one accept batch (``ACCEPT_BATCH``) and what the service itself
+opens (probe, files, squeue pipes, connections to Prometheus and the sinks): the connection cap
+stays this far below the limit."""
+ACCEPT_BATCH = 64
+"""Connections asyncio accepts in one go (its ``backlog``, also the kernel's listen queue): each
+takes a descriptor before the guard can close one to make room, so the cap plus this batch plus
+the service's own files stay under the limit (``RESERVED_FDS``)."""
 SHUTDOWN_TIMEOUT_S = 5.0
 """How long requests in flight may take to finish when an app stops (reload or exit)."""
 
@@ -90,8 +94,11 @@ def raise_open_files_limit() -> int:
 
 
 def fitted(limits: ConnectionLimits, open_files: int) -> ConnectionLimits:
-    """``limits`` with the connection cap kept ``RESERVED_FDS`` below ``open_files``."""
-    cap = max(1, min(limits.max_connections, open_files - RESERVED_FDS))
+    """``limits`` with the connection cap at most half of what ``RESERVED_FDS`` leaves of
+    ``open_files``: a connection closed to make room gives its descriptor back only on the
+    event loop's next turn, while the next accept batch already takes new ones, so up to twice
+    the cap can be open for a moment."""
+    cap = max(1, min(limits.max_connections, (open_files - RESERVED_FDS) // 2))
     return dataclasses.replace(limits, max_connections=cap)
 
 
@@ -117,7 +124,7 @@ def bind(listen: tuple[str | None, int]) -> list[socket.socket]:
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
-            sock.listen(BACKLOG)
+            sock.listen(ACCEPT_BATCH)
         except OSError as exc:
             sock.close()
             for other in sockets:
@@ -185,7 +192,7 @@ class Service:
                         sock=sock.dup(),
                         ssl=generation.ssl_context,
                         ssl_handshake_timeout=handshake,
-                        backlog=BACKLOG,
+                        backlog=ACCEPT_BATCH,
                     )
                 )
         except BaseException:

@@ -1,0 +1,65 @@
+"""Idle and half-open connections do not take a server offline (issue 12, item 1).
+
+Each server runs with its open-files limit set to 256 (soft and hard, so raising the soft one
+cannot help) and gets twice that many idle connections that never send a byte. Scrapes must
+still all succeed: the guard closes the oldest connection that never sent a request to make
+room at the cap (kept below the limit), and what the event loop reports (accept out of file
+descriptors) is counted and logged at most once a minute, never as a traceback per accept.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.ports import free_port
+from tests.reliability.servers import (
+    advisor_args,
+    agent_args,
+    open_files_limit,
+    queue_args,
+    start,
+)
+
+LIMIT = 256
+IDLE = 2 * LIMIT
+SCRAPES = 20
+
+ARGS: dict[str, Callable[[int, Path], list[str]]] = {
+    "agent": lambda port, _: agent_args(port),
+    "queue": queue_args,
+    "advisor": advisor_args,
+}
+
+
+@pytest.mark.parametrize("service", sorted(ARGS))
+async def test_idle_connections_beyond_the_open_files_limit_leave_scrapes_working(
+    service: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    args = ARGS[service](port, tmp_path)
+    server = await start(args, tmp_path / "log", port=port, preexec=open_files_limit(LIMIT))
+    idle: list[socket.socket] = []
+    try:
+        await server.wait_ready()
+        for _ in range(IDLE):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=30))
+        statuses = [(await server.get("/metrics"))[0] for _ in range(SCRAPES)]
+        assert statuses == [200] * SCRAPES
+        limit = await server.metric("gpuadvisor_http_connections_limit")
+        evicted = await server.metric('gpuadvisor_http_connections_closed_total{reason="evicted"}')
+        accept_errors = await server.metric("gpuadvisor_http_accept_errors_total")
+    finally:
+        for sock in idle:
+            sock.close()
+        code = await server.stop()
+    log = server.log_text()
+    assert code == 0, log
+    assert limit is not None and limit < LIMIT
+    assert evicted is not None and evicted > 0
+    assert accept_errors == 0  # the descriptors never ran out
+    assert "Traceback" not in log
+    assert len(log.splitlines()) < 20, log
