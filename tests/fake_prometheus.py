@@ -28,8 +28,14 @@ class FakePrometheus:
     ) -> None:
         exprs = profile.render(selector=settings.selector, window_s=settings.window_s)
         self._rows = {expr: tuple(rows.get(name, ())) for name, expr in exprs.items()}
+        self._names = {expr: name for name, expr in exprs.items()}
         self.down = ""
         self.queries = 0
+
+    def add(self, name: str, rows: Sequence[Row]) -> None:
+        """More rows for the query ``name`` of the profile."""
+        (expr,) = (e for e, n in self._names.items() if n == name)
+        self._rows[expr] = (*self._rows[expr], *rows)
 
     async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult:
         self.queries += 1

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from gpuadvisor.analysis.advice.hysteresis import (
 )
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import LiveState, SourceHealth
+from gpuadvisor.services.repeats import ChangeLog
 from gpuadvisor.services.serving import Generation
 from gpuadvisor.services.web import healthy, ready, serving_exposition
 from gpuadvisor.services.webconfig import web_security
@@ -43,7 +45,7 @@ from gpuadvisor.sinks.delivery.slack import SlackSink
 from gpuadvisor.sinks.delivery.webhook import WebhookSink
 from gpuadvisor.sinks.exposition.advisor import AdvisorMetrics, AdvisorStatus
 from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusClient
-from gpuadvisor.sources.prometheus.live import gc_paused, read_live_state
+from gpuadvisor.sources.prometheus.live import gc_paused, read_live
 
 log = logging.getLogger(__name__)
 
@@ -251,8 +253,15 @@ def compose(
         client = query = PrometheusClient(config.prometheus)
     source: MetricsQuery = query
 
+    left_out = ChangeLog(log, "left out of the live state")
+
     async def read_state(now_s: float) -> LiveState:
-        return await read_live_state(source, config.profile, now_s=now_s, settings=config.live)
+        built = await read_live(source, config.profile, now_s=now_s, settings=config.live)
+        left_out.report({f"{w.reason} {w.subject}": f"({w.reason}) {w}" for w in built.warnings})
+        metrics.set_left_out(
+            Counter(reason for reason, _ in {(w.reason, w.subject) for w in built.warnings})
+        )
+        return built.state
 
     hysteresis = config.hysteresis
     if hold_cycles is not None:

@@ -1,8 +1,10 @@
-"""Log floods held back: a filter that lets each distinct message through at most once per
-interval, turns a traceback into one line, and counts what it held back
+"""Log floods held back. ``ChangeLog`` logs a cycle's problems only when they change.
+``RepeatFilter`` lets each distinct message through at most once per interval, turns a
+traceback into one line, and counts what it held back
 (``gpuadvisor_log_messages_suppressed_total``).
 
-It sits on the loggers that a misbehaving client can make talk on every connection or request:
+The filter sits on the loggers that a misbehaving client can make talk on every connection or
+request:
 asyncio's (accept errors: out of file descriptors) and aiohttp's server logger (a malformed
 request). "Distinct" is the logger and the message template, so "Error handling request from
 %s" is one message whatever the client's address.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from gpuadvisor.sinks.exposition.serving import ServingCounts
 
@@ -70,3 +72,28 @@ class RepeatFilter(logging.Filter):
                 logging.getLogger(name).removeFilter(self)
 
         return remove
+
+
+class ChangeLog:
+    """Logs what a cycle found wrong only when it changes: each new problem once, one line
+    each (at most ``max_lines`` a cycle, then how many more), and once when none is left.
+
+    ``problems`` maps a key that names what a problem is about (``stale node-a``) to the text
+    that says it (which may change, ``scrape 63s old``, without being logged again)."""
+
+    def __init__(self, logger: logging.Logger, what: str, max_lines: int = 20) -> None:
+        self._logger = logger
+        self._what = what
+        self._max_lines = max_lines
+        self._last: frozenset[str] = frozenset()
+
+    def report(self, problems: Mapping[str, str]) -> None:
+        new = [key for key in problems if key not in self._last]
+        for key in new[: self._max_lines]:
+            self._logger.warning("%s: %s", self._what, problems[key])
+        if len(new) > self._max_lines:
+            more = len(new) - self._max_lines
+            self._logger.warning("%s: %d more not logged (see the metrics)", self._what, more)
+        if self._last and not problems:
+            self._logger.warning("%s: none any more", self._what)
+        self._last = frozenset(problems)
