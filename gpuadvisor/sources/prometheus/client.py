@@ -14,6 +14,7 @@ returns are kept on the result and logged.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -195,6 +196,10 @@ def _api_error(body: Mapping[str, object]) -> str:
     return f"{error_type or 'error'}: {error or '(no message)'}"
 
 
+OFF_LOOP_BYTES = 256 * 1024
+"""Answers from this size on are parsed on a worker thread rather than on the event loop."""
+
+
 class PrometheusClient:
     """Instant queries over aiohttp. A session passed in is used and left open; otherwise the
     client owns one and ``close()`` (or ``async with``) closes it. TLS files that cannot be
@@ -270,7 +275,13 @@ class PrometheusClient:
             raise PrometheusError(
                 f"{url}: HTTP {status} redirect to {location}; set the final URL as prometheus.url"
             )
-        return self._parse(expr, url, status, raw)
+        if len(raw) < OFF_LOOP_BYTES:
+            return self._parse(expr, url, status, raw)
+        # A big answer (up to max_response_bytes, 64 MiB by default) takes the decoder and
+        # the sample building hundreds of milliseconds: on a worker thread, so the event loop
+        # keeps answering /-/healthy and scrapes meanwhile (they interleave under the GIL).
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self._parse, expr, url, status, raw)
 
     async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytes:
         limit = self.settings.http.max_response_bytes
