@@ -220,8 +220,9 @@ class AdvisorMetrics(Collector):
         self.registry = private_registry(self)
 
     def set_left_out(self, by_reason: Mapping[str, int]) -> None:
-        """What the last read of the live state left out, counted by reason."""
-        self._left_out = dict(by_reason)
+        """What the last read of the live state left out, counted by reason (a reason seen
+        before and gone now stays at 0)."""
+        self._left_out = dict.fromkeys(self._left_out, 0) | dict(by_reason)
 
     def observe_cycle(self, outcome: str, seconds: float) -> None:
         """One cycle ended with ``outcome`` (ok, untrusted, error) after ``seconds``."""
