@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuadvisor import __version__
 from gpuadvisor.cli import build_parser, main
 from gpuadvisor.cli.agent import agent_config
 from gpuadvisor.config.agent import (
@@ -16,6 +17,7 @@ from gpuadvisor.config.agent import (
     load_agent_config,
 )
 from gpuadvisor.errors import ConfigError
+from gpuadvisor.services.agent import AgentSettings
 from gpuadvisor.services.probes import AGENT_CHOICES
 
 FULL = """\
@@ -273,3 +275,8 @@ def test_the_agent_probes_real_gpus_unless_the_simulation_is_asked_for() -> None
     # A production agent must never serve invented data: no --backend means NVML.
     assert agent_config(agent_args(), env={}).backend == "nvml"
     assert agent_config(agent_args("--backend=sim"), env={}).backend == "sim"
+
+
+def test_a_simulated_agent_says_so_in_its_build_info_version() -> None:
+    assert AgentSettings.of(AgentConfig(backend="sim")).version == __version__ + "+sim"
+    assert AgentSettings.of(AgentConfig()).version == __version__

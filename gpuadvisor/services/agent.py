@@ -53,6 +53,10 @@ COLLECTOR = "gpu"
 
 
 _DEFAULTS = AgentConfig()
+SIMULATED_VERSION = "+sim"
+"""Appended to the version in ``gpuadvisor_build_info`` (a PEP 440 local label) by an agent
+serving a simulated node, whose ``gpuadvisor_node_info`` also says ``driver_version="sim"``:
+simulated GPUs are never mistaken for real ones."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,7 @@ class AgentSettings:
             interval_s=config.collect_interval_s,
             probe_timeout_s=config.collect_timeout_s,
             idle_threshold_ratio=config.collect_idle_threshold_ratio,
+            version=__version__ + SIMULATED_VERSION if config.backend == "sim" else __version__,
         )
 
 
