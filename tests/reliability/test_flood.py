@@ -9,6 +9,7 @@ descriptors) is counted and logged at most once a minute, never as a traceback p
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -63,3 +64,25 @@ async def test_idle_connections_beyond_the_open_files_limit_leave_scrapes_workin
     assert accept_errors == 0  # the descriptors never ran out
     assert "Traceback" not in log
     assert len(log.splitlines()) < 20, log
+
+
+async def test_a_connection_that_sends_no_request_is_closed_after_the_header_timeout(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    server = await start(agent_args(port), tmp_path / "log", port=port)
+    try:
+        await server.wait_ready()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /metrics HTTP/1.1\r\n")  # a request line, never the headers' end
+        await writer.drain()
+        async with asyncio.timeout(120):  # generous: the deadline is 10 s
+            assert await reader.read() == b""  # closed by the server, nothing answered
+        writer.close()
+        closed = await server.metric(
+            'gpuadvisor_http_connections_closed_total{reason="header_timeout"}'
+        )
+    finally:
+        code = await server.stop()
+    assert code == 0, server.log_text()
+    assert closed == 1.0
