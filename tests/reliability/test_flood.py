@@ -10,6 +10,7 @@ descriptors) is counted and logged at most once a minute, never as a traceback p
 from __future__ import annotations
 
 import asyncio
+import resource
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -86,3 +87,23 @@ async def test_a_connection_that_sends_no_request_is_closed_after_the_header_tim
         code = await server.stop()
     assert code == 0, server.log_text()
     assert closed == 1.0
+
+
+async def test_the_soft_open_files_limit_is_raised_to_the_hard_one_at_start(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+
+    def soft_256_hard_1024() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 1024))
+
+    server = await start(agent_args(port), tmp_path / "log", port=port, preexec=soft_256_hard_1024)
+    try:
+        await server.wait_ready()
+        limit = await server.metric("gpuadvisor_http_connections_limit")
+    finally:
+        code = await server.stop()
+    log = server.log_text()
+    assert code == 0, log
+    assert "raised the soft open-files limit from 256 to 1024" in log
+    assert limit == (1024 - 128) // 2  # the cap follows the raised limit
