@@ -32,8 +32,14 @@ class FakePrometheus:
             share_window_s=settings.share_window_s,
         )
         self._rows = {expr: tuple(rows.get(name, ())) for name, expr in exprs.items()}
+        self._names = {expr: name for name, expr in exprs.items()}
         self.down = ""
         self.queries = 0
+
+    def add(self, name: str, rows: Sequence[Row]) -> None:
+        """More rows for the query ``name`` of the profile."""
+        (expr,) = (e for e, n in self._names.items() if n == name)
+        self._rows[expr] = (*self._rows[expr], *rows)
 
     async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult:
         self.queries += 1

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuadvisor import __version__
 from gpuadvisor.cli import build_parser, main
 from gpuadvisor.cli.agent import agent_config
 from gpuadvisor.config.agent import (
@@ -16,6 +17,7 @@ from gpuadvisor.config.agent import (
     load_agent_config,
 )
 from gpuadvisor.errors import ConfigError
+from gpuadvisor.services.agent import AgentSettings
 from gpuadvisor.services.probes import AGENT_CHOICES
 
 FULL = """\
@@ -160,13 +162,13 @@ def test_flags_beat_the_environment_which_beats_the_file_which_beats_defaults(
 ) -> None:
     path = write(
         tmp_path,
-        "backend: nvml\ncollect:\n  interval: 5\n  timeout: 7\n  idle_threshold: 0.2\n",
+        "backend: sim\ncollect:\n  interval: 5\n  timeout: 7\n  idle_threshold: 0.2\n",
     )
     env = {"GPUADVISOR_AGENT_COLLECT_TIMEOUT": "9", "GPUADVISOR_AGENT_COLLECT_INTERVAL": "6"}
-    args = agent_args("--config", path, "--collect.interval", "2", "--backend", "sim")
+    args = agent_args("--config", path, "--collect.interval", "2", "--backend", "nvml")
     config = agent_config(args, env=env)
     assert config.collect_interval_s == 2.0  # flag > env > file
-    assert config.backend == "sim"  # a flag equal to its default still beats the file
+    assert config.backend == "nvml"  # a flag equal to its default still beats the file
     assert config.collect_timeout_s == 9.0  # env > file
     assert config.collect_idle_threshold_ratio == 0.2  # file > default
     assert config.sim_gpus == 8  # default
@@ -267,3 +269,14 @@ def test_check_config_also_reads_the_sim_spec_the_agent_names(
     assert main(["check-config", "--agent", path]) == 2
     err = capsys.readouterr().err
     assert str(spec) in err and "line 3" in err
+
+
+def test_the_agent_probes_real_gpus_unless_the_simulation_is_asked_for() -> None:
+    # A production agent must never serve invented data: no --backend means NVML.
+    assert agent_config(agent_args(), env={}).backend == "nvml"
+    assert agent_config(agent_args("--backend=sim"), env={}).backend == "sim"
+
+
+def test_a_simulated_agent_says_so_in_its_build_info_version() -> None:
+    assert AgentSettings.of(AgentConfig(backend="sim")).version == __version__ + "+sim"
+    assert AgentSettings.of(AgentConfig()).version == __version__

@@ -126,6 +126,15 @@ def test_unit_runs_a_command_the_cli_accepts_on_its_port(command: str) -> None:
 
 
 @pytest.mark.parametrize("command", sorted(UNITS))
+def test_unit_reloads_on_sighup_and_sets_the_open_files_limit(command: str) -> None:
+    # systemd's default soft limit (1,024) let ~1,100 idle connections take a server offline
+    # (issue 12); SIGHUP reloads the configuration (tests/reliability/test_sighup.py).
+    service = parse_unit(UNITS[command].read_text())["Service"]
+    assert service["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+    assert int(service["LimitNOFILE"][0]) >= 65536
+
+
+@pytest.mark.parametrize("command", sorted(UNITS))
 def test_unit_is_hardened(command: str) -> None:
     service = parse_unit(UNITS[command].read_text())["Service"]
 

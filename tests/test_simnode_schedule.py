@@ -281,7 +281,8 @@ def test_the_agent_refuses_two_node_sources(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write_schedule(tmp_path)
-    argv = ["agent", "--sim.schedule", path, "--sim.spec", path, "--sim.node", "gpu-a"]
+    argv = ["agent", "--backend=sim", "--sim.schedule", path, "--sim.spec", path]
+    argv += ["--sim.node", "gpu-a"]
     assert main(argv) == 2
     assert (
         "give one of --sim.spec, --sim.schedule and --jobs.mapping-dir" in capsys.readouterr().err

@@ -10,6 +10,8 @@ import logging
 import sys
 from typing import Any
 
+from aiohttp.typedefs import Middleware
+
 from gpuadvisor.cli.listen import ADVISOR_PORT, parse_listen_address
 from gpuadvisor.config.advisor import (
     AdvisorConfig,
@@ -19,8 +21,8 @@ from gpuadvisor.config.advisor import (
 )
 from gpuadvisor.config.values import seconds
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.services.advisor import run_once, serve
-from gpuadvisor.transport.url import redact_url
+from gpuadvisor.services.advisor import generation, run_once
+from gpuadvisor.services.serving import Generation, serve
 
 log = logging.getLogger(__name__)
 
@@ -101,16 +103,8 @@ def run(args: argparse.Namespace) -> int:
         json.dump(body, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0 if body["trusted"] else 1
-    host, port = config.listen
-    sinks = len(config.alertmanagers) + len(config.slack) + len(config.webhooks)
-    log.info(
-        "advising from %s (profile %s) every %gs; %d sink(s); listening on %s:%d",
-        redact_url(config.prometheus.url),
-        config.profile.name,
-        config.interval_s,
-        sinks,
-        host or "*",
-        port,
-    )
-    serve(config)
-    return 0
+
+    def build(first: tuple[Middleware, ...]) -> Generation:
+        return generation(load_config(args), first)
+
+    return serve(build)

@@ -11,13 +11,14 @@ import argparse
 import logging
 from typing import Any
 
-from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from gpuadvisor.cli.flags import add_flags, given
 from gpuadvisor.cli.listen import AGENT_PORT, parse_listen_address
 from gpuadvisor.config.agent import SETTINGS, AgentConfig, load_agent_config
 from gpuadvisor.services.agent import AgentSettings, create_app
 from gpuadvisor.services.probes import AGENT_CHOICES, make_probe
+from gpuadvisor.services.serving import Generation, serve
 from gpuadvisor.services.webconfig import web_security
 
 DEFAULT_PORT = AGENT_PORT
@@ -57,12 +58,15 @@ def agent_config(args: argparse.Namespace, env: dict[str, str] | None = None) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    config = agent_config(args)
-    host, port = parse_listen_address(config.listen_address)
-    security = web_security(config.web_config_file, config.web_max_requests)
-    app = create_app(AgentSettings.of(config), make_probe(config), middlewares=security.middlewares)
-    log.info("listening on %s:%d with backend %s", host or "*", port, config.backend)
-    web.run_app(
-        app, host=host, port=port, ssl_context=security.ssl_context, print=None, handle_signals=True
-    )
-    return 0
+    def build(first: tuple[Middleware, ...]) -> Generation:
+        config = agent_config(args)
+        listen = parse_listen_address(config.listen_address)
+        security = web_security(config.web_config_file, config.web_max_requests)
+        app = create_app(
+            AgentSettings.of(config),
+            make_probe(config),
+            middlewares=(*first, *security.middlewares),
+        )
+        return Generation(app, listen, security.ssl_context, f"backend {config.backend}")
+
+    return serve(build)

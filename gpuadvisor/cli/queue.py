@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import generate_latest
 
 from gpuadvisor.cli.flags import add_flags, given
@@ -18,6 +18,7 @@ from gpuadvisor.config.queue import SETTINGS, QueueConfig
 from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.queue import NodeSource, Poller, QueueSettings, QueueSource, create_app
+from gpuadvisor.services.serving import Generation, serve
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.exposition.queue import queue_registry
 from gpuadvisor.sources.queuefile import QueueFileSource
@@ -104,22 +105,23 @@ def _once(settings: QueueSettings, source: QueueSource, nodes: NodeSource | None
 
 def run(args: argparse.Namespace) -> int:
     config = queue_config(args)
-    source = SOURCES[config.source](config)
-    host, port = parse_listen(config.listen_address)
-    nodes = node_source(config)
-    settings = QueueSettings.of(config)
     if args.once:
-        return _once(settings, source, nodes)
-    security = web_security(config.web_config_file, config.web_max_requests)
-    app = create_app(settings, source, nodes=nodes, middlewares=security.middlewares)
-    log.info(
-        "listening on %s:%d, reading %s every %g s",
-        host or "*",
-        port,
-        source.name,
-        config.interval_s,
-    )
-    web.run_app(
-        app, host=host, port=port, ssl_context=security.ssl_context, print=None, handle_signals=True
-    )
-    return 0
+        source = SOURCES[config.source](config)
+        parse_listen(config.listen_address)
+        return _once(QueueSettings.of(config), source, node_source(config))
+
+    def build(first: tuple[Middleware, ...]) -> Generation:
+        config = queue_config(args)
+        source = SOURCES[config.source](config)
+        listen = parse_listen(config.listen_address)
+        security = web_security(config.web_config_file, config.web_max_requests)
+        app = create_app(
+            QueueSettings.of(config),
+            source,
+            nodes=node_source(config),
+            middlewares=(*first, *security.middlewares),
+        )
+        what = f"reading {source.name} every {config.interval_s:g} s"
+        return Generation(app, listen, security.ssl_context, what)
+
+    return serve(build)

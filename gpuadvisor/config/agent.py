@@ -54,7 +54,7 @@ class AgentConfig:
     listen_address: str = ":19842"
     web_config_file: str | None = None
     web_max_requests: int = 40
-    backend: str = "sim"
+    backend: str = "nvml"
     collect_interval_s: float = 1.0
     collect_timeout_s: float = 5.0
     collect_idle_threshold_ratio: float = 0.05

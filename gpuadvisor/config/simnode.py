@@ -32,6 +32,7 @@ from gpuadvisor.config.values import count, number, seconds, text
 from gpuadvisor.config.yamlfile import config_error, did_you_mean
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.sources.simnode.node import Jobs, JobTimeline, SimSpec, Timeline
+from gpuadvisor.sources.yamltree import compose as compose_yaml
 
 KEYS = ("node", "gpus", "group_size", "groups", "period", "timelines")
 TIMELINE_KEYS = ("utilization", "jobs", "memory", "sm_active")
@@ -55,7 +56,7 @@ def _compose(path: str) -> yaml.Node | None:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text: {exc.reason}", path=path) from exc
     try:
-        node: yaml.Node | None = yaml.compose(source, Loader=yaml.SafeLoader)
+        node: yaml.Node | None = compose_yaml(source)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "syntax error"

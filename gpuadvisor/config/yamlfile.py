@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterator
 import yaml
 
 from gpuadvisor.errors import ConfigError
+from gpuadvisor.sources.yamltree import compose as compose_yaml
 
 
 def config_error(message: str, *, path: str | None, line: int | None, field: str) -> ConfigError:
@@ -162,7 +163,7 @@ def load_yaml_map(path: str) -> YamlMap:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text: {exc.reason}", path=path) from exc
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = compose_yaml(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,7 +36,9 @@ from gpuadvisor.analysis.advice.predicted import PredictionSummary
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import LiveState, SourceHealth
 from gpuadvisor.services.history import HistoryFeed
-from gpuadvisor.services.web import healthy, ready
+from gpuadvisor.services.repeats import ChangeLog
+from gpuadvisor.services.serving import Generation
+from gpuadvisor.services.web import healthy, ready, serving_exposition
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerSink
 from gpuadvisor.sinks.delivery.outbox import Active, Cycle, Outbox, Outcome, Sink
@@ -45,7 +48,8 @@ from gpuadvisor.sinks.delivery.webhook import WebhookSink
 from gpuadvisor.sinks.exposition.advisor import AdvisorMetrics, AdvisorStatus
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusClient
-from gpuadvisor.sources.prometheus.live import gc_paused, read_live_state
+from gpuadvisor.sources.prometheus.live import gc_paused, read_live
+from gpuadvisor.transport.url import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +187,8 @@ class Advisor:
             await self.cycle()
             delay = max(0.0, self.settings.interval_s - (loop.time() - began))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
+                async with asyncio.timeout(delay):  # not wait_for: it can swallow a cancel
+                    await stop.wait()
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -278,8 +283,15 @@ def compose(
         client = query = PrometheusClient(config.prometheus)
     source: MetricsQuery = query
 
+    left_out = ChangeLog(log, "left out of the live state")
+
     async def read_state(now_s: float) -> LiveState:
-        return await read_live_state(source, config.profile, now_s=now_s, settings=config.live)
+        built = await read_live(source, config.profile, now_s=now_s, settings=config.live)
+        left_out.report({f"{w.reason} {w.subject}": f"({w.reason}) {w}" for w in built.warnings})
+        metrics.set_left_out(
+            Counter(reason for reason, _ in {(w.reason, w.subject) for w in built.warnings})
+        )
+        return built.state
 
     hysteresis = config.hysteresis
     if hold_cycles is not None:
@@ -316,6 +328,7 @@ def _planned(status: AdvisorStatus) -> PredictionSummary | None:
 
 async def _metrics(request: web.Request) -> web.Response:
     body = generate_latest(request.app[ADVISOR].metrics.registry)
+    body += serving_exposition(request.app)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
@@ -338,11 +351,15 @@ async def _cycles(app: web.Application) -> AsyncIterator[None]:
     task = asyncio.create_task(advisor.run(stop))
     yield
     stop.set()
-    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-        await asyncio.wait_for(task, advisor.settings.interval_s + 5)
+    # asyncio.timeout cancels ``task`` when the cycle overruns; a cancellation of this
+    # cleanup itself propagates (suppressing CancelledError here would swallow it).
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(advisor.settings.interval_s + 5):
+            await task
     for outbox in outboxes:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(outbox.drain(), 2.0)
+            async with asyncio.timeout(2.0):
+                await outbox.drain()
     for delivery in deliveries:
         delivery.cancel()
     await asyncio.gather(*deliveries, return_exceptions=True)
@@ -429,12 +446,14 @@ async def run_once(
     return body
 
 
-def serve(config: AdvisorConfig) -> None:
-    """Serve the advisor until SIGINT or SIGTERM, with the TLS and basic auth of its web config
-    file (exporter-toolkit format)."""
+def generation(config: AdvisorConfig, first: tuple[Middleware, ...] = ()) -> Generation:
+    """The advisor's app for ``config`` with the TLS and basic auth of its web config file
+    (exporter-toolkit format), ``first`` before them, for ``services.serving``."""
     security = web_security(config.web_config_file)
-    app = create_app(config, middlewares=security.middlewares)
-    host, port = config.listen
-    web.run_app(
-        app, host=host, port=port, ssl_context=security.ssl_context, print=None, handle_signals=True
+    app = create_app(config, middlewares=(*first, *security.middlewares))
+    sinks = len(config.alertmanagers) + len(config.slack) + len(config.webhooks)
+    what = (
+        f"advising from {redact_url(config.prometheus.url)} (profile {config.profile.name}) every "
+        f"{config.interval_s:g}s; {sinks} sink(s)"
     )
+    return Generation(app, config.listen, security.ssl_context, what)

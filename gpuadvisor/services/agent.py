@@ -34,7 +34,15 @@ from gpuadvisor.analysis.agent_state import (
 )
 from gpuadvisor.config.agent import AgentConfig
 from gpuadvisor.model.gpu import NodeReading
-from gpuadvisor.services.web import accepts_gzip, collecting, every, healthy, landing_page, ready
+from gpuadvisor.services.web import (
+    accepts_gzip,
+    collecting,
+    every,
+    healthy,
+    landing_page,
+    ready,
+    serving_exposition,
+)
 from gpuadvisor.sinks.exposition.agent import agent_registry
 from gpuadvisor.sinks.exposition.agent_text import CachedExposition
 from gpuadvisor.sources.probe import GpuProbe, ProbeUnavailableError
@@ -46,6 +54,10 @@ COLLECTOR = "gpu"
 
 
 _DEFAULTS = AgentConfig()
+SIMULATED_VERSION = "+sim"
+"""Appended to the version in ``gpuadvisor_build_info`` (a PEP 440 local label) by an agent
+serving a simulated node, whose ``gpuadvisor_node_info`` also says ``driver_version="sim"``:
+simulated GPUs are never mistaken for real ones."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +77,7 @@ class AgentSettings:
             interval_s=config.collect_interval_s,
             probe_timeout_s=config.collect_timeout_s,
             idle_threshold_ratio=config.collect_idle_threshold_ratio,
+            version=__version__ + SIMULATED_VERSION if config.backend == "sim" else __version__,
         )
 
 
@@ -119,7 +132,11 @@ class Sampler:
         self._inflight, self._inflight_since = future, started
         timeout_s = self._settings.probe_timeout_s
         try:
-            reading = await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the result and
+            # swallows a cancellation that arrives as the call completes, and a sampler that
+            # swallows its cancellation never stops (the agent then hangs at shutdown).
+            async with asyncio.timeout(timeout_s):
+                reading = await asyncio.shield(future)
         except TimeoutError:
             log.warning("probe call took longer than %.1f s; abandoned", timeout_s)
             self._record(False, self._timer() - started)
@@ -198,6 +215,12 @@ async def metrics(request: web.Request) -> web.Response:
             body = gzip.compress(body, compresslevel=1)
         return web.Response(body=body, headers=headers)
     state, exposition = request.app[SAMPLER].state, request.app[EXPOSITION]
+    serving = serving_exposition(request.app)
+    if serving:  # one gzip stream (some clients read only the first of several members)
+        body = exposition.text(state) + serving
+        return web.Response(
+            body=gzip.compress(body, compresslevel=1) if zipped else body, headers=headers
+        )
     body = exposition.gzipped(state) if zipped else exposition.text(state)
     return web.Response(body=body, headers=headers)
 

@@ -26,7 +26,15 @@ from gpuadvisor import __version__
 from gpuadvisor.config.queue import QueueConfig
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.model.queue import NodeState, QueueSnapshot
-from gpuadvisor.services.web import accepts_gzip, collecting, every, healthy, landing_page, ready
+from gpuadvisor.services.web import (
+    accepts_gzip,
+    collecting,
+    every,
+    healthy,
+    landing_page,
+    ready,
+    serving_exposition,
+)
 from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
 
 log = logging.getLogger(__name__)
@@ -167,6 +175,8 @@ async def metrics(request: web.Request) -> web.Response:
     registry = request.app[REGISTRY]
     names = request.query.getall("name[]", [])
     body = generate_latest(registry.restricted_registry(names) if names else registry)
+    if not names:
+        body += serving_exposition(request.app)
     headers = {"Content-Type": CONTENT_TYPE_LATEST}
     if accepts_gzip(request.headers.get("Accept-Encoding")):
         body = gzip.compress(body, compresslevel=1)

@@ -12,12 +12,16 @@ handlers and the loop exist once, here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import html
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+
+SERVING_REGISTRY = web.AppKey("serving_registry", CollectorRegistry)
+"""The serving metrics (connections, reloads: ``sinks.exposition.serving``), set on the app by
+``services.serving`` when it serves it; absent in apps served otherwise (tests)."""
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
@@ -134,9 +138,17 @@ def collecting(
         task = asyncio.create_task(collector.run(), name=task_name)
         yield
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        # gather, not ``suppress(CancelledError)``: the task's own cancellation is its result,
+        # while a cancellation of this cleanup still propagates.
+        await asyncio.gather(task, return_exceptions=True)
         if close is not None:
             close(collector)
 
     return context
+
+
+def serving_exposition(app: web.Application) -> bytes:
+    """The serving metrics in the text format, to append to a service's own; empty when the app
+    is not served by ``services.serving``."""
+    registry = app.get(SERVING_REGISTRY)
+    return b"" if registry is None else generate_latest(registry)

@@ -4,10 +4,11 @@ on concurrent scrapes.
 The file format is the exporter-toolkit's (docs/web-configuration.md there): ``tls_server_config``
 (``cert_file``, ``key_file``, ``client_auth_type``, ``client_ca_file``, ``min_version``,
 ``max_version``) and ``basic_auth_users`` (user → bcrypt hash). Two deliberate differences: the
-file is read once at start-up (config is parsed at the edge; restart to pick up new
-certificates), and keys this agent cannot honour (inline ``cert``/``key``/``client_ca``,
-``cipher_suites``, ``http_server_config``, ``rate_limit``...) are errors rather than silently
-ignored. Bcrypt hashes are secrets: they are never logged or echoed in messages.
+file is read at start-up and on SIGHUP, not per request (config is parsed at the edge; reload
+to pick up new certificates: ``services.serving``), and keys this agent cannot honour (inline
+``cert``/``key``/``client_ca``, ``cipher_suites``, ``http_server_config``, ``rate_limit``...)
+are errors rather than silently ignored. Bcrypt hashes are secrets: they are never logged or
+echoed in messages.
 """
 
 from __future__ import annotations

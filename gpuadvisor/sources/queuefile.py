@@ -37,6 +37,7 @@ import yaml
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
 from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
+from gpuadvisor.sources.yamltree import compose as compose_yaml
 
 JOB_KEYS = (
     "job_id",
@@ -215,7 +216,7 @@ def parse_queue_file(text: str, *, path: str, time_s: float) -> QueueSnapshot:
     if path.endswith(".json"):
         text = text.replace("\t", " ")
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = compose_yaml(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "syntax error"

@@ -119,6 +119,14 @@ ADVISOR_METRICS: tuple[MetricDef, ...] = (
         ("outcome",),
     ),
     MetricDef(
+        "gpuadvisor_advisor_left_out",
+        "gauge",
+        "Jobs and nodes the last cycle's answers named but the live state left out, by reason "
+        "(stale, bad-value, missing-field, gpu-conflict...); each is logged once when it "
+        f"appears, not every cycle ({ADVISOR}).",
+        ("reason",),
+    ),
+    MetricDef(
         "gpuadvisor_sink_deliveries_total",
         "counter",
         "Deliveries to each sink by outcome: delivered, retried (a failed attempt that will be "
@@ -235,7 +243,13 @@ class AdvisorMetrics(Collector):
         self._bucket_counts = [0] * len(CYCLE_BUCKETS)
         self._duration_count = 0
         self._duration_sum = 0.0
+        self._left_out: dict[str, int] = {}
         self.registry = private_registry(self)
+
+    def set_left_out(self, by_reason: Mapping[str, int]) -> None:
+        """What the last read of the live state left out, counted by reason (a reason seen
+        before and gone now stays at 0)."""
+        self._left_out = dict.fromkeys(self._left_out, 0) | dict(by_reason)
 
     def observe_cycle(self, outcome: str, seconds: float) -> None:
         """One cycle ended with ``outcome`` (ok, untrusted, error) after ``seconds``."""
@@ -268,6 +282,10 @@ class AdvisorMetrics(Collector):
         for outcome, count in sorted(self._cycles.items()):
             cycles.add_metric([outcome], float(count))
         yield cycles
+        left_out = _gauge("gpuadvisor_advisor_left_out")
+        for reason, count in sorted(self._left_out.items()):
+            left_out.add_metric([reason], float(count))
+        yield left_out
         deliveries = counter(_BY_NAME["gpuadvisor_sink_deliveries_total"])
         for (sink, outcome), count in sorted(self._deliveries.items()):
             deliveries.add_metric([sink, outcome], float(count))

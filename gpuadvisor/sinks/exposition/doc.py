@@ -7,6 +7,7 @@ from gpuadvisor.sinks.exposition.advisor import ADVISOR_METRICS
 from gpuadvisor.sinks.exposition.agent import AGENT_METRICS
 from gpuadvisor.sinks.exposition.metrics import metrics_table
 from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS
+from gpuadvisor.sinks.exposition.serving import SERVING_METRICS
 
 
 def metrics_markdown() -> str:
@@ -47,5 +48,11 @@ def metrics_markdown() -> str:
             "The `gpuadvisor_cluster_*` gauges are absent while an input is stale or down.",
             "",
             metrics_table(ADVISOR_METRICS),
+            "## Every server (agent, queue exporter, advisor)",
+            "",
+            "Appended to each server's `/metrics` (not to `name[]`-filtered answers); they go on",
+            "counting across configuration reloads (docs/reliability.md).",
+            "",
+            metrics_table(SERVING_METRICS),
         ]
     )

@@ -14,11 +14,12 @@ returns are kept on the result and logged.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
 import aiohttp
 import orjson
@@ -250,6 +251,12 @@ def _api_error(body: Mapping[str, object]) -> str:
     return f"{error_type or 'error'}: {error or '(no message)'}"
 
 
+_T = TypeVar("_T")
+
+OFF_LOOP_BYTES = 256 * 1024
+"""Answers from this size on are decoded and parsed on a worker thread, not on the event loop."""
+
+
 class PrometheusClient:
     """Instant queries over aiohttp. A session passed in is used and left open; otherwise the
     client owns one and ``close()`` (or ``async with``) closes it. TLS files that cannot be
@@ -294,8 +301,7 @@ class PrometheusClient:
         form = {"query": expr}
         if time_s is not None:
             form["time"] = repr(float(time_s))
-        body, shown = await self._call(expr, form)
-        return parse_response(expr, body, shown)
+        return await self._call(expr, form, parse_response)
 
     async def raw_samples(self, selector: str, *, window_s: float, time_s: float) -> RangeResult:
         """The raw samples (their own timestamps, no lookback, no step) of every series of
@@ -304,12 +310,13 @@ class PrometheusClient:
         with the stored samples. Whether the window's first instant is included differs between
         servers: callers that tile time keep ``start < t <= end`` themselves."""
         expr = f"{selector}[{max(1, round(window_s * 1000))}ms]"
-        body, shown = await self._call(expr, {"query": expr, "time": repr(float(time_s))})
-        return parse_matrix(expr, body, shown)
+        return await self._call(expr, {"query": expr, "time": repr(float(time_s))}, parse_matrix)
 
-    async def _call(self, expr: str, form: dict[str, str]) -> tuple[object, str]:
-        """POST ``form`` to the query endpoint: the decoded JSON of a 200 answer, and the URL
-        as it may be shown."""
+    async def _call(
+        self, expr: str, form: dict[str, str], parse: Callable[[str, object, str], _T]
+    ) -> _T:
+        """POST ``form`` to the query endpoint and ``parse(expr, decoded JSON, shown URL)`` a 200
+        answer; the URL as it may be shown names the server in every error."""
         url = self.settings.query_url
         shown = redact_url(url)
         try:
@@ -343,7 +350,17 @@ class PrometheusClient:
                 f"{shown}: HTTP {status} redirect to {redact_url(location)}; "
                 "set the final URL as prometheus.url"
             )
-        return self._decode(expr, shown, status, raw), shown
+
+        def work() -> _T:
+            return parse(expr, self._decode(expr, shown, status, raw), shown)
+
+        if len(raw) < OFF_LOOP_BYTES:
+            return work()
+        # A big answer (up to max_response_bytes, 64 MiB by default) takes the decoder and the
+        # sample building hundreds of milliseconds: on a worker thread, so the event loop can
+        # answer /-/healthy and scrapes meanwhile (docs/reliability.md: orjson holds the GIL
+        # through one decode, which bounds the gain).
+        return await asyncio.get_running_loop().run_in_executor(None, work)
 
     async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytes:
         limit = self.settings.http.max_response_bytes

@@ -70,9 +70,22 @@ async def _read_limited(
         size += len(chunk)
         if size > limit:
             _kill(proc)
+            await _drain(stream)
             return None
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def _drain(stream: asyncio.StreamReader | None) -> None:
+    """Read ``stream`` to its end, dropping what comes.
+
+    A pipe nobody reads any more is never seen to close: once more than 128 KiB wait unread,
+    asyncio pauses the pipe, so its end of file is never read, and ``Process.wait()`` (which
+    waits for every pipe to close) never returns. Under CPU contention the reader falls that
+    far behind squeue, and a run killed for its size then hung until its timeout."""
+    if stream is not None:
+        while await stream.read(_CHUNK):
+            pass
 
 
 async def _read_head(stream: asyncio.StreamReader, keep: int) -> bytes:
@@ -98,10 +111,10 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:
-    """Kill a run that is being abandoned and reap it. (A run that ended by itself is left
-    alone: its process group id may already belong to someone else.)"""
+    """Kill a run that is being abandoned, read its pipes to their end and reap it. (A run that
+    ended by itself is left alone: its process group id may already belong to someone else.)"""
     _kill(proc)
-    await proc.wait()
+    await asyncio.gather(_drain(proc.stdout), _drain(proc.stderr), proc.wait())
 
 
 async def run_squeue(
