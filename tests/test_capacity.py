@@ -112,6 +112,24 @@ def test_a_copy_does_not_see_later_changes_to_the_original() -> None:
     assert grandchild.free_milli[0] == [1000, 1000, 1000, 1000]
 
 
+def test_copies_share_node_state_classes_until_one_side_changes_them() -> None:
+    capacity = Capacity(make_cluster(3, 4))
+
+    def classes(c: Capacity) -> dict[str, list[int]]:
+        return {state: sorted(members) for state, members in c.state_classes().items()}
+
+    before = classes(capacity)
+    copy = capacity.copy()
+    capacity.allocate(make_job("x", gpus=2), on(0, 0, 1))
+    grandchild = copy.copy()
+    copy.allocate(make_job("y", gpus=1), on(2, 3))
+    assert classes(grandchild) == before
+    assert sorted(map(sorted, classes(capacity).values())) == [[0], [1, 2]]
+    assert sorted(map(sorted, classes(copy).values())) == [[0, 1], [2]]
+    for c in (capacity, copy, grandchild):  # each index matches the nodes' real states
+        assert classes(c) == classes(c.copy(index=False))
+
+
 @st.composite
 def walk_state(
     draw: st.DrawFn,

@@ -23,6 +23,7 @@ class Capacity:
 
     __slots__ = (
         "_classes",
+        "_classes_owned",
         "_kind",
         "_owned",
         "_state_of",
@@ -67,6 +68,8 @@ class Capacity:
         ]
         self._state_of: list[NodeState] | None = None  # built on first use of state_classes()
         self._classes: dict[NodeState, dict[int, None]] | None = None
+        # Copy-on-write, like the GPU lists: the states whose member dict this copy owns
+        self._classes_owned: set[NodeState] = set()
 
     def copy(self, *, index: bool = True) -> Capacity:
         """An independent copy. ``index=False`` leaves out the node-state index placements
@@ -95,7 +98,10 @@ class Capacity:
             new._classes = None
         else:  # carrying the index over is cheaper than rebuilding it on first use
             new._state_of = list(self._state_of)
-            new._classes = {key: dict(members) for key, members in self._classes.items()}
+            # the member dicts are shared until one side changes a class (``_restate``)
+            new._classes = dict(self._classes)
+            self._classes_owned = set()
+        new._classes_owned = set()
         return new
 
     # -- totals -------------------------------------------------------------------------
@@ -279,6 +285,7 @@ class Capacity:
             self._classes = {}
             for n, key in enumerate(self._state_of):
                 self._classes.setdefault(key, {})[n] = None
+            self._classes_owned = set(self._classes)
         return self._classes
 
     def _restate(self, node: int) -> None:
@@ -288,11 +295,23 @@ class Capacity:
         new = self.node_state(node)
         if new == old:
             return
-        members = self._classes[old]
+        classes, owned = self._classes, self._classes_owned
+        members = classes[old]
+        if old not in owned:
+            members = classes[old] = dict(members)
+            owned.add(old)
         del members[node]
         if not members:
-            del self._classes[old]
-        self._classes.setdefault(new, {})[node] = None
+            del classes[old]
+            owned.discard(old)
+        joined = classes.get(new)
+        if joined is None:
+            joined = classes[new] = {}
+            owned.add(new)
+        elif new not in owned:
+            joined = classes[new] = dict(joined)
+            owned.add(new)
+        joined[node] = None
         self._state_of[node] = new
 
 

@@ -87,12 +87,15 @@ def _pack_by_counts(
         placed = 0
         if job.nodes > 1:
             for size in range(g, width):
-                while placed < count and idle[size] >= job.nodes:
-                    # take job.nodes idle nodes of this size (a gang may mix sizes; keep simple)
-                    idle[size] -= job.nodes
-                    by_free[size] -= job.nodes
-                    by_free[size - g] += job.nodes
-                    placed += 1
+                # as many gangs of job.nodes idle nodes of this size as fit (a gang may mix
+                # sizes; keep simple), taken at once rather than one gang at a time
+                gangs = min(count - placed, idle[size] // job.nodes)
+                if gangs > 0:
+                    taken = gangs * job.nodes
+                    idle[size] -= taken
+                    by_free[size] -= taken
+                    by_free[size - g] += taken
+                    placed += gangs
         else:
             for k in range(g, width):
                 if placed >= count or not by_free[k]:

@@ -372,6 +372,7 @@ class _Engine:
             self.estimate,
             self.queue,
             self.busy_until,
+            in_place=True,  # the pass allocates each start on self.capacity
         )
         settings = self.settings
         if arrived_only is not None and self.last_plan is not None:
@@ -389,7 +390,6 @@ class _Engine:
         for start in plan.starts:
             job = start.job
             i = self.index[id(job)]
-            self.capacity.allocate(job, start.allocation)
             self.start_s[i] = now
             self.allocation[i] = start.allocation
             self.overtook[i] = start.overtakes

@@ -19,7 +19,10 @@ topology group, then goes to the first-ranked node.
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Iterable, Sequence
+from itertools import compress
 
 from gpuadvisor.analysis.capacity import Capacity, tightest_group
 from gpuadvisor.analysis.scheduling.context import PlacementContext
@@ -51,20 +54,41 @@ def end_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation |
             if job.nodes == 1:
                 n = ctx.first_ranked([members])
                 options.append((whole, breaks, 0.0, spans, left, rank[n] if rank else n, n))
-            else:
+            else:  # only the class's job.nodes first-ranked members can be among the chosen
                 options.extend(
-                    (whole, breaks, 0.0, spans, left, rank[n] if rank else n, n) for n in members
+                    (whole, breaks, 0.0, spans, left, rank[n] if rank else n, n)
+                    for n in _first_ranked(members, job.nodes, rank)
                 )
             continue
-        busy = timing.busy_until
+        busy, now = timing.busy_until, timing.now_s
+        if job.nodes == 1:
+            # Only the class's best member can be the minimum: the least delay, then rank. The
+            # delays are worked out in one sweep and compared once (a class may hold most of
+            # a large cluster's nodes), the same values the per-node tuples would hold.
+            nodes = list(members)
+            delays = [0.0 if u >= end else end - (u if u > now else now) for u in map(busy, nodes)]
+            least = min(delays)
+            n = _first_ranked(compress(nodes, map(least.__eq__, delays)), 1, rank)[0]
+            options.append((whole, breaks, least, spans, left, rank[n] if rank else n, n))
+            continue
         for n in members:
             until = busy(n)
-            delay = 0.0 if until >= end else end - max(until, timing.now_s)
+            delay = 0.0 if until >= end else end - max(until, now)
             options.append((whole, breaks, delay, spans, left, rank[n] if rank else n, n))
     if len(options) < job.nodes:
         return None
-    chosen = [o[-1] for o in sorted(options)[: job.nodes]] if job.nodes > 1 else [min(options)[-1]]
+    if job.nodes > 1:  # the same as sorted(options)[: job.nodes], without the full sort
+        chosen = [o[-1] for o in heapq.nsmallest(job.nodes, options)]
+    else:
+        chosen = [min(options)[-1]]
     return Allocation(tuple((n, _gpus(capacity, job, n)) for n in chosen), job.gpu_milli)
+
+
+def _first_ranked(nodes: Iterable[int], count: int, rank: Sequence[int] | None) -> list[int]:
+    """The ``count`` nodes least by (rank, node), least first."""
+    if not rank:
+        return [min(nodes)] if count == 1 else heapq.nsmallest(count, nodes)
+    return [n for _, n in heapq.nsmallest(count, ((rank[n], n) for n in nodes))]
 
 
 def _static(capacity: Capacity, job: Job, node: int) -> tuple[float, float, float, float]:

@@ -49,6 +49,7 @@ class SchedulingPass:
     ctx: PlacementContext
     settings: OrderSettings
     cap: Capacity | None = None  # lazily copied from view.capacity on the first start
+    # (view.capacity itself with view.in_place)
     starts: list[Start] = field(default_factory=list)
     started: list[Ending] = field(default_factory=list)  # this pass's starts by expected end
     reservations: list[Reservation] = field(default_factory=list)
@@ -370,7 +371,8 @@ class SchedulingPass:
         """Start ``job``; ``ahead``: jobs queued before it that a bucket scan went past and has
         not counted yet."""
         if self.cap is None:
-            self.cap = self.view.capacity.copy()
+            view = self.view
+            self.cap = view.capacity if view.in_place else view.capacity.copy()
         self.cap.allocate(job, allocation)
         self.masked_cache.clear()
         estimate = self.view.estimate(job)

@@ -27,6 +27,7 @@ protocol passes one. Policies score one node per class of identical nodes
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Sequence
 
@@ -106,11 +107,12 @@ def _several(
 ) -> list[int] | None:
     """The ``count`` nodes of least cost, ties by rank (multi-node jobs)."""
     rank = ctx.node_rank
-    order = sorted(
-        ((cost, rank[n] if rank else n, n) for cost, members in ranked for n in members),
-        key=lambda t: (t[0], t[1]),
-    )
-    return [n for _, _, n in order[:count]] if len(order) >= count else None
+    candidates = [(cost, rank[n] if rank else n, n) for cost, members in ranked for n in members]
+    if len(candidates) < count:
+        return None
+    # heapq.nsmallest is documented as sorted(...)[:count], ties in input order included
+    order = heapq.nsmallest(count, candidates, key=lambda t: (t[0], t[1]))
+    return [n for _, _, n in order]
 
 
 _UNSCORED: Cost = (math.inf,)

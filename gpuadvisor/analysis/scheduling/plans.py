@@ -67,7 +67,9 @@ class QueueView:
     ``buckets``, when given, holds the same pending jobs (``buckets.jobs`` is ``pending``) by
     fit key and estimate class, so that a pass can decide for many jobs at once.
     ``busy_until``, when given, is per node the latest expected end of its running jobs
-    (``-inf``: none run), for placements that place by time (``end-fit``)."""
+    (``-inf``: none run), for placements that place by time (``end-fit``).
+    ``in_place``: the pass applies its starts to ``capacity`` itself instead of to a copy (the
+    replay engine, which would apply the same starts right after, saves an O(nodes) copy)."""
 
     now_s: float
     pending: Sequence[Job]
@@ -76,6 +78,7 @@ class QueueView:
     estimate: Estimate
     buckets: PendingBuckets | None = None
     busy_until: Sequence[float] | None = None
+    in_place: bool = False
 
 
 @dataclass(frozen=True, slots=True)
