@@ -284,6 +284,7 @@ def compose(
     source: MetricsQuery = query
 
     left_out = ChangeLog(log, "left out of the live state")
+    prometheus_warns = ChangeLog(log, "Prometheus warns")
 
     async def read_state(now_s: float) -> LiveState:
         built = await read_live(source, config.profile, now_s=now_s, settings=config.live)
@@ -291,6 +292,9 @@ def compose(
         metrics.set_left_out(
             Counter(reason for reason, _ in {(w.reason, w.subject) for w in built.warnings})
         )
+        # Prometheus' own warnings come with every answer of a query: logged on change too.
+        prometheus_warns.report({f"{n} {w}": f"query {n}: {w}" for n, w in built.query_warnings})
+        metrics.prometheus_warnings = len(built.query_warnings)
         return built.state
 
     hysteresis = config.hysteresis

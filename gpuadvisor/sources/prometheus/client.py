@@ -9,7 +9,8 @@ rotated secret is picked up), TLS with a private CA or a client certificate, the
 ``X-Scope-OrgID`` tenant header, a timeout and a bound on the response size (all but the tenant
 are the HTTP transport's ``HttpSettings``, shared with the sinks). Every failure
 becomes one ``PrometheusError`` whose message says what went wrong and where; warnings the API
-returns are kept on the result and logged.
+returns are kept on the result (and logged at debug level: the advisor logs them when they
+change, not on every cycle).
 """
 
 from __future__ import annotations
@@ -185,8 +186,8 @@ def parse_response(expr: str, body: object, source: str) -> QueryResult:
         raise PrometheusError(
             f"{where}: result type {result_type!r}; the advisor needs an instant vector or scalar"
         )
-    for warning in warnings:
-        log.warning("Prometheus warns about %r: %s", expr, warning)
+    for warning in warnings:  # kept on the result; its reader logs them on change
+        log.debug("Prometheus warns about %r: %s", expr, warning)
     return QueryResult(expr, str(result_type), samples, tuple(str(w) for w in warnings))
 
 
@@ -238,8 +239,8 @@ def parse_matrix(expr: str, body: object, source: str) -> RangeResult:
     warnings = body.get("warnings") or []
     if not isinstance(warnings, list):
         warnings = [str(warnings)]
-    for warning in warnings:
-        log.warning("Prometheus warns about %r: %s", expr, warning)
+    for warning in warnings:  # kept on the result; its reader logs them on change
+        log.debug("Prometheus warns about %r: %s", expr, warning)
     return RangeResult(expr, tuple(series), tuple(str(w) for w in warnings))
 
 

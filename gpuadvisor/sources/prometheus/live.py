@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import gc
 import logging
@@ -131,10 +132,13 @@ async def _query_and_build(
     )
     names = list(exprs)
     answers = Answers(PLANS.get(profile.kind))
+    warned: list[tuple[str, str]] = []
 
     async def one(name: str) -> None:
         # indexed here, as each answer arrives, while Prometheus still evaluates the others
-        answers.add(name, (await client.query(exprs[name], time_s=now_s)).samples)
+        result = await client.query(exprs[name], time_s=now_s)
+        answers.add(name, result.samples)
+        warned.extend((name, warning) for warning in result.warnings)
 
     done = await asyncio.gather(*(one(name) for name in names), return_exceptions=True)
     for name, outcome in zip(names, done, strict=True):
@@ -147,7 +151,10 @@ async def _query_and_build(
     build = functools.partial(
         build_live_state, profile.kind, answers, now_s=now_s, settings=settings
     )
-    return await asyncio.get_running_loop().run_in_executor(None, build)
+    built = await asyncio.get_running_loop().run_in_executor(None, build)
+    if not warned:
+        return built
+    return dataclasses.replace(built, query_warnings=tuple(sorted(set(warned))))
 
 
 async def read_live_state(
