@@ -27,6 +27,7 @@ from gpuadvisor.sources.prometheus.client import (
     PrometheusClient,
     PrometheusError,
     PrometheusSettings,
+    cycle_budget,
 )
 from gpuadvisor.sources.prometheus.live import read_live_state
 from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
@@ -370,6 +371,19 @@ async def test_an_answer_over_the_size_bound_is_refused_sized_or_streamed(serve:
         )
     result = await query_once(PrometheusSettings(base_url(server)))
     assert result.samples == ()
+
+
+async def test_the_answers_of_one_cycle_share_one_byte_budget(serve: Serve) -> None:
+    answer = vector(*[({"i": str(i)}, "1") for i in range(50)])
+    size = len(json.dumps(answer))
+    server = await serve(recording(Seen(), answer))
+    async with PrometheusClient(PrometheusSettings(base_url(server))) as client:
+        with cycle_budget(size * 2 + size // 2) as budget:
+            await asyncio.gather(client.query("a"), client.query("b"))  # two fit
+            with pytest.raises(PrometheusError, match=r"\(prometheus.max_cycle_bytes\)"):
+                await client.query("c")
+        assert budget.used > budget.limit
+        assert len((await client.query("d")).samples) == 50  # outside the cycle: no budget
 
 
 # --- settings ------------------------------------------------------------------------------------

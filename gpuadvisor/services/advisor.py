@@ -287,7 +287,13 @@ def compose(
     prometheus_warns = ChangeLog(log, "Prometheus warns")
 
     async def read_state(now_s: float) -> LiveState:
-        built = await read_live(source, config.profile, now_s=now_s, settings=config.live)
+        built = await read_live(
+            source,
+            config.profile,
+            now_s=now_s,
+            settings=config.live,
+            max_cycle_bytes=config.prometheus.max_cycle_bytes,
+        )
         left_out.report({f"{w.reason} {w.subject}": f"({w.reason}) {w}" for w in built.warnings})
         metrics.set_left_out(
             Counter(reason for reason, _ in {(w.reason, w.subject) for w in built.warnings})

@@ -16,8 +16,10 @@ change, not on every cycle).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import NamedTuple, Protocol, TypeVar
@@ -55,9 +57,19 @@ class PrometheusSettings:
     the Prometheus server and more decoding here (bench/advisor.py); worth it only where the
     link, not the CPUs, is short."""
 
+    max_cycle_bytes: int = 128 * 1024 * 1024
+    """The most answer bytes one advisor cycle may read in all (its queries together); over
+    it the cycle is untrusted, not the advisor out of memory. 128 MiB: twice one answer's
+    bound (``max_response_bytes``, 64 MiB), and some 7 times the 18 MB a cycle of a
+    10,000-GPU cluster reads; the advisor's peak memory is about 14 times the bytes it
+    decodes at once (436 MiB for a 30 MB answer, docs/reliability.md)."""
+
     def __post_init__(self) -> None:
         def bad(name: str, message: str) -> ConfigError:
             return ConfigError(f"prometheus.{name}: {message}")
+
+        if self.max_cycle_bytes < 1:
+            raise bad("max_cycle_bytes", f"must be >= 1, got {self.max_cycle_bytes}")
 
         try:
             check_url(self.url, query=False)
@@ -254,6 +266,40 @@ def _api_error(body: Mapping[str, object]) -> str:
 
 _T = TypeVar("_T")
 
+
+class CycleBudget:
+    """What the answers of one cycle may still take, in bytes (``max_cycle_bytes``)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def charge(self, size: int, url: str) -> None:
+        self.used += size
+        if self.used > self.limit:
+            raise PrometheusError(
+                f"{url}: the answers of this cycle are over {self.limit} bytes in all "
+                "(prometheus.max_cycle_bytes); narrow the queries (selector) or raise the limit"
+            )
+
+
+_BUDGET: contextvars.ContextVar[CycleBudget | None] = contextvars.ContextVar(
+    "prometheus_cycle_budget", default=None
+)
+
+
+@contextlib.contextmanager
+def cycle_budget(limit: int) -> Iterator[CycleBudget]:
+    """Every answer the client reads in this context (and in the tasks started in it) counts
+    against one ``limit``; reading stops as soon as the sum is over it."""
+    budget = CycleBudget(limit)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
 OFF_LOOP_BYTES = 256 * 1024
 """Answers from this size on are decoded and parsed on a worker thread, not on the event loop."""
 
@@ -372,7 +418,10 @@ class PrometheusClient:
             )
         chunks: list[bytes] = []
         size = 0
+        budget = _BUDGET.get()
         async for chunk in response.content.iter_chunked(64 * 1024):
+            if budget is not None:
+                budget.charge(len(chunk), url)
             size += len(chunk)
             if size > limit:
                 raise PrometheusError(

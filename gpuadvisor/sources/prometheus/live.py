@@ -28,7 +28,7 @@ from gpuadvisor.sources.prometheus.builders import (
     build_gpuadvisor,
     build_kubernetes,
 )
-from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusError
+from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusError, cycle_budget
 from gpuadvisor.sources.prometheus.profiles import Profile
 from gpuadvisor.sources.prometheus.scratch import Answers, LiveBuild, LiveWarning, Results
 
@@ -116,10 +116,18 @@ async def read_live(
     *,
     now_s: float,
     settings: LiveSettings = LiveSettings(),
+    max_cycle_bytes: int | None = None,
 ) -> LiveBuild:
-    """Run every query of ``profile`` at ``now_s`` concurrently, then build the state."""
+    """Run every query of ``profile`` at ``now_s`` concurrently, then build the state.
+
+    ``max_cycle_bytes``: the most answer bytes the queries may read together (a
+    ``PrometheusClient`` stops reading there; the state says Prometheus is down, naming the
+    setting)."""
     with gc_paused():  # the answers are freed by refcount when _query_and_build returns
-        return await _query_and_build(client, profile, now_s, settings)
+        if max_cycle_bytes is None:
+            return await _query_and_build(client, profile, now_s, settings)
+        with cycle_budget(max_cycle_bytes):
+            return await _query_and_build(client, profile, now_s, settings)
 
 
 async def _query_and_build(
