@@ -120,6 +120,21 @@ class QueryResult:
     warnings: tuple[str, ...] = ()
 
 
+class RawAnswer(NamedTuple):
+    """An answer as read, not yet decoded: what a worker process is sent (it pickles)."""
+
+    expr: str
+    body: bytes
+    status: int
+    url: str
+    """The query URL as it may be shown (redacted)."""
+
+
+def decode_answer(raw: RawAnswer) -> QueryResult:
+    """Decode and parse an instant-query answer read by ``PrometheusClient.fetch``."""
+    return parse_response(raw.expr, _decode(raw.expr, raw.url, raw.status, raw.body), raw.url)
+
+
 class MetricsQuery(Protocol):
     """What the advisor needs from a metrics backend: one instant query at a given time."""
 
@@ -350,6 +365,14 @@ class PrometheusClient:
             form["time"] = repr(float(time_s))
         return await self._call(expr, form, parse_response)
 
+    async def fetch(self, expr: str, *, time_s: float | None = None) -> RawAnswer:
+        """``query`` without the decoding: the answer's bytes, for ``decode_answer`` here or
+        in a worker process (``sources/prometheus/live.py``)."""
+        form = {"query": expr}
+        if time_s is not None:
+            form["time"] = repr(float(time_s))
+        return await self._read_answer(expr, form)
+
     async def raw_samples(self, selector: str, *, window_s: float, time_s: float) -> RangeResult:
         """The raw samples (their own timestamps, no lookback, no step) of every series of
         ``selector`` in the ``window_s`` seconds up to ``time_s``: ``selector[window]``
@@ -364,6 +387,22 @@ class PrometheusClient:
     ) -> _T:
         """POST ``form`` to the query endpoint and ``parse(expr, decoded JSON, shown URL)`` a 200
         answer; the URL as it may be shown names the server in every error."""
+        expr, raw, status, shown = await self._read_answer(expr, form)
+
+        def work() -> _T:
+            return parse(expr, _decode(expr, shown, status, raw), shown)
+
+        if len(raw) < OFF_LOOP_BYTES:
+            return work()
+        # A big answer (up to max_response_bytes, 64 MiB by default) takes the decoder and the
+        # sample building hundreds of milliseconds: on a worker thread, so the event loop can
+        # answer /-/healthy and scrapes meanwhile (docs/reliability.md: orjson holds the GIL
+        # through one decode, which bounds the gain; the advisor's cycles decode big answers
+        # in a worker process instead, through ``fetch``).
+        return await asyncio.get_running_loop().run_in_executor(None, work)
+
+    async def _read_answer(self, expr: str, form: dict[str, str]) -> RawAnswer:
+        """POST ``form`` and read the whole answer (bounded), without decoding it."""
         url = self.settings.query_url
         shown = redact_url(url)
         try:
@@ -397,17 +436,7 @@ class PrometheusClient:
                 f"{shown}: HTTP {status} redirect to {redact_url(location)}; "
                 "set the final URL as prometheus.url"
             )
-
-        def work() -> _T:
-            return parse(expr, self._decode(expr, shown, status, raw), shown)
-
-        if len(raw) < OFF_LOOP_BYTES:
-            return work()
-        # A big answer (up to max_response_bytes, 64 MiB by default) takes the decoder and the
-        # sample building hundreds of milliseconds: on a worker thread, so the event loop can
-        # answer /-/healthy and scrapes meanwhile (docs/reliability.md: orjson holds the GIL
-        # through one decode, which bounds the gain).
-        return await asyncio.get_running_loop().run_in_executor(None, work)
+        return RawAnswer(expr, raw, status, shown)
 
     async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytes:
         limit = self.settings.http.max_response_bytes
@@ -431,16 +460,17 @@ class PrometheusClient:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _decode(self, expr: str, url: str, status: int, raw: bytes) -> object:
-        try:
-            body: object = orjson.loads(raw)
-        except (ValueError, UnicodeDecodeError):  # orjson.JSONDecodeError is a ValueError
-            snippet = raw[:200].decode("utf-8", "replace").strip()
-            if status != 200:
-                raise PrometheusError(f"{url}: HTTP {status}: {snippet}") from None
-            raise PrometheusError(f"{url}: answer is not JSON: {snippet!r}") from None
+
+def _decode(expr: str, url: str, status: int, raw: bytes) -> object:
+    try:
+        body: object = orjson.loads(raw)
+    except (ValueError, UnicodeDecodeError):  # orjson.JSONDecodeError is a ValueError
+        snippet = raw[:200].decode("utf-8", "replace").strip()
         if status != 200:
-            detail = _api_error(body) if isinstance(body, dict) else str(body)[:200]
-            hint = " (check the credentials)" if status in (401, 403) else ""
-            raise PrometheusError(f"{url}: HTTP {status}: {detail}{hint} (query: {expr})")
-        return body
+            raise PrometheusError(f"{url}: HTTP {status}: {snippet}") from None
+        raise PrometheusError(f"{url}: answer is not JSON: {snippet!r}") from None
+    if status != 200:
+        detail = _api_error(body) if isinstance(body, dict) else str(body)[:200]
+        hint = " (check the credentials)" if status in (401, 403) else ""
+        raise PrometheusError(f"{url}: HTTP {status}: {detail}{hint} (query: {expr})")
+    return body
