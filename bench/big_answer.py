@@ -4,22 +4,24 @@
 
 Starts a stand-in Prometheus on 127.0.0.1 (``http.server``) whose answer to the GPU-info query
 is a vector of ``--megabytes`` MB (every other query: an empty vector), and ``gpuadvisor
-advisor`` cycling every second against it. For ``--seconds`` one client asks ``/-/healthy``
-20 times a second (fresh connection, 5 s timeout) while the cycles parse; prints failures,
-p50, p99 and max latency, the cycles run and the advisor's peak RSS. Answers from 256 KiB on
-are parsed on a worker thread (``sources/prometheus/client.py``), so the event loop keeps
-answering. A report, not a test: always exits 0. Every process is started here and stopped
-by PID.
+advisor`` cycling every second against it, twice, one after the other: as before (the cycle's
+answers decoded, parsed and built on a worker *thread*, which orjson's decode holds the GIL
+against) and as shipped (in the advisor's worker *process*, ``BuildWorker``). For
+``--seconds`` each, one client asks ``/-/healthy`` 20 times a second (fresh connection, 5 s
+timeout) while the cycles run; prints failures, p50, p99 and max latency, the cycles run and
+the advisor's peak RSS (its worker process's added for the shipped code), side by side with
+the ratios. A report, not a test: always exits 0. Every process is started here and stopped by
+PID.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +29,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -105,12 +108,72 @@ def get(port: int, path: str, timeout_s: float) -> tuple[int, bytes]:
         conn.close()
 
 
+ON_A_THREAD = """
+import asyncio, sys
+from gpuadvisor.services import advisor
+async def on_a_thread(self, build):
+    return await asyncio.get_running_loop().run_in_executor(None, build)
+advisor.BuildWorker.__call__ = on_a_thread
+from gpuadvisor.cli import main
+sys.exit(main())
+"""
+"""The code before the worker process: the same build, on a worker thread of the advisor."""
+
+
+def children_rss_kib(pid: int) -> int:
+    """The RSS of ``pid``'s child processes (the build worker)."""
+    total = 0
+    with contextlib.suppress(OSError):  # the advisor may be gone already
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(OSError):
+                    total += rss_kib(int(child))
+    return total
+
+
+@dataclass
+class Run:
+    name: str
+    latencies: list[float]
+    failures: dict[str, int]
+    peak_kib: int
+    worker_peak_kib: int
+    cycles: list[str]
+
+    def quantile(self, q: float) -> float:
+        lat = sorted(self.latencies) or [float("nan")]
+        return lat[min(len(lat) - 1, int(len(lat) * q))]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--megabytes", type=float, default=30.0)
     parser.add_argument("--seconds", type=float, default=30.0)
     args = parser.parse_args(argv)
     big = big_answer(args.megabytes)
+    runs = [
+        measure("worker thread (before)", ["-c", ON_A_THREAD], big, args.seconds),
+        measure("worker process (now)", ["-m", "gpuadvisor"], big, args.seconds),
+    ]
+    print(f"bench/big_answer.py --megabytes {args.megabytes:g} --seconds {args.seconds:g}")
+    print(f"answer: {len(big) / 1e6:.1f} MB")
+    print("| code | advisor cycles | /-/healthy ok / failed | p50 | p99 | max | peak RSS |")
+    print("|---|---|---|---|---|---|---|")
+    for run in runs:
+        worker = f" + worker {run.worker_peak_kib / 1024:.0f} MiB" if run.worker_peak_kib else ""
+        print(
+            f"| {run.name} | {', '.join(run.cycles)} | {len(run.latencies)} / "
+            f"{sum(run.failures.values())} {run.failures or ''} | "
+            f"{run.quantile(0.5) * 1000:.1f} ms | {run.quantile(0.99) * 1000:.1f} ms | "
+            f"{run.quantile(1.0) * 1000:.1f} ms | {run.peak_kib / 1024:.0f} MiB{worker} |"
+        )
+    before, now = runs
+    for label, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0)):
+        print(f"ratio now/before {label}: {now.quantile(q) / before.quantile(q):.2f}")
+    return 0
+
+
+def measure(name: str, launch: list[str], big: bytes, seconds: float) -> Run:
     prom_port, advisor_port = free_port(), free_port()
     prometheus = serve_prometheus(prom_port, big)
     folder = Path(tempfile.mkdtemp(prefix="big-answer-"))
@@ -120,12 +183,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"prometheus:\n  url: http://{HOST}:{prom_port}\n  timeout: 30s\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "gpuadvisor", "advisor", "--config", str(config)]
+    command = [sys.executable, *launch, "advisor", "--config", str(config)]
     with (folder / "log").open("wb") as out:
         advisor = subprocess.Popen(command, stdout=out, stderr=out, env=env)
     latencies: list[float] = []
     failures: dict[str, int] = {}
-    peak = 0
+    peak = worker_peak = 0
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -134,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     break
             except OSError:
                 time.sleep(0.2)
-        end = time.monotonic() + args.seconds
+        end = time.monotonic() + seconds
         while time.monotonic() < end:
             started = time.perf_counter()
             try:
@@ -146,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except OSError as exc:
                 failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
             peak = max(peak, rss_kib(advisor.pid))
+            worker_peak = max(worker_peak, children_rss_kib(advisor.pid))
             time.sleep(max(0.0, 0.05 - (time.perf_counter() - started)))
         _, metrics = get(advisor_port, "/metrics", 10)
     finally:
@@ -157,16 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in metrics.decode().splitlines()
         if line.startswith("gpuadvisor_advisor_cycles_total{")
     ]
-    lat = sorted(latencies) or [float("nan")]
-    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-    print(f"bench/big_answer.py --megabytes {args.megabytes:g} --seconds {args.seconds:g}")
-    print(f"answer: {len(big) / 1e6:.1f} MB; advisor cycles: {', '.join(cycles)}")
-    print(
-        f"/-/healthy: {len(latencies)} ok, {sum(failures.values())} failed {failures or ''}; "
-        f"p50 {statistics.median(lat) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
-        f"max {lat[-1] * 1000:.1f} ms; advisor peak RSS {peak / 1024:.0f} MiB"
-    )
-    return 0
+    return Run(name, latencies, failures, peak, worker_peak, cycles)
 
 
 if __name__ == "__main__":

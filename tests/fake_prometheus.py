@@ -35,6 +35,8 @@ class FakePrometheus:
         self._names = {expr: name for name, expr in exprs.items()}
         self.down = ""
         self.queries = 0
+        self.warnings: dict[str, tuple[str, ...]] = {}
+        """Warnings (the API's ``warnings``) each answer to the query of that name carries."""
 
     def add(self, name: str, rows: Sequence[Row]) -> None:
         """More rows for the query ``name`` of the profile."""
@@ -47,7 +49,8 @@ class FakePrometheus:
             raise PrometheusError(self.down)
         rows = self._rows[expr]
         at = 0.0 if time_s is None else time_s
-        return QueryResult(expr, "vector", tuple(Sample(dict(lab), v, at) for lab, v in rows))
+        samples = tuple(Sample(dict(lab), v, at) for lab, v in rows)
+        return QueryResult(expr, "vector", samples, self.warnings.get(self._names[expr], ()))
 
 
 def head_of_line(now_s: float) -> FakePrometheus:

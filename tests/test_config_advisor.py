@@ -97,6 +97,11 @@ def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
             "prometheus.max_response_bytes: expected a whole number >= 1",
         ),
         (
+            "prometheus:\n  url: http://p:9090\n  max_cycle_bytes: -5\n",
+            3,
+            "prometheus.max_cycle_bytes: expected a whole number >= 1",
+        ),
+        (
             "prometheus: {url: http://p:9090}\npolicy:\n  order: lifo\n",
             3,
             "policy.order: unknown 'lifo'",
@@ -246,3 +251,10 @@ def test_the_answer_size_limit_can_be_raised(tmp_path: Path) -> None:
     )
     http = load_advisor_config(path, env={}).prometheus.http
     assert http.max_response_bytes == 128 * 1024 * 1024 and http.timeout_s == 20.0
+
+
+def test_the_cycle_bound_has_a_default_and_can_be_set(tmp_path: Path) -> None:
+    path = write(tmp_path, "prometheus:\n  url: http://p:9090\n")
+    assert load_advisor_config(path, env={}).prometheus.max_cycle_bytes == 128 * 1024 * 1024
+    path = write(tmp_path, "prometheus:\n  url: http://p:9090\n  max_cycle_bytes: 1000000\n")
+    assert load_advisor_config(path, env={}).prometheus.max_cycle_bytes == 1_000_000

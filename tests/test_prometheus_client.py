@@ -27,6 +27,7 @@ from gpuadvisor.sources.prometheus.client import (
     PrometheusClient,
     PrometheusError,
     PrometheusSettings,
+    cycle_budget,
 )
 from gpuadvisor.sources.prometheus.live import read_live_state
 from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
@@ -251,13 +252,18 @@ async def test_a_scalar_answer_is_one_sample_without_labels(serve: Serve) -> Non
     assert sample.labels == () and sample.value == float("-inf")
 
 
-async def test_warnings_are_kept_and_logged(serve: Serve, caplog: pytest.LogCaptureFixture) -> None:
+async def test_warnings_are_kept_and_logged_at_debug_only(
+    serve: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every cycle asks the same queries: the advisor logs their warnings when they change
+    (tests/reliability/test_log_floods.py), so the client itself only says them at debug."""
     answer = vector(({}, "1"), warnings=["partial response: store b unavailable"])
     server = await serve(recording(Seen(), answer))
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.DEBUG):
         result = await query_once(PrometheusSettings(base_url(server)))
     assert result.warnings == ("partial response: store b unavailable",)
-    assert "store b unavailable" in caplog.text
+    said = [r for r in caplog.records if "store b unavailable" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.DEBUG]
 
 
 async def test_an_api_error_names_the_status_error_type_and_message(serve: Serve) -> None:
@@ -365,6 +371,19 @@ async def test_an_answer_over_the_size_bound_is_refused_sized_or_streamed(serve:
         )
     result = await query_once(PrometheusSettings(base_url(server)))
     assert result.samples == ()
+
+
+async def test_the_answers_of_one_cycle_share_one_byte_budget(serve: Serve) -> None:
+    answer = vector(*[({"i": str(i)}, "1") for i in range(50)])
+    size = len(json.dumps(answer))
+    server = await serve(recording(Seen(), answer))
+    async with PrometheusClient(PrometheusSettings(base_url(server))) as client:
+        with cycle_budget(size * 2 + size // 2) as budget:
+            await asyncio.gather(client.query("a"), client.query("b"))  # two fit
+            with pytest.raises(PrometheusError, match=r"\(prometheus.max_cycle_bytes\)"):
+                await client.query("c")
+        assert budget.used > budget.limit
+        assert len((await client.query("d")).samples) == 50  # outside the cycle: no budget
 
 
 # --- settings ------------------------------------------------------------------------------------

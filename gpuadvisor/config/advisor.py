@@ -191,7 +191,9 @@ def _sections(m: YamlMap, key: str, allowed: set[str]) -> list[YamlMap]:
 def _prometheus(m: YamlMap | None, base: str, env: Mapping[str, str]) -> PrometheusSettings:
     if m is None:
         raise ConfigError("prometheus: required section (at least prometheus.url)", path=base)
-    m.reject_unknown(HTTP_KEYS | {"url", "tenant_id", "compression", "max_response_bytes"})
+    m.reject_unknown(
+        HTTP_KEYS | {"url", "tenant_id", "compression", "max_response_bytes", "max_cycle_bytes"}
+    )
     url = m.string("url")
     if not url:
         raise m.error("url", "required: where Prometheus (or Thanos, Mimir...) answers")
@@ -200,12 +202,16 @@ def _prometheus(m: YamlMap | None, base: str, env: Mapping[str, str]) -> Prometh
         limit = _get(m, "max_response_bytes", _count(1), http.max_response_bytes)
         http = dataclasses.replace(http, max_response_bytes=limit)
     compression = _get(m, "compression", _bool, False)
-    return built(
+    settings = built(
         m,
         lambda: PrometheusSettings(
             url=url, http=http, tenant_id=m.string("tenant_id"), compression=compression
         ),
     )
+    if m.value("max_cycle_bytes") is None:
+        return settings
+    cycle_bytes = _get(m, "max_cycle_bytes", _count(1), settings.max_cycle_bytes)
+    return dataclasses.replace(settings, max_cycle_bytes=cycle_bytes)
 
 
 def _choice(m: YamlMap, key: str, choices: Mapping[str, object], default: str) -> str:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import multiprocessing
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,7 +49,7 @@ from gpuadvisor.sinks.delivery.webhook import WebhookSink
 from gpuadvisor.sinks.exposition.advisor import AdvisorMetrics, AdvisorStatus
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusClient
-from gpuadvisor.sources.prometheus.live import gc_paused, read_live
+from gpuadvisor.sources.prometheus.live import LiveBuild, gc_paused, read_live
 from gpuadvisor.transport.url import redact_url
 
 log = logging.getLogger(__name__)
@@ -255,6 +256,39 @@ def sinks_of(config: AdvisorConfig) -> tuple[Sink, ...]:
     return tuple(sinks)
 
 
+class BuildWorker:
+    """One worker process that decodes, parses and builds the live state of a cycle whose
+    answers are big (``sources/prometheus/live.py``, ``OFF_LOOP_BYTES``): orjson holds the GIL
+    through a whole decode (a 30 MB answer: over a second), so a thread would still stall the
+    event loop and ``/-/healthy`` with it. Started at the first big cycle (``spawn``: nothing of
+    the running loop is copied into it); a worker that died is replaced at the next one."""
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+
+    async def __call__(self, build: Callable[[], LiveBuild]) -> LiveBuild:
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, build)
+        except BrokenExecutor:
+            self.close()
+            raise
+
+    @property
+    def started(self) -> bool:
+        return self._pool is not None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+BUILD_WORKER = web.AppKey("build_worker", BuildWorker)
+
+
 @dataclass(frozen=True, slots=True)
 class Parts:
     """The advisor with what it reads from and delivers to."""
@@ -263,6 +297,8 @@ class Parts:
     dispatcher: OutboxDispatcher
     client: PrometheusClient | None
     """The Prometheus client made here, to close; None when a ``MetricsQuery`` was passed in."""
+    worker: BuildWorker
+    """Builds the state of big cycles in its own process; to close."""
 
 
 def compose(
@@ -284,13 +320,25 @@ def compose(
     source: MetricsQuery = query
 
     left_out = ChangeLog(log, "left out of the live state")
+    worker = BuildWorker()
+    prometheus_warns = ChangeLog(log, "Prometheus warns")
 
     async def read_state(now_s: float) -> LiveState:
-        built = await read_live(source, config.profile, now_s=now_s, settings=config.live)
+        built = await read_live(
+            source,
+            config.profile,
+            now_s=now_s,
+            settings=config.live,
+            max_cycle_bytes=config.prometheus.max_cycle_bytes,
+            offload=worker,
+        )
         left_out.report({f"{w.reason} {w.subject}": f"({w.reason}) {w}" for w in built.warnings})
         metrics.set_left_out(
             Counter(reason for reason, _ in {(w.reason, w.subject) for w in built.warnings})
         )
+        # Prometheus' own warnings come with every answer of a query: logged on change too.
+        prometheus_warns.report({f"{n} {w}": f"query {n}: {w}" for n, w in built.query_warnings})
+        metrics.prometheus_warnings = len(built.query_warnings)
         return built.state
 
     hysteresis = config.hysteresis
@@ -317,7 +365,7 @@ def compose(
     advisor = Advisor(
         read_state, dispatcher, settings, metrics=metrics, clock=clock, timer=timer, history=history
     )
-    return Parts(advisor, dispatcher, client)
+    return Parts(advisor, dispatcher, client, worker)
 
 
 def _planned(status: AdvisorStatus) -> PredictionSummary | None:
@@ -369,9 +417,11 @@ async def _cycles(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _closing(app: web.Application) -> AsyncIterator[None]:
-    """Close what the app made when it stops: the cycle thread and the Prometheus client."""
+    """Close what the app made when it stops: the cycle thread, the build worker process and
+    the Prometheus client."""
     yield
     app[ADVISOR].close()
+    app[BUILD_WORKER].close()
     client = app.get(PROMETHEUS)
     if client is not None:
         await client.close()
@@ -399,6 +449,7 @@ def create_app(
     app = web.Application(middlewares=middlewares)
     app[ADVISOR] = parts.advisor
     app[DISPATCHER] = parts.dispatcher
+    app[BUILD_WORKER] = parts.worker
     if parts.client is not None:
         app[PROMETHEUS] = parts.client
     app[RECOMMENDATIONS_JSON] = recommendations_json
@@ -434,6 +485,7 @@ async def run_once(
         if parts.client is not None:
             await parts.client.close()
         parts.advisor.close()
+        parts.worker.close()
     body = status_json(status)
     findings = status.findings
     if findings is not None and findings.trusted:

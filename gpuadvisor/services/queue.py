@@ -26,6 +26,7 @@ from gpuadvisor import __version__
 from gpuadvisor.config.queue import QueueConfig
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.model.queue import NodeState, QueueSnapshot
+from gpuadvisor.services.repeats import ChangeLog
 from gpuadvisor.services.web import (
     accepts_gzip,
     collecting,
@@ -110,6 +111,7 @@ class Poller:
         """The latest snapshot read successfully; kept for diagnosis, never exposed as jobs."""
         self.ready = False
         """True once the first read has been attempted, whatever its outcome."""
+        self._source_warnings = ChangeLog(log, f"{source.name} warns")
 
     async def _read(self, read: Callable[[], Awaitable[_T]], name: str) -> tuple[_T | None, str]:
         """One read under the timeout: its result, or None and what went wrong."""
@@ -154,8 +156,18 @@ class Poller:
             if previous.up is False:
                 log.warning("queue source %s is back", self.source.name)
             self.last_good = snapshot
+            # squeue's own warnings (``SlurmQueueSource.warnings``; a queue file has none):
+            # logged when they appear and when they are gone, not on every read.
+            warnings = tuple(getattr(self.source, "warnings", ()))
+            self._source_warnings.report({w: w for w in warnings})
             self.status = QueueStatus(
-                snapshot, True, self._clock(), duration, nodes=nodes, nodes_up=nodes_up
+                snapshot,
+                True,
+                self._clock(),
+                duration,
+                nodes=nodes,
+                nodes_up=nodes_up,
+                source_warnings=len(set(warnings)),
             )
         self.ready = True
         return self.status

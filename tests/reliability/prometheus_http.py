@@ -25,7 +25,10 @@ async def serving(fake: FakePrometheus) -> AsyncIterator[int]:
             for s in result.samples
         ]
         data = {"resultType": "vector", "result": samples}
-        return web.json_response({"status": "success", "data": data})
+        body: dict[str, object] = {"status": "success", "data": data}
+        if result.warnings:
+            body["warnings"] = list(result.warnings)
+        return web.json_response(body)
 
     app = web.Application()
     app.router.add_route("*", "/api/v1/query", query)

@@ -8,13 +8,17 @@ minutes); a malformed request logged a full traceback each.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
 from tests.fake_prometheus import head_of_line
+from tests.fake_squeue import write_fake_squeue
 from tests.ports import free_port
 from tests.reliability.prometheus_http import serving
 from tests.reliability.servers import Server, advisor_args, agent_args, start
+
+SLURM_DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 
 BROKEN_JOBS = 5
 CYCLES = 10
@@ -44,6 +48,101 @@ async def test_left_out_jobs_are_logged_once_not_every_cycle(tmp_path: Path) -> 
     assert left_out == BROKEN_JOBS
     lines = [line for line in log.splitlines() if "left out of the live state" in line]
     assert len(lines) == BROKEN_JOBS, log  # once each, though every cycle leaves them out
+
+
+async def test_prometheus_warnings_are_logged_when_they_appear_and_go_not_every_cycle(
+    tmp_path: Path,
+) -> None:
+    fake = head_of_line(time.time())
+    fake.warnings["gpu_info"] = ("PromQL info: metric might not be a counter", "no shard")
+    fake.warnings["job_info"] = ("no shard",)
+    async with serving(fake) as prometheus:
+        port = free_port()
+        server = await start(advisor_args(port, tmp_path, prometheus), tmp_path / "log", port=port)
+        try:
+            await server.wait_ready()
+            await cycles(server, CYCLES)
+            warned = await server.metric("gpuadvisor_advisor_prometheus_warnings")
+            fake.warnings.clear()
+
+            async def gone() -> bool:
+                return await server.metric("gpuadvisor_advisor_prometheus_warnings") == 0
+
+            await server.wait_until(gone)
+            await cycles(server, 2 * CYCLES)
+        finally:
+            code = await server.stop()
+    log = server.log_text()
+    assert code == 0, log
+    assert warned == 3
+    lines = [line for line in log.splitlines() if "Prometheus warns" in line]
+    assert len(lines) == 4, log  # three when they appear, one when none is left
+    assert sum("none any more" in line for line in lines) == 1
+    assert sum("query gpu_info: no shard" in line for line in lines) == 1
+
+
+async def cycles(server: Server, count: int) -> None:
+    """Until the advisor has run ``count`` cycles in all (any outcome)."""
+
+    async def done() -> bool:
+        _, text = await server.get("/metrics")
+        ran = [
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("gpuadvisor_advisor_cycles_total{")
+        ]
+        return sum(ran) >= count
+
+    await server.wait_until(done)
+
+
+async def test_squeue_warnings_are_logged_when_they_appear_and_go_not_every_read(
+    tmp_path: Path,
+) -> None:
+    doc = json.loads((SLURM_DATA / "squeue-24.11.json").read_text())
+    clean = tmp_path / "clean.json"
+    clean.write_text(json.dumps(doc))
+    doc["warnings"] = [
+        {"description": "Slurm accounting storage is disabled", "source": "slurmctld"},
+        {"description": "Slurm accounting storage is disabled", "source": "slurmctld"},
+        {"description": "Could not query the following: [QOS]", "source": "slurmctld"},
+    ]
+    warning = tmp_path / "warning.json"
+    warning.write_text(json.dumps(doc))
+    squeue = write_fake_squeue(tmp_path / "squeue", stdout_file=warning)
+    port = free_port()
+    args = ["queue", "--source", "slurm", "--squeue", str(squeue), "--interval=0.2"]
+    server = await start([*args, f"--listen=127.0.0.1:{port}"], tmp_path / "log", port=port)
+    try:
+        await server.wait_ready()
+        await reads(server, CYCLES)
+        warned = await server.metric("gpuadvisor_queue_source_warnings")
+        write_fake_squeue(squeue, stdout_file=clean)
+
+        async def gone() -> bool:
+            return await server.metric("gpuadvisor_queue_source_warnings") == 0
+
+        await server.wait_until(gone)
+        await reads(server, CYCLES)
+    finally:
+        code = await server.stop()
+    log = server.log_text()
+    assert code == 0, log
+    assert warned == 2
+    lines = [line for line in log.splitlines() if "squeue --json warns" in line]
+    assert len(lines) == 3, log  # two when they appear, one when none is left
+    assert sum("none any more" in line for line in lines) == 1
+
+
+async def reads(server: Server, count: int) -> None:
+    """Until ``count`` more successful reads of the queue source were seen."""
+    seen: set[float | None] = set()
+
+    async def done() -> bool:
+        seen.add(await server.metric("gpuadvisor_queue_last_success_timestamp_seconds"))
+        return len(seen - {None}) >= count
+
+    await server.wait_until(done)
 
 
 async def test_malformed_requests_log_one_line_not_a_traceback_each(tmp_path: Path) -> None:

@@ -127,6 +127,13 @@ ADVISOR_METRICS: tuple[MetricDef, ...] = (
         ("reason",),
     ),
     MetricDef(
+        "gpuadvisor_advisor_prometheus_warnings",
+        "gauge",
+        "Distinct warnings Prometheus gave with the last cycle's answers (the API's warnings, "
+        "by query); each is logged once when it appears and once when none is left, not every "
+        f"cycle ({ADVISOR}).",
+    ),
+    MetricDef(
         "gpuadvisor_sink_deliveries_total",
         "counter",
         "Deliveries to each sink by outcome: delivered, retried (a failed attempt that will be "
@@ -244,6 +251,8 @@ class AdvisorMetrics(Collector):
         self._duration_count = 0
         self._duration_sum = 0.0
         self._left_out: dict[str, int] = {}
+        self.prometheus_warnings = 0
+        """Distinct warnings Prometheus gave with the last cycle's answers."""
         self.registry = private_registry(self)
 
     def set_left_out(self, by_reason: Mapping[str, int]) -> None:
@@ -286,6 +295,9 @@ class AdvisorMetrics(Collector):
         for reason, count in sorted(self._left_out.items()):
             left_out.add_metric([reason], float(count))
         yield left_out
+        warnings = _gauge("gpuadvisor_advisor_prometheus_warnings")
+        warnings.add_metric([], float(self.prometheus_warnings))
+        yield warnings
         deliveries = counter(_BY_NAME["gpuadvisor_sink_deliveries_total"])
         for (sink, outcome), count in sorted(self._deliveries.items()):
             deliveries.add_metric([sink, outcome], float(count))

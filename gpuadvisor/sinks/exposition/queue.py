@@ -38,6 +38,9 @@ class QueueStatus:
     """Node states of the latest read of the node source (sinfo), ``None`` when it failed."""
     nodes_up: bool | None = None
     """``None`` when there is no node source (a queue file) or it has not been read yet."""
+    source_warnings: int = 0
+    """Distinct warnings the source itself gave with the latest successful read (squeue's
+    ``warnings``)."""
 
 
 def _gauge(name: str, help_: str, labels: tuple[str, ...] = JOB) -> MetricDef:
@@ -92,6 +95,13 @@ QUEUE_METRICS: tuple[MetricDef, ...] = (
         "(squeue's gres_detail, or gpu_indices in a queue file) "
         f"({SOURCE}).",
         ("job_id", "node", "gpu_index"),
+    ),
+    _gauge(
+        "gpuadvisor_queue_source_warnings",
+        "Distinct warnings the queue source itself gave with its latest read (squeue --json's "
+        "warnings; 0 for a queue file); each is logged once when it appears and once when "
+        "none is left, not on every read (source: the queue exporter).",
+        (),
     ),
     _gauge(
         "gpuadvisor_queue_node_info",
@@ -200,6 +210,9 @@ def render(status: QueueStatus, version: str) -> Iterator[Metric]:
     if status.read_duration_s is not None:
         duration = families["gpuadvisor_queue_read_duration_seconds"]
         duration.add_metric([], status.read_duration_s)
+    if status.up:
+        warnings = families["gpuadvisor_queue_source_warnings"]
+        warnings.add_metric([], status.source_warnings)
     if status.nodes_up is not None:
         families["gpuadvisor_queue_nodes_up"].add_metric([], 1 if status.nodes_up else 0)
     for node in status.nodes or ():

@@ -9,14 +9,17 @@ rotated secret is picked up), TLS with a private CA or a client certificate, the
 ``X-Scope-OrgID`` tenant header, a timeout and a bound on the response size (all but the tenant
 are the HTTP transport's ``HttpSettings``, shared with the sinks). Every failure
 becomes one ``PrometheusError`` whose message says what went wrong and where; warnings the API
-returns are kept on the result and logged.
+returns are kept on the result (and logged at debug level: the advisor logs them when they
+change, not on every cycle).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import NamedTuple, Protocol, TypeVar
@@ -54,9 +57,19 @@ class PrometheusSettings:
     the Prometheus server and more decoding here (bench/advisor.py); worth it only where the
     link, not the CPUs, is short."""
 
+    max_cycle_bytes: int = 128 * 1024 * 1024
+    """The most answer bytes one advisor cycle may read in all (its queries together); over
+    it the cycle is untrusted, not the advisor out of memory. 128 MiB: twice one answer's
+    bound (``max_response_bytes``, 64 MiB), and some 7 times the 18 MB a cycle of a
+    10,000-GPU cluster reads; the advisor's peak memory is about 14 times the bytes it
+    decodes at once (436 MiB for a 30 MB answer, docs/reliability.md)."""
+
     def __post_init__(self) -> None:
         def bad(name: str, message: str) -> ConfigError:
             return ConfigError(f"prometheus.{name}: {message}")
+
+        if self.max_cycle_bytes < 1:
+            raise bad("max_cycle_bytes", f"must be >= 1, got {self.max_cycle_bytes}")
 
         try:
             check_url(self.url, query=False)
@@ -105,6 +118,21 @@ class QueryResult:
     result_type: str
     samples: tuple[Sample, ...] = ()
     warnings: tuple[str, ...] = ()
+
+
+class RawAnswer(NamedTuple):
+    """An answer as read, not yet decoded: what a worker process is sent (it pickles)."""
+
+    expr: str
+    body: bytes
+    status: int
+    url: str
+    """The query URL as it may be shown (redacted)."""
+
+
+def decode_answer(raw: RawAnswer) -> QueryResult:
+    """Decode and parse an instant-query answer read by ``PrometheusClient.fetch``."""
+    return parse_response(raw.expr, _decode(raw.expr, raw.url, raw.status, raw.body), raw.url)
 
 
 class MetricsQuery(Protocol):
@@ -185,8 +213,8 @@ def parse_response(expr: str, body: object, source: str) -> QueryResult:
         raise PrometheusError(
             f"{where}: result type {result_type!r}; the advisor needs an instant vector or scalar"
         )
-    for warning in warnings:
-        log.warning("Prometheus warns about %r: %s", expr, warning)
+    for warning in warnings:  # kept on the result; its reader logs them on change
+        log.debug("Prometheus warns about %r: %s", expr, warning)
     return QueryResult(expr, str(result_type), samples, tuple(str(w) for w in warnings))
 
 
@@ -238,8 +266,8 @@ def parse_matrix(expr: str, body: object, source: str) -> RangeResult:
     warnings = body.get("warnings") or []
     if not isinstance(warnings, list):
         warnings = [str(warnings)]
-    for warning in warnings:
-        log.warning("Prometheus warns about %r: %s", expr, warning)
+    for warning in warnings:  # kept on the result; its reader logs them on change
+        log.debug("Prometheus warns about %r: %s", expr, warning)
     return RangeResult(expr, tuple(series), tuple(str(w) for w in warnings))
 
 
@@ -252,6 +280,40 @@ def _api_error(body: Mapping[str, object]) -> str:
 
 
 _T = TypeVar("_T")
+
+
+class CycleBudget:
+    """What the answers of one cycle may still take, in bytes (``max_cycle_bytes``)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def charge(self, size: int, url: str) -> None:
+        self.used += size
+        if self.used > self.limit:
+            raise PrometheusError(
+                f"{url}: the answers of this cycle are over {self.limit} bytes in all "
+                "(prometheus.max_cycle_bytes); narrow the queries (selector) or raise the limit"
+            )
+
+
+_BUDGET: contextvars.ContextVar[CycleBudget | None] = contextvars.ContextVar(
+    "prometheus_cycle_budget", default=None
+)
+
+
+@contextlib.contextmanager
+def cycle_budget(limit: int) -> Iterator[CycleBudget]:
+    """Every answer the client reads in this context (and in the tasks started in it) counts
+    against one ``limit``; reading stops as soon as the sum is over it."""
+    budget = CycleBudget(limit)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
 
 OFF_LOOP_BYTES = 256 * 1024
 """Answers from this size on are decoded and parsed on a worker thread, not on the event loop."""
@@ -303,6 +365,14 @@ class PrometheusClient:
             form["time"] = repr(float(time_s))
         return await self._call(expr, form, parse_response)
 
+    async def fetch(self, expr: str, *, time_s: float | None = None) -> RawAnswer:
+        """``query`` without the decoding: the answer's bytes, for ``decode_answer`` here or
+        in a worker process (``sources/prometheus/live.py``)."""
+        form = {"query": expr}
+        if time_s is not None:
+            form["time"] = repr(float(time_s))
+        return await self._read_answer(expr, form)
+
     async def raw_samples(self, selector: str, *, window_s: float, time_s: float) -> RangeResult:
         """The raw samples (their own timestamps, no lookback, no step) of every series of
         ``selector`` in the ``window_s`` seconds up to ``time_s``: ``selector[window]``
@@ -317,6 +387,22 @@ class PrometheusClient:
     ) -> _T:
         """POST ``form`` to the query endpoint and ``parse(expr, decoded JSON, shown URL)`` a 200
         answer; the URL as it may be shown names the server in every error."""
+        expr, raw, status, shown = await self._read_answer(expr, form)
+
+        def work() -> _T:
+            return parse(expr, _decode(expr, shown, status, raw), shown)
+
+        if len(raw) < OFF_LOOP_BYTES:
+            return work()
+        # A big answer (up to max_response_bytes, 64 MiB by default) takes the decoder and the
+        # sample building hundreds of milliseconds: on a worker thread, so the event loop can
+        # answer /-/healthy and scrapes meanwhile (docs/reliability.md: orjson holds the GIL
+        # through one decode, which bounds the gain; the advisor's cycles decode big answers
+        # in a worker process instead, through ``fetch``).
+        return await asyncio.get_running_loop().run_in_executor(None, work)
+
+    async def _read_answer(self, expr: str, form: dict[str, str]) -> RawAnswer:
+        """POST ``form`` and read the whole answer (bounded), without decoding it."""
         url = self.settings.query_url
         shown = redact_url(url)
         try:
@@ -350,17 +436,7 @@ class PrometheusClient:
                 f"{shown}: HTTP {status} redirect to {redact_url(location)}; "
                 "set the final URL as prometheus.url"
             )
-
-        def work() -> _T:
-            return parse(expr, self._decode(expr, shown, status, raw), shown)
-
-        if len(raw) < OFF_LOOP_BYTES:
-            return work()
-        # A big answer (up to max_response_bytes, 64 MiB by default) takes the decoder and the
-        # sample building hundreds of milliseconds: on a worker thread, so the event loop can
-        # answer /-/healthy and scrapes meanwhile (docs/reliability.md: orjson holds the GIL
-        # through one decode, which bounds the gain).
-        return await asyncio.get_running_loop().run_in_executor(None, work)
+        return RawAnswer(expr, raw, status, shown)
 
     async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytes:
         limit = self.settings.http.max_response_bytes
@@ -371,7 +447,10 @@ class PrometheusClient:
             )
         chunks: list[bytes] = []
         size = 0
+        budget = _BUDGET.get()
         async for chunk in response.content.iter_chunked(64 * 1024):
+            if budget is not None:
+                budget.charge(len(chunk), url)
             size += len(chunk)
             if size > limit:
                 raise PrometheusError(
@@ -381,16 +460,17 @@ class PrometheusClient:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _decode(self, expr: str, url: str, status: int, raw: bytes) -> object:
-        try:
-            body: object = orjson.loads(raw)
-        except (ValueError, UnicodeDecodeError):  # orjson.JSONDecodeError is a ValueError
-            snippet = raw[:200].decode("utf-8", "replace").strip()
-            if status != 200:
-                raise PrometheusError(f"{url}: HTTP {status}: {snippet}") from None
-            raise PrometheusError(f"{url}: answer is not JSON: {snippet!r}") from None
+
+def _decode(expr: str, url: str, status: int, raw: bytes) -> object:
+    try:
+        body: object = orjson.loads(raw)
+    except (ValueError, UnicodeDecodeError):  # orjson.JSONDecodeError is a ValueError
+        snippet = raw[:200].decode("utf-8", "replace").strip()
         if status != 200:
-            detail = _api_error(body) if isinstance(body, dict) else str(body)[:200]
-            hint = " (check the credentials)" if status in (401, 403) else ""
-            raise PrometheusError(f"{url}: HTTP {status}: {detail}{hint} (query: {expr})")
-        return body
+            raise PrometheusError(f"{url}: HTTP {status}: {snippet}") from None
+        raise PrometheusError(f"{url}: answer is not JSON: {snippet!r}") from None
+    if status != 200:
+        detail = _api_error(body) if isinstance(body, dict) else str(body)[:200]
+        hint = " (check the credentials)" if status in (401, 403) else ""
+        raise PrometheusError(f"{url}: HTTP {status}: {detail}{hint} (query: {expr})")
+    return body

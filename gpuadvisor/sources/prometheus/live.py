@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import gc
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from gpuadvisor.model import Cluster, ClusterSnapshot, LiveState, SourceHealth
@@ -27,7 +28,15 @@ from gpuadvisor.sources.prometheus.builders import (
     build_gpuadvisor,
     build_kubernetes,
 )
-from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusError
+from gpuadvisor.sources.prometheus.client import (
+    OFF_LOOP_BYTES,
+    MetricsQuery,
+    PrometheusClient,
+    PrometheusError,
+    RawAnswer,
+    cycle_budget,
+    decode_answer,
+)
 from gpuadvisor.sources.prometheus.profiles import Profile
 from gpuadvisor.sources.prometheus.scratch import Answers, LiveBuild, LiveWarning, Results
 
@@ -37,7 +46,9 @@ __all__ = [
     "LiveBuild",
     "LiveSettings",
     "LiveWarning",
+    "Offload",
     "Results",
+    "build_from_raw",
     "build_gpuadvisor",
     "build_kubernetes",
     "build_live_state",
@@ -78,6 +89,35 @@ def build_live_state(
     return BUILDERS[kind](results, now_s=now_s, max_age_s=settings.max_age_s)
 
 
+Offload = Callable[[Callable[[], LiveBuild]], Awaitable[LiveBuild]]
+"""Runs a build (a picklable call) elsewhere, in a worker process, and gives its result."""
+
+
+def build_from_raw(
+    kind: str,
+    answers: Sequence[tuple[str, RawAnswer]],
+    now_s: float,
+    settings: LiveSettings,
+) -> LiveBuild:
+    """Decode, parse and build from the answers as read (``PrometheusClient.fetch``), with
+    Prometheus' warnings by query name. A bad answer gives the ``prometheus_down`` state, as
+    a failed query does. Module-level and free of I/O, so a worker process can run it."""
+    with gc_paused():
+        collected = Answers(PLANS.get(kind))
+        warned: list[tuple[str, str]] = []
+        for name, raw in answers:
+            try:
+                result = decode_answer(raw)
+            except PrometheusError as exc:
+                return LiveBuild(prometheus_down(kind, now_s, f"query {name}: {exc}"))
+            collected.add(name, result.samples)
+            warned.extend((name, warning) for warning in result.warnings)
+        built = build_live_state(kind, collected, now_s=now_s, settings=settings)
+        if not warned:
+            return built
+        return dataclasses.replace(built, query_warnings=tuple(sorted(set(warned))))
+
+
 def prometheus_down(kind: str, now_s: float, reason: str) -> LiveState:
     """An empty state: Prometheus could not be read, so no source could be either."""
     first, *rest = SOURCES.get(kind, ("prometheus",))
@@ -115,10 +155,53 @@ async def read_live(
     *,
     now_s: float,
     settings: LiveSettings = LiveSettings(),
+    max_cycle_bytes: int | None = None,
+    offload: Offload | None = None,
 ) -> LiveBuild:
-    """Run every query of ``profile`` at ``now_s`` concurrently, then build the state."""
-    with gc_paused():  # the answers are freed by refcount when _query_and_build returns
+    """Run every query of ``profile`` at ``now_s`` concurrently, then build the state.
+
+    ``max_cycle_bytes``: the most answer bytes the queries may read together (a
+    ``PrometheusClient`` stops reading there; the state says Prometheus is down, naming the
+    setting). ``offload``: where a ``PrometheusClient``'s answers are decoded, parsed and built
+    when they are big (``OFF_LOOP_BYTES`` together or more): orjson holds the GIL through a
+    whole decode, so only another process keeps the event loop free meanwhile."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(gc_paused())  # the answers are freed by refcount on return
+        if max_cycle_bytes is not None:
+            stack.enter_context(cycle_budget(max_cycle_bytes))
+        if offload is not None and isinstance(client, PrometheusClient):
+            return await _fetch_and_build(client, profile, now_s, settings, offload)
         return await _query_and_build(client, profile, now_s, settings)
+    raise AssertionError("unreachable")  # for mypy: ExitStack may swallow exceptions
+
+
+async def _fetch_and_build(
+    client: PrometheusClient,
+    profile: Profile,
+    now_s: float,
+    settings: LiveSettings,
+    offload: Offload,
+) -> LiveBuild:
+    exprs = profile.render(
+        selector=settings.selector,
+        window_s=settings.window_s,
+        share_window_s=settings.share_window_s,
+    )
+    names = list(exprs)
+    done = await asyncio.gather(
+        *(client.fetch(exprs[name], time_s=now_s) for name in names), return_exceptions=True
+    )
+    answers: list[tuple[str, RawAnswer]] = []
+    for name, outcome in zip(names, done, strict=True):
+        if isinstance(outcome, PrometheusError):
+            return LiveBuild(prometheus_down(profile.kind, now_s, f"query {name}: {outcome}"))
+        if isinstance(outcome, BaseException):
+            raise outcome
+        answers.append((name, outcome))
+    build = functools.partial(build_from_raw, profile.kind, tuple(answers), now_s, settings)
+    if sum(len(raw.body) for _, raw in answers) < OFF_LOOP_BYTES:
+        return build()  # small: quicker here than the round trip to the worker
+    return await offload(build)
 
 
 async def _query_and_build(
@@ -131,10 +214,13 @@ async def _query_and_build(
     )
     names = list(exprs)
     answers = Answers(PLANS.get(profile.kind))
+    warned: list[tuple[str, str]] = []
 
     async def one(name: str) -> None:
         # indexed here, as each answer arrives, while Prometheus still evaluates the others
-        answers.add(name, (await client.query(exprs[name], time_s=now_s)).samples)
+        result = await client.query(exprs[name], time_s=now_s)
+        answers.add(name, result.samples)
+        warned.extend((name, warning) for warning in result.warnings)
 
     done = await asyncio.gather(*(one(name) for name in names), return_exceptions=True)
     for name, outcome in zip(names, done, strict=True):
@@ -147,7 +233,10 @@ async def _query_and_build(
     build = functools.partial(
         build_live_state, profile.kind, answers, now_s=now_s, settings=settings
     )
-    return await asyncio.get_running_loop().run_in_executor(None, build)
+    built = await asyncio.get_running_loop().run_in_executor(None, build)
+    if not warned:
+        return built
+    return dataclasses.replace(built, query_warnings=tuple(sorted(set(warned))))
 
 
 async def read_live_state(

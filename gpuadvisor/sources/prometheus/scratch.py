@@ -62,6 +62,8 @@ class LiveBuild:
 
     state: LiveState
     warnings: tuple[LiveWarning, ...] = ()
+    query_warnings: tuple[tuple[str, str], ...] = ()
+    """(query name, text) of each warning Prometheus gave with the answers."""
 
 
 @dataclass(frozen=True, slots=True)

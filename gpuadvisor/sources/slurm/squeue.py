@@ -171,13 +171,15 @@ class SlurmQueueSource:
         self.settings = settings
         self._clock = clock
         self.name = SQUEUE_SOURCE
+        self.warnings: tuple[str, ...] = ()
+        """What squeue itself warned about in the last read; the poller logs them when they
+        change (``services/queue.py``), not every read."""
 
     async def read(self) -> QueueSnapshot:
         """Run squeue and parse its output; raises QueueSourceError or InputError."""
         output = await run_squeue(self.settings)
         result = parse_squeue(output, time_s=self._clock(), source=self.name)
-        for warning in result.warnings:
-            log.warning("squeue: %s", warning)
+        self.warnings = result.warnings
         return result.snapshot
 
 
