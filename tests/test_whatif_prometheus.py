@@ -25,6 +25,7 @@ from tests.harness.history import (
     scrapes,
 )
 from tests.harness.prometheus import PrometheusServer
+from tests.harness.receiver import Receiver
 from tests.harness.victoriametrics import VictoriaMetricsServer
 from tests.ports import free_port
 from tests.test_cli import gpuadvisor
@@ -259,3 +260,38 @@ def test_a_server_that_does_not_answer_is_retried_then_named(
     assert "cannot connect: connection refused" in err
     assert "(reading gpuadvisor_queue_job_info from" in err and "4 tries)" in err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_the_http_config_reaches_a_secured_server_and_url_credentials_are_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--prometheus-http-config`` gives the token (from a file) and headers that a server
+    behind a proxy needs; credentials written into the URL are refused without being shown."""
+    (tmp_path / "token").write_text("whatif-token-1\n")
+    (tmp_path / "http.yml").write_text(
+        "bearer_token_file: token\nheaders: {X-Scope-OrgID: team-a}\ntimeout: 5s\n"
+    )
+    server = Receiver()  # answers every POST with a plain "ok": not a Prometheus answer
+    try:
+        code, err, out = run_whatif(
+            capsys,
+            server.url,
+            tmp_path,
+            "--since",
+            str(BASE),
+            "--until",
+            str(UNTIL),
+            "--prometheus-http-config",
+            str(tmp_path / "http.yml"),
+        )
+        got = server.received()
+    finally:
+        server.stop()
+    assert code != 0 and "not JSON" in err, err
+    assert not out.exists() or not any(out.iterdir())  # no partial report
+    assert got and all(r.headers.get("authorization") == "Bearer whatif-token-1" for r in got)
+    assert all(r.headers.get("x-scope-orgid") == "team-a" for r in got)
+    code, err, out = run_whatif(
+        capsys, "http://alice:s3cret@127.0.0.1:9/", tmp_path, "--since", str(BASE)
+    )
+    assert code == 2 and "basic_auth" in err and "s3cret" not in err, err

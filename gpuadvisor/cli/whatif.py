@@ -128,7 +128,13 @@ def run(args: argparse.Namespace) -> int:
     details: dict[str, object] | None = None
     if settings.prometheus is not None:
         assert since is not None and until is not None
-        read = read_prometheus(settings.prometheus, since, until, settings.prometheus_chunk)
+        read = read_prometheus(
+            settings.prometheus,
+            since,
+            until,
+            settings.prometheus_chunk,
+            http_config=settings.prometheus_http_config,
+        )
         record, source, details = read.record, read.source, read.details
         if cluster is None:
             cluster = read.cluster

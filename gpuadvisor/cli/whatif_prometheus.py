@@ -4,17 +4,20 @@ server, as the same accounting records ``--sacct`` gives (docs/whatif.md, "From 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from dataclasses import dataclass
 from typing import TextIO
 
+from gpuadvisor.config.http import load_http_config
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster
 from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
 from gpuadvisor.sources.prometheus.jobhistory import NODE_GPUS, JobHistory, read_history
 from gpuadvisor.sources.prometheus.ranges import ReadPlan
 from gpuadvisor.sources.slurm.sacct import SacctResult
-from gpuadvisor.transport.url import redact_url
+from gpuadvisor.transport.settings import HttpSettings
+from gpuadvisor.transport.url import check_url, redact_url
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,19 @@ class ProgressLine:
 
 
 def read_prometheus(
-    url: str, start_s: float, end_s: float, chunk_s: float, *, stderr: TextIO | None = None
+    url: str,
+    start_s: float,
+    end_s: float,
+    chunk_s: float,
+    *,
+    http_config: str | None = None,
+    stderr: TextIO | None = None,
 ) -> PrometheusRecord:
-    """Read ``[start_s, end_s]`` from ``url``; raises ``InputError`` naming what is missing."""
-    settings = PrometheusSettings(url)
+    """Read ``[start_s, end_s]`` from ``url`` (reached as ``http_config``, an HTTP-keys YAML
+    file, says); raises ``InputError`` naming what is missing."""
+    check_url(url, field="--prometheus")
+    http = load_http_config(http_config, os.environ) if http_config else HttpSettings()
+    settings = PrometheusSettings(url, http=http)
     shown = redact_url(url)
     plan = ReadPlan(start_s, end_s, chunk_s=chunk_s)
 

@@ -19,6 +19,7 @@ class WhatifSettings:
     sacct: str | None = None
     prometheus: str | None = None
     prometheus_chunk: float = 3600.0
+    prometheus_http_config: str | None = None
     cluster: str | None = None
     nodes: str | None = None
     since: float | None = None
@@ -48,6 +49,15 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         "series to rebuild the jobs and the capacity from; needs --since",
         metavar="URL",
         group="source",
+    ),
+    Setting(
+        "prometheus_http_config",
+        "--prometheus-http-config",
+        optional_path,
+        "how to reach --prometheus: a YAML file with the HTTP keys of the advisor's prometheus: "
+        "section (basic_auth, bearer_token_file, tls, headers, timeout); secrets stay off the "
+        "command line",
+        metavar="FILE",
     ),
     Setting(
         "prometheus_chunk",
