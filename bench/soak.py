@@ -30,6 +30,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from flood import wait_http
+
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_DRIFT_PERCENT = 5.0
@@ -64,20 +66,6 @@ def slope_per_minute(times_s: Sequence[float], values: Sequence[float]) -> float
     var = sum((t - mean_t) ** 2 for t in times_s)
     cov = sum((t - mean_t) * (v - mean_v) for t, v in zip(times_s, values, strict=True))
     return 60.0 * cov / var if var else 0.0
-
-
-def wait_http(port: int, path: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection(HOST, port, timeout=2)
-            conn.request("GET", path)
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"nothing answers on {port}{path}")
 
 
 def load(ports: Sequence[tuple[int, str]], stop: threading.Event, errors: list[str]) -> None:
@@ -157,8 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, command in commands.items():
             with (folder / f"{name}.log").open("wb") as out:
                 processes[name] = subprocess.Popen(command, stdout=out, stderr=out, env=env)
-        wait_http(agent_port, "/-/ready")
-        wait_http(advisor_port, "/-/ready")
+        wait_http(agent_port, "/-/ready", timeout_s=120)
+        wait_http(advisor_port, "/-/ready", timeout_s=120)
         ports = [(agent_port, "/metrics"), (advisor_port, "/metrics")]
         ports.append((advisor_port, "/api/v1/recommendations"))
         loader = threading.Thread(target=load, args=(ports, stop, errors))

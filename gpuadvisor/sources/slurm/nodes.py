@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model.queue import NodeState
 from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
+from gpuadvisor.sources.slurm.parse import json_object
 
 SINFO_SOURCE = "sinfo --json"
 
@@ -123,16 +124,7 @@ def _groups(groups: list[object], source: str) -> list[NodeState]:
 def parse_nodes(data: bytes | str, *, source: str = SINFO_SOURCE) -> tuple[NodeState, ...]:
     """Every node once (the first group that names it wins), sorted by name. Raises
     ``InputError`` for malformed JSON, errors Slurm reported, or an ill-typed field."""
-    try:
-        doc = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"not valid JSON: {exc.msg} (column {exc.colno})", path=source, line=exc.lineno
-        ) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc.reason}", path=source) from exc
-    if not isinstance(doc, dict):
-        raise InputError(f"expected a JSON object, got {type(doc).__name__}", path=source)
+    doc = json_object(data, source)
     errors = doc.get("errors")
     if isinstance(errors, list) and errors:
         raise InputError(f"Slurm reported errors: {json.dumps(errors)[:500]}", path=source)

@@ -36,6 +36,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model.queue import PENDING, QueueEntry, QueueSnapshot
@@ -391,11 +392,9 @@ def _messages(doc: Mapping[str, object], key: str) -> tuple[str, ...]:
     return tuple(text if n == 1 else f"{text} ({n} times)" for text, n in counts.items())
 
 
-def parse_squeue(data: bytes | str, *, time_s: float, source: str = SQUEUE_SOURCE) -> SqueueResult:
-    """The queue in ``squeue --json`` output ``data``, read at ``time_s`` (epoch seconds).
-
-    Entries keep squeue's order. Raises ``InputError`` for malformed JSON, an unsupported
-    format, errors squeue reported, or a missing or ill-typed field."""
+def json_object(data: bytes | str, source: str) -> dict[str, Any]:
+    """The JSON object a Slurm command printed; ``InputError`` naming ``source`` (and the line)
+    for text that is not JSON, not UTF-8, or not an object."""
     try:
         doc = json.loads(data)
     except json.JSONDecodeError as exc:
@@ -406,6 +405,15 @@ def parse_squeue(data: bytes | str, *, time_s: float, source: str = SQUEUE_SOURC
         raise InputError(f"not UTF-8 text: {exc.reason}", path=source) from exc
     if not isinstance(doc, dict):
         raise InputError(f"expected a JSON object, got {type(doc).__name__}", path=source)
+    return doc
+
+
+def parse_squeue(data: bytes | str, *, time_s: float, source: str = SQUEUE_SOURCE) -> SqueueResult:
+    """The queue in ``squeue --json`` output ``data``, read at ``time_s`` (epoch seconds).
+
+    Entries keep squeue's order. Raises ``InputError`` for malformed JSON, an unsupported
+    format, errors squeue reported, or a missing or ill-typed field."""
+    doc = json_object(data, source)
     fmt = squeue_format(doc, source)
     errors = _messages(doc, "errors")
     if errors:
