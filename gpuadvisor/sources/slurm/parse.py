@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -336,20 +336,33 @@ def _entry(job: _Job, state: str) -> QueueEntry:
 
 def squeue_format(doc: Mapping[str, object], source: str = SQUEUE_SOURCE) -> SqueueFormat:
     """The format named by ``meta.plugin`` (data parser first, then OpenAPI plugin type)."""
+    return plugin_format(doc, source, FORMATS, "squeue", _newer_hint)
+
+
+def plugin_format(
+    doc: Mapping[str, object],
+    source: str,
+    formats: Mapping[str, SqueueFormat],
+    command: str,
+    hint: Callable[[str], str] = lambda version: "",
+) -> SqueueFormat:
+    """Which of ``formats`` a ``COMMAND --json`` document is in, by ``meta.plugin``
+    (``data_parser`` first, then the OpenAPI plugin ``type``); ``hint(version)`` is added to
+    the error for a version none of them reads."""
     meta = doc.get("meta")
     plugin = meta.get("plugin", meta.get("plugins")) if isinstance(meta, Mapping) else None
     if not isinstance(plugin, Mapping):
-        raise InputError("no meta.plugin: not the output of squeue --json", path=source)
-    supported = ", ".join(f"{v} (Slurm {f.slurm})" for v, f in FORMATS.items())
+        raise InputError(f"no meta.plugin: not the output of {command} --json", path=source)
+    supported = ", ".join(f"{v} (Slurm {f.slurm})" for v, f in formats.items())
     for key in ("data_parser", "type"):
         name = plugin.get(key)
         if isinstance(name, str) and name:
             version = name.rpartition("/")[2]
-            if version in FORMATS:
-                return FORMATS[version]
+            if version in formats:
+                return formats[version]
             raise InputError(
-                f"unsupported squeue --json format meta.plugin.{key} {name!r}; "
-                f"supported: {supported}{_newer_hint(version)}",
+                f"unsupported {command} --json format meta.plugin.{key} {name!r}; "
+                f"supported: {supported}{hint(version)}",
                 path=source,
             )
     raise InputError(

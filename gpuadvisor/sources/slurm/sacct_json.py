@@ -22,7 +22,14 @@ from collections.abc import Mapping
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
 from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
-from gpuadvisor.sources.slurm.parse import FORMATS, JobRecord, SqueueFormat, is_number, tres_gpus
+from gpuadvisor.sources.slurm.parse import (
+    FORMATS,
+    JobRecord,
+    SqueueFormat,
+    is_number,
+    plugin_format,
+    tres_gpus,
+)
 from gpuadvisor.sources.slurm.sacct_record import SacctRecord, SacctResult
 
 DB_V38 = SqueueFormat("dbv0.0.38", "22.05", wrapped_numbers=False, state_list=False)
@@ -127,26 +134,7 @@ class _JsonJob(JobRecord):
 
 def json_format(doc: Mapping[str, object], source: str) -> SqueueFormat:
     """The format named by ``meta.plugin`` (``data_parser``, else the OpenAPI ``type``)."""
-    meta = doc.get("meta")
-    plugin = meta.get("plugin", meta.get("plugins")) if isinstance(meta, Mapping) else None
-    if not isinstance(plugin, Mapping):
-        raise InputError("no meta.plugin: not the output of sacct --json", path=source)
-    supported = ", ".join(f"{v} (Slurm {f.slurm})" for v, f in JSON_FORMATS.items())
-    for key in ("data_parser", "type"):
-        name = plugin.get(key)
-        if isinstance(name, str) and name:
-            version = name.rpartition("/")[2]
-            if version in JSON_FORMATS:
-                return JSON_FORMATS[version]
-            raise InputError(
-                f"unsupported sacct --json format meta.plugin.{key} {name!r}; "
-                f"supported: {supported}",
-                path=source,
-            )
-    raise InputError(
-        f"meta.plugin names no data_parser or type {dict(plugin)!r}; supported: {supported}",
-        path=source,
-    )
+    return plugin_format(doc, source, JSON_FORMATS, "sacct")
 
 
 def json_jobs(doc: Mapping[str, object], source: str) -> SacctResult:
