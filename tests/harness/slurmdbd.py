@@ -77,7 +77,7 @@ a run across it would lose the jobs submitted before)."""
 
 
 def accounting_binaries_missing() -> list[str]:
-    """The Debian binaries this harness needs that are not installed (the fixture fails then, naming them)."""
+    """The Debian binaries this harness needs that are not installed (the fixture fails then)."""
     return [name for name in DEBIAN_BINARIES if shutil.which(name) is None]
 
 
