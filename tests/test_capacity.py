@@ -130,6 +130,37 @@ def test_copies_share_node_state_classes_until_one_side_changes_them() -> None:
         assert classes(c) == classes(c.copy(index=False))
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(0, 3), st.booleans())))
+def test_every_copys_node_state_index_matches_its_nodes_whatever_the_order_of_changes(
+    steps: list[tuple[int, int, int, bool]],
+) -> None:
+    """Copies of copies, each changed in turn (allocate, release, withhold): an index shared
+    with a source that changed since is rebuilt, never read stale."""
+    family = [Capacity(make_cluster(3, 4))]
+    held: list[list[tuple[Job, Allocation]]] = [[]]
+    for n, (which, node, gpu, copy) in enumerate(steps):
+        k = which % len(family)
+        c = family[k]
+        if copy:
+            family.append(c.copy())
+            held.append(list(held[k]))
+            continue
+        job = make_job(f"j{n}", gpus=1)
+        if c.free_milli[node][gpu] == 1000:
+            allocation = on(node, gpu)
+            (c.allocate if n % 3 else c.withhold)(job, allocation)
+            if n % 3:
+                held[k].append((job, allocation))
+        elif held[k]:
+            c.release(*held[k].pop())
+        c.state_classes()  # read it now, so that a later change to a source makes it stale
+    for c in family:
+        index = {state: sorted(members) for state, members in c.state_classes().items()}
+        fresh = c.copy(index=False).state_classes()
+        assert index == {state: sorted(members) for state, members in fresh.items()}
+
+
 @st.composite
 def walk_state(
     draw: st.DrawFn,

@@ -27,6 +27,8 @@ class Capacity:
         "_kind",
         "_owned",
         "_state_of",
+        "_version",
+        "_watch",
         "cluster",
         "cpu_free",
         "free_milli",
@@ -68,8 +70,14 @@ class Capacity:
         ]
         self._state_of: list[NodeState] | None = None  # built on first use of state_classes()
         self._classes: dict[NodeState, dict[int, None]] | None = None
-        # Copy-on-write, like the GPU lists: the states whose member dict this copy owns
+        # The states whose member dict this capacity owns: it changes those in place, and
+        # copies the others (shared with the capacity it was copied from) before a change.
         self._classes_owned: set[NodeState] = set()
+        # Bumped at every change of a class. A copy shares the member dicts its source owns
+        # and keeps, in ``_watch``, each source up its line with the version it was copied at:
+        # once a source has changed a class in place, the copy's index is rebuilt (``_fresh``).
+        self._version = 0
+        self._watch: tuple[tuple[Capacity, int], ...] = ()
 
     def copy(self, *, index: bool = True) -> Capacity:
         """An independent copy. ``index=False`` leaves out the node-state index placements
@@ -93,15 +101,19 @@ class Capacity:
             # of each copy rebuilding all node states on first use (the advisor's guarded
             # starts copy one capacity hundreds of times per cycle).
             self.state_classes()
-        if not index or self._classes is None or self._state_of is None:
+        new._classes_owned = set()
+        new._version = 0
+        if not index or not self._fresh() or self._classes is None or self._state_of is None:
             new._state_of = None
             new._classes = None
+            new._watch = ()
         else:  # carrying the index over is cheaper than rebuilding it on first use
             new._state_of = list(self._state_of)
-            # the member dicts are shared until one side changes a class (``_restate``)
+            # The member dicts are shared. The copy copies one before changing it; this
+            # capacity keeps changing those it owns in place (the engine's capacity outlives
+            # the scratch copies a pass makes of it), which leaves the copy's index stale.
             new._classes = dict(self._classes)
-            self._classes_owned = set()
-        new._classes_owned = set()
+            new._watch = (*self._watch, (self, self._version))
         return new
 
     # -- totals -------------------------------------------------------------------------
@@ -280,13 +292,26 @@ class Capacity:
         Nodes in one class are interchangeable for any placement score, so a policy can score
         one member per class: O(distinct states) instead of O(nodes) per decision.
         """
-        if self._classes is None:
+        if self._classes is None or not self._fresh():
             self._state_of = [self.node_state(n) for n in range(len(self.free_milli))]
             self._classes = {}
             for n, key in enumerate(self._state_of):
                 self._classes.setdefault(key, {})[n] = None
             self._classes_owned = set(self._classes)
+            self._watch = ()
         return self._classes
+
+    def _fresh(self) -> bool:
+        """Whether the node-state index is usable: no capacity it was copied from (or their
+        sources) has changed a shared class since. A stale index is dropped (rebuilt on use)."""
+        for source, version in self._watch:
+            if source._version != version:
+                self._classes = None
+                self._state_of = None
+                self._classes_owned = set()
+                self._watch = ()
+                return False
+        return True
 
     def _restate(self, node: int) -> None:
         if self._classes is None or self._state_of is None:
@@ -295,6 +320,9 @@ class Capacity:
         new = self.node_state(node)
         if new == old:
             return
+        if self._watch and not self._fresh():
+            return
+        self._version += 1
         classes, owned = self._classes, self._classes_owned
         members = classes[old]
         if old not in owned:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from gpuadvisor.analysis.capacity import Capacity, withheld_gpus
 from gpuadvisor.analysis.scheduling.buckets import FitKey
@@ -36,6 +37,8 @@ from gpuadvisor.analysis.scheduling.protocols import PassRules
 from gpuadvisor.analysis.scheduling.reservations import earliest_reservation
 from gpuadvisor.analysis.scheduling.scan import Scan
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
+
+_EXPECTED_END = attrgetter("expected_end_s")
 
 
 @dataclass
@@ -377,7 +380,7 @@ class SchedulingPass:
         self.masked_cache.clear()
         estimate = self.view.estimate(job)
         ending = Ending(INF if estimate is None else self.view.now_s + estimate, job, allocation)
-        at = bisect.bisect_right([e.expected_end_s for e in self.started], ending.expected_end_s)
+        at = bisect.bisect_right(self.started, ending.expected_end_s, key=_EXPECTED_END)
         self.started.insert(at, ending)
         if self.view.busy_until is not None:
             busy = self._busy_now()
