@@ -39,6 +39,9 @@ UPGRADED = BASE + 2 * 3600
 SCHEDULER_CHANGED = UPGRADED + 3600
 """The exporter reports ``sched/builtin`` from the upgrade on, ``sched/backfill`` from here."""
 SCHEDULER_INFO = "gpuadvisor_queue_scheduler_info"
+BUILTIN_CONFIG = (
+    Path(__file__).parent / "data/slurm/scontrol-show-config-22.05-builtin-recorded.txt"
+)
 
 
 def job(
@@ -228,6 +231,13 @@ def test_since_as_a_duration_before_now_reads_up_to_now(
         (SCHEDULER_CHANGED - 1, ("--as-run", "easy"), "easy", "--as-run"),
         # an exporter from before the series: the default, saying why
         (UPGRADED - 1, (), "easy", f"default: no {SCHEDULER_INFO} sample in the window"),
+        # a saved scontrol show config wins over the series
+        (
+            UNTIL,
+            ("--slurm-config", str(BUILTIN_CONFIG)),
+            "fifo",
+            f"--slurm-config {BUILTIN_CONFIG}: sched/builtin",
+        ),
     ],
 )
 def test_the_as_run_order_comes_from_the_latest_scheduler_series_of_the_window(
