@@ -325,7 +325,8 @@ def test_the_scheduler_of_a_saved_scontrol_show_config_chooses_the_as_run_order(
         assert document["as_run"]["from"] == f"--slurm-config {DATA / recorded}: sched/builtin"
         assert document["as_run"]["scheduler"]["priority_type"] == "priority/basic"
         assert document["fidelity"]["wait_ks_statistic"] == 0
-        assert f"replayed as fifo (from --slurm-config {DATA / recorded}" in result.out
+        printed = " ".join(result.out.split())  # the console wraps long lines
+        assert f"replayed as fifo (from --slurm-config {DATA / recorded}" in printed
     else:
         assert document["as_run"]["from"].startswith("default: sacct does not record")
 
@@ -338,3 +339,21 @@ def test_a_slurm_config_that_is_not_scontrol_output_fails_and_writes_nothing(
     sacct = DATA / "sacct-24.11.json"
     err = _fails_and_writes_nothing(capsys, tmp_path, sacct, "--slurm-config", str(config))
     assert f"{config}: no 'SchedulerType = …' line" in err
+
+
+def test_an_unknown_scheduler_is_replayed_as_easy_and_the_warning_names_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    recorded = (DATA / "scontrol-show-config-22.05-backfill-recorded.txt").read_text()
+    config = tmp_path / "config.txt"
+    config.write_text(recorded.replace("sched/backfill", "sched/[site]"))
+    out = tmp_path / "w.json"
+    argv: list[str | Path] = ["whatif", "--sacct", DATA / "sacct-24.11.json", "--cluster", "3x8"]
+    argv += ["--slurm-config", config, "--policies", "fifo", "--output-json", out]
+    result = gpuadvisor(capsys, *argv)
+    assert result.code == 0, result.err
+    as_run = json.loads(out.read_text())["as_run"]
+    assert (as_run["order"], as_run["from"]) == ("easy", f"--slurm-config {config}: sched/[site]")
+    assert "'sched/[site]'" in as_run["warning"]
+    printed = " ".join(result.out.split())  # the console wraps long lines
+    assert f"warning: SchedulerType 'sched/[site]' (--slurm-config {config})" in printed

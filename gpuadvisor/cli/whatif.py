@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         source = "standard input" if settings.sacct == STDIN else settings.sacct
     chosen_as_run = choose_as_run(settings.as_run, scheduler, reported_by, missing=no_scheduler)
     if chosen_as_run.warning:
-        console.print(f"warning: {chosen_as_run.warning}")
+        console.print(f"warning: {chosen_as_run.warning}", markup=False)
     as_run, policies = configs_of(settings, chosen_as_run.order)
     try:
         rebuilt = rebuild(record.jobs, since_s=since, until_s=until)
@@ -330,7 +330,8 @@ def print_capacity(console: Console, details: dict[str, Any], cluster: Cluster) 
 
 
 def print_as_run(console: Console, as_run: AsRun) -> None:
-    console.print(f"the site's own policy replayed as {as_run.order} (from {as_run.origin})")
+    line = f"the site's own policy replayed as {as_run.order} (from {as_run.origin})"
+    console.print(line, markup=False)
 
 
 def print_summary(console: Console, document: dict[str, Any]) -> None:
