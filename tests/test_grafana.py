@@ -418,6 +418,9 @@ def stack(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     sinfo = write_fake_squeue(
         tmp / "sinfo", stdout_file=SLURM_DATA / "sinfo-22.05-drained-recorded.json"
     )
+    scontrol = write_fake_squeue(
+        tmp / "scontrol", stdout_file=SLURM_DATA / "scontrol-show-config-22.05-builtin-recorded.txt"
+    )
     address = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
     (tmp / "advisor.yaml").write_text(
         f"""
@@ -467,6 +470,7 @@ sinks:
                     "--source=slurm",
                     f"--squeue={squeue}",
                     f"--sinfo={sinfo}",
+                    f"--scontrol={scontrol}",
                     "--interval=1",
                     f"--listen={address['slurm-queue']}",
                 ),

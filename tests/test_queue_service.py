@@ -19,13 +19,16 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.cli import main
 from gpuadvisor.cli.queue import parse_listen
 from gpuadvisor.errors import ConfigError
+from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.services.queue import POLLER, Poller, QueueSettings, create_app
-from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS
+from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS, queue_registry
+from gpuadvisor.sources.slurm.config import SlurmSchedulerSource
 from gpuadvisor.sources.slurm.squeue import SlurmNodeSource, SlurmQueueSource, SqueueSettings
 from tests.fake_squeue import write_fake_squeue
 from tests.harness.process import ManagedProcess
@@ -336,3 +339,95 @@ def test_docs_list_every_queue_metric() -> None:
     text = METRICS_DOCS.read_text()
     assert all(f"| `{m.name}` | gauge |" in text for m in QUEUE_METRICS)
     assert "metrics.md" in DOCS.read_text()
+
+
+class CountedReads:
+    """The real ``scontrol show config`` source (over a stand-in script), counting its reads."""
+
+    def __init__(self, scontrol: Path) -> None:
+        self.inner = SlurmSchedulerSource(SqueueSettings(binary=str(scontrol)))
+        self.name = self.inner.name
+        self.reads = 0
+
+    async def read(self) -> SchedulerConfig:
+        self.reads += 1
+        return await self.inner.read()
+
+
+async def test_the_scheduler_config_is_read_rarely_and_kept_while_scontrol_fails(
+    squeue: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    scontrol = write_fake_squeue(
+        tmp_path / "scontrol", stdout_file=DATA / "scontrol-show-config-22.05-builtin-recorded.txt"
+    )
+    counted = CountedReads(scontrol)
+    now = [0.0]
+    settings = QueueSettings(interval_s=15.0, read_timeout_s=10.0, scheduler_interval_s=600.0)
+    source = SlurmQueueSource(SqueueSettings(binary=str(squeue)), clock=lambda: NOW)
+    reader = Poller(source, settings, scheduler=counted, clock=lambda: NOW, timer=lambda: now[0])
+
+    def exported() -> list[tuple[dict[str, str], float]]:
+        text = generate_latest(queue_registry(lambda: reader.status, "test")).decode()
+        promtool_check(text)
+        return families(text).get("gpuadvisor_queue_scheduler_info", [])
+
+    builtin = {
+        "scheduler_type": "sched/builtin",
+        "scheduler_parameters": "sched_interval=1",
+        "select_type": "select/cons_tres",
+        "priority_type": "priority/basic",
+        "preempt_type": "preempt/none",
+        "preempt_mode": "OFF",
+    }
+    await reader.read_once()
+    assert (counted.reads, exported()) == (1, [(builtin, 1.0)])
+    now[0] = 599.0
+    await reader.read_once()
+    assert counted.reads == 1  # not due yet
+
+    write_fake_squeue(scontrol, stderr="scontrol: error: Invalid user\n", exit_code=1)
+    now[0] = 600.0
+    with caplog.at_level(logging.WARNING, logger="gpuadvisor.services.queue"):
+        await reader.read_once()
+        now[0] = 615.0
+        await reader.read_once()  # a failed read is tried again at the next poll
+    assert counted.reads == 3
+    assert exported() == [(builtin, 1.0)]  # the last value is kept
+    assert [r.getMessage() for r in caplog.records] == [
+        f"scheduler source scontrol show config failed: {scontrol} show config exited with "
+        "status 1: scontrol: error: Invalid user; keeping the last value"
+    ]
+
+    write_fake_squeue(
+        scontrol, stdout_file=DATA / "scontrol-show-config-22.05-backfill-recorded.txt"
+    )
+    now[0] = 630.0
+    with caplog.at_level(logging.WARNING, logger="gpuadvisor.services.queue"):
+        await reader.read_once()
+    assert caplog.records[-1].getMessage() == "scheduler source scontrol show config is back"
+    [(labels, _)] = exported()
+    assert (labels["scheduler_type"], labels["priority_type"]) == (
+        "sched/backfill",
+        "priority/multifactor",
+    )
+    now[0] = 1229.0
+    await reader.read_once()
+    assert counted.reads == 4  # 600 s after the last success, not after the failures
+
+
+def test_once_exports_the_scheduler_and_a_queue_file_has_none(
+    squeue: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scontrol = write_fake_squeue(
+        tmp_path / "scontrol", stdout_file=DATA / "scontrol-show-config-22.05-backfill-recorded.txt"
+    )
+    argv = ["queue", "--source", "slurm", "--squeue", str(squeue), "--scontrol", str(scontrol)]
+    sinfo = write_fake_squeue(tmp_path / "sinfo", stdout_file=DATA / "sinfo-24.11.json")
+    assert main([*argv, "--sinfo", str(sinfo), "--once"]) == 0
+    [(labels, value)] = families(capsys.readouterr().out)["gpuadvisor_queue_scheduler_info"]
+    assert (labels["scheduler_type"], value) == ("sched/backfill", 1.0)
+
+    queue = tmp_path / "queue.yaml"
+    queue.write_text("jobs: []\n")
+    assert main(["queue", "--source", "file", "--file", str(queue), "--once"]) == 0
+    assert "gpuadvisor_queue_scheduler_info" not in families(capsys.readouterr().out)

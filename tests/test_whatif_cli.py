@@ -66,6 +66,12 @@ def test_every_sample_gives_the_same_rebuild_and_figures(
     assert (fidelity["window_start_s"], fidelity["window_end_s"]) == (T0, T0 + 700)
     assert fidelity["capacity_gpus"] == 24
     assert fidelity["as_run"] == "easy"
+    assert document["as_run"] == {
+        "order": "easy",
+        "from": "default: sacct does not record the scheduler (give --slurm-config or --as-run)",
+        "scheduler": None,
+        "warning": None,
+    }
     assert fidelity["jobs_rejected"] == []
     # observed GPU-seconds inside [T0, T0+700): 101 4x640 (from +60), 102 none (from +3000),
     # 103 1x400 (from +300), 104 16x60, 105_1 and 105_2 1x200 each (from +500), 108 and 109
@@ -288,3 +294,66 @@ def test_a_record_made_by_the_as_run_policy_is_reproduced_end_to_end(
         assert fifo["allocation_gain_vs_observed_pp"] == 0
         assert fifo["starvation"]["jobs_waiting_longer"] == 0
     assert advisor["wait_mean_s"] < fifo["wait_mean_s"]
+
+
+@pytest.mark.parametrize(
+    ("recorded", "order"),
+    [("scontrol-show-config-22.05-builtin-recorded.txt", "fifo"), (None, "easy")],
+)
+def test_the_scheduler_of_a_saved_scontrol_show_config_chooses_the_as_run_order(
+    recorded: str | None, order: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cluster = Cluster.uniform(2, 8)
+    jobs = generate_workload(random.Random(7), jobs=120, cluster_gpus=16, load=1.2)
+    whole = [
+        replace(j, submit_time_s=round(j.submit_time_s), runtime_s=round(j.runtime_s or 1))
+        for j in jobs
+    ]
+    truth = simulate(whole, cluster, SimulationConfig(order="fifo"))
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text(sacct_text_of(truth, T0))
+    out = tmp_path / "w.json"
+    argv: list[str | Path] = ["whatif", "--sacct", sacct, "--cluster", "2x8"]
+    if recorded is not None:
+        argv += ["--slurm-config", DATA / recorded]
+    result = gpuadvisor(capsys, *argv, "--policies", "fifo", "--output-json", out)
+    assert result.code == 0, result.err
+    document = json.loads(out.read_text())
+    assert document["as_run"]["order"] == document["fidelity"]["as_run"] == order
+    if recorded is not None:
+        # sched/builtin: strict FIFO, the policy that made the record: reproduced exactly
+        assert document["as_run"]["from"] == f"--slurm-config {DATA / recorded}: sched/builtin"
+        assert document["as_run"]["scheduler"]["priority_type"] == "priority/basic"
+        assert document["fidelity"]["wait_ks_statistic"] == 0
+        printed = " ".join(result.out.split())  # the console wraps long lines
+        assert f"replayed as fifo (from --slurm-config {DATA / recorded}" in printed
+    else:
+        assert document["as_run"]["from"].startswith("default: sacct does not record")
+
+
+def test_a_slurm_config_that_is_not_scontrol_output_fails_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "config.txt"
+    config.write_text("Slurmctld(primary) at head01 is UP\n")  # the tail of a cut output
+    sacct = DATA / "sacct-24.11.json"
+    err = _fails_and_writes_nothing(capsys, tmp_path, sacct, "--slurm-config", str(config))
+    assert f"{config}: no 'SchedulerType = …' line" in err
+
+
+def test_an_unknown_scheduler_is_replayed_as_easy_and_the_warning_names_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    recorded = (DATA / "scontrol-show-config-22.05-backfill-recorded.txt").read_text()
+    config = tmp_path / "config.txt"
+    config.write_text(recorded.replace("sched/backfill", "sched/[site]"))
+    out = tmp_path / "w.json"
+    argv: list[str | Path] = ["whatif", "--sacct", DATA / "sacct-24.11.json", "--cluster", "3x8"]
+    argv += ["--slurm-config", config, "--policies", "fifo", "--output-json", out]
+    result = gpuadvisor(capsys, *argv)
+    assert result.code == 0, result.err
+    as_run = json.loads(out.read_text())["as_run"]
+    assert (as_run["order"], as_run["from"]) == ("easy", f"--slurm-config {config}: sched/[site]")
+    assert "'sched/[site]'" in as_run["warning"]
+    printed = " ".join(result.out.split())  # the console wraps long lines
+    assert f"warning: SchedulerType 'sched/[site]' (--slurm-config {config})" in printed

@@ -36,6 +36,12 @@ BASE = (int(time.time()) // 3600) * 3600 - 6 * 3600
 UNTIL = BASE + 4 * 3600
 UPGRADED = BASE + 2 * 3600
 """From here the exporter exports final states, end times and node states."""
+SCHEDULER_CHANGED = UPGRADED + 3600
+"""The exporter reports ``sched/builtin`` from the upgrade on, ``sched/backfill`` from here."""
+SCHEDULER_INFO = "gpuadvisor_queue_scheduler_info"
+BUILTIN_CONFIG = (
+    Path(__file__).parent / "data/slurm/scontrol-show-config-22.05-builtin-recorded.txt"
+)
 
 
 def job(
@@ -63,8 +69,29 @@ NODES = (
 )
 
 
+def scheduler_labels(kind: str) -> tuple[tuple[str, str], ...]:
+    return (
+        ("preempt_mode", "OFF"),
+        ("preempt_type", "preempt/none"),
+        ("priority_type", "priority/basic"),
+        ("scheduler_parameters", "sched_interval=1"),
+        ("scheduler_type", kind),
+        ("select_type", "select/cons_tres"),
+    )
+
+
+def scheduler_scrapes() -> Iterator[tuple[str, tuple[tuple[str, str], ...], float, float]]:
+    """``gpuadvisor_queue_scheduler_info`` as an upgraded exporter serves it, every scrape."""
+    t = float(UPGRADED)
+    while t < UNTIL:
+        kind = "sched/builtin" if t < SCHEDULER_CHANGED else "sched/backfill"
+        yield (SCHEDULER_INFO, scheduler_labels(kind), t, 1.0)
+        t += STEP_S
+
+
 def samples() -> Iterator[tuple[str, tuple[tuple[str, str], ...], float, float]]:
-    return scrapes(JOBS, NODES, BASE, UNTIL, step_s=STEP_S, upgraded_at=UPGRADED)
+    yield from scrapes(JOBS, NODES, BASE, UNTIL, step_s=STEP_S, upgraded_at=UPGRADED)
+    yield from scheduler_scrapes()
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +183,15 @@ def check_rebuild(code: int, err: str, out: Path) -> None:
     assert capacity["missing_gpu_s"] == 8 * 1800 + 4 * 1800
     assert "reading gpuadvisor_queue_job_info: chunk" in err
     assert (out / "report.html").stat().st_size > 0
+    # the latest scheduler of the window: sched/backfill, replayed as EASY
+    assert document["as_run"] == {
+        "order": "easy",
+        "from": f"{SCHEDULER_INFO}: sched/backfill",
+        "scheduler": dict(scheduler_labels("sched/backfill")),
+        "warning": None,
+    }
+    assert document["fidelity"]["as_run"] == "easy"
+    assert f"(from {SCHEDULER_INFO}: sched/backfill)" in (out / "report.html").read_text()
 
 
 def test_prometheus_rebuilds_the_true_trace(
@@ -184,6 +220,41 @@ def test_since_as_a_duration_before_now_reads_up_to_now(
     code, err, out = run_whatif(capsys, prometheus.url, tmp_path, "--since", f"{hours}h")
     assert code == 0, err
     assert rebuilt_trace(out / "trace.csv") == expected_trace()
+
+
+@pytest.mark.parametrize(
+    ("until", "more", "order", "origin"),
+    [
+        # the latest scheduler before the change: sched/builtin, strict FIFO
+        (SCHEDULER_CHANGED - 1, (), "fifo", f"{SCHEDULER_INFO}: sched/builtin"),
+        # an order given wins over the reported scheduler
+        (SCHEDULER_CHANGED - 1, ("--as-run", "easy"), "easy", "--as-run"),
+        # an exporter from before the series: the default, saying why
+        (UPGRADED - 1, (), "easy", f"default: no {SCHEDULER_INFO} sample in the window"),
+        # a saved scontrol show config wins over the series
+        (
+            UNTIL,
+            ("--slurm-config", str(BUILTIN_CONFIG)),
+            "fifo",
+            f"--slurm-config {BUILTIN_CONFIG}: sched/builtin",
+        ),
+    ],
+)
+def test_the_as_run_order_comes_from_the_latest_scheduler_series_of_the_window(
+    prometheus: PrometheusServer,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    until: float,
+    more: tuple[str, ...],
+    order: str,
+    origin: str,
+) -> None:
+    argv = ("--since", str(BASE), "--until", str(until), *more)
+    code, err, out = run_whatif(capsys, prometheus.url, tmp_path, *argv)
+    assert code == 0, err
+    document = json.loads((out / "whatif.json").read_text())
+    assert (document["as_run"]["order"], document["as_run"]["from"]) == (order, origin)
+    assert document["fidelity"]["as_run"] == order
 
 
 def test_a_window_without_the_series_fails_and_writes_nothing(

@@ -17,11 +17,19 @@ from gpuadvisor.cli.listen import QUEUE_PORT, parse_listen_address
 from gpuadvisor.config.queue import SETTINGS, QueueConfig
 from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.services.queue import NodeSource, Poller, QueueSettings, QueueSource, create_app
+from gpuadvisor.services.queue import (
+    NodeSource,
+    Poller,
+    QueueSettings,
+    QueueSource,
+    SchedulerSource,
+    create_app,
+)
 from gpuadvisor.services.serving import Generation, serve
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.exposition.queue import queue_registry
 from gpuadvisor.sources.queuefile import QueueFileSource
+from gpuadvisor.sources.slurm.config import SlurmSchedulerSource
 from gpuadvisor.sources.slurm.squeue import SlurmNodeSource, SlurmQueueSource, SqueueSettings
 
 log = logging.getLogger(__name__)
@@ -49,6 +57,18 @@ def node_source(config: QueueConfig) -> NodeSource | None:
         max_output_bytes=config.squeue_max_bytes,
     )
     return SlurmNodeSource(settings)
+
+
+def scheduler_source(config: QueueConfig) -> SchedulerSource | None:
+    """scontrol for ``--source slurm`` (the scheduler's configuration); none for a queue file."""
+    if config.source != "slurm":
+        return None
+    settings = SqueueSettings(
+        binary=config.scontrol,
+        timeout_s=config.squeue_timeout_s,
+        max_output_bytes=config.squeue_max_bytes,
+    )
+    return SlurmSchedulerSource(settings)
 
 
 def _file(config: QueueConfig) -> QueueSource:
@@ -96,8 +116,13 @@ def queue_config(args: argparse.Namespace) -> QueueConfig:
     return build(QueueConfig, from_flags(SETTINGS, given(args, SETTINGS), CHOICES))
 
 
-def _once(settings: QueueSettings, source: QueueSource, nodes: NodeSource | None) -> int:
-    poller = Poller(source, settings, nodes=nodes)
+def _once(
+    settings: QueueSettings,
+    source: QueueSource,
+    nodes: NodeSource | None,
+    scheduler: SchedulerSource | None,
+) -> int:
+    poller = Poller(source, settings, nodes=nodes, scheduler=scheduler)
     status = asyncio.run(poller.read_once())
     sys.stdout.write(generate_latest(queue_registry(lambda: status, settings.version)).decode())
     return 0 if status.up else 2  # the poller has logged the error
@@ -108,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
     if args.once:
         source = SOURCES[config.source](config)
         parse_listen(config.listen_address)
-        return _once(QueueSettings.of(config), source, node_source(config))
+        settings = QueueSettings.of(config)
+        return _once(settings, source, node_source(config), scheduler_source(config))
 
     def build(first: tuple[Middleware, ...]) -> Generation:
         config = queue_config(args)
@@ -119,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
             QueueSettings.of(config),
             source,
             nodes=node_source(config),
+            scheduler=scheduler_source(config),
             middlewares=(*first, *security.middlewares),
         )
         what = f"reading {source.name} every {config.interval_s:g} s"

@@ -26,9 +26,18 @@ from gpuadvisor.cli.outputs import prepare_file, write_atomically
 from gpuadvisor.cli.whatif_prometheus import no_cluster_error, read_prometheus
 from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.config.values import resolve_instant
-from gpuadvisor.config.whatif import WHATIF_CHOICES, WHATIF_SETTINGS, WhatifSettings
+from gpuadvisor.config.whatif import (
+    AUTO,
+    FALLBACK_ORDER,
+    WHATIF_CHOICES,
+    WHATIF_SETTINGS,
+    AsRun,
+    WhatifSettings,
+    choose_as_run,
+)
 from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
 from gpuadvisor.model import Cluster
+from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.rebuild import Rebuilt, observed_result, rebuild
@@ -37,6 +46,8 @@ from gpuadvisor.simulation.whatif import counterfactual, fidelity
 from gpuadvisor.sinks.report.plots import plot_pngs, wait_distribution_png
 from gpuadvisor.sinks.report.tables import document_json, progress_bar
 from gpuadvisor.sinks.report.whatif_html import duration, percent, pp, render_report
+from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO
+from gpuadvisor.sources.slurm.config import parse_scheduler_config
 from gpuadvisor.sources.slurm.sacct import SacctResult, parse_sacct
 from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.generic import write as write_trace
@@ -91,10 +102,23 @@ def _iso(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def configs_of(settings: WhatifSettings) -> tuple[SimulationConfig, list[SimulationConfig]]:
-    """The site's own policy, and the policies to compare (``--policies``)."""
+def read_slurm_config(name: str) -> SchedulerConfig:
+    """``scontrol show config`` output saved in a file (``--slurm-config``)."""
+    try:
+        data = Path(name).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
+    return parse_scheduler_config(data, source=name)
+
+
+def configs_of(
+    settings: WhatifSettings, as_run_order: str | None = None
+) -> tuple[SimulationConfig, list[SimulationConfig]]:
+    """The site's own policy (``as_run_order``, else ``--as-run``; ``auto`` checked as the
+    fallback), and the policies to compare (``--policies``)."""
     base = SimulationConfig()
-    as_run = parse_policy(settings.as_run, base)
+    order = as_run_order or settings.as_run
+    as_run = parse_policy(FALLBACK_ORDER if order == AUTO else order, base)
     policies = [parse_policy(s, base) for s in settings.policies.split(",") if s.strip()]
     if not policies:
         raise ModelError("--policies names no policy")
@@ -123,9 +147,14 @@ def run(args: argparse.Namespace) -> int:
         until = now_s if until is None else until
     if since is not None and until is not None and until <= since:
         raise GpuAdvisorError("--until must be after --since")
-    as_run, policies = configs_of(settings)
+    configs_of(settings)  # a bad --policies fails before anything is read
     cluster = load_cluster(settings)
+    scheduler, reported_by = None, ""
+    if settings.slurm_config is not None:
+        scheduler = read_slurm_config(settings.slurm_config)
+        reported_by = f"--slurm-config {settings.slurm_config}"
     details: dict[str, object] | None = None
+    no_scheduler = "sacct does not record the scheduler (give --slurm-config or --as-run)"
     if settings.prometheus is not None:
         assert since is not None and until is not None
         read = read_prometheus(
@@ -136,6 +165,9 @@ def run(args: argparse.Namespace) -> int:
             http_config=settings.prometheus_http_config,
         )
         record, source, details = read.record, read.source, read.details
+        if scheduler is None and read.scheduler is not None:
+            scheduler, reported_by = read.scheduler.config, SCHEDULER_INFO
+        no_scheduler = f"no {SCHEDULER_INFO} sample in the window"
         if cluster is None:
             cluster = read.cluster
         if cluster is None:
@@ -146,6 +178,10 @@ def run(args: argparse.Namespace) -> int:
             raise GpuAdvisorError("--sacct needs the cluster: --cluster or --nodes")
         record = read_record(settings.sacct)
         source = "standard input" if settings.sacct == STDIN else settings.sacct
+    chosen_as_run = choose_as_run(settings.as_run, scheduler, reported_by, missing=no_scheduler)
+    if chosen_as_run.warning:
+        console.print(f"warning: {chosen_as_run.warning}", markup=False)
+    as_run, policies = configs_of(settings, chosen_as_run.order)
     try:
         rebuilt = rebuild(record.jobs, since_s=since, until_s=until)
     except ModelError as exc:
@@ -167,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
     document = whatif_document(
         settings, record, source, rebuilt, cluster, as_run_run, chosen, missing_gpu_s=missing
     )
+    document["as_run"] = chosen_as_run.document()
     if details is not None:
         document["prometheus"] = details
         print_capacity(console, details, cluster)
@@ -179,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
         texts[settings.report] = render_report(json.loads(json_text), pngs)
     if settings.output_trace:
         texts[settings.output_trace] = trace_text(rebuilt, source)
+    print_as_run(console, chosen_as_run)
     print_summary(console, document)
     for name, data in texts.items():
         write_atomically(Path(name), data)
@@ -289,6 +327,11 @@ def print_capacity(console: Console, details: dict[str, Any], cluster: Cluster) 
             "nodes down or drained)"
         )
     console.print(line)
+
+
+def print_as_run(console: Console, as_run: AsRun) -> None:
+    line = f"the site's own policy replayed as {as_run.order} (from {as_run.origin})"
+    console.print(line, markup=False)
 
 
 def print_summary(console: Console, document: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ from gpuadvisor.model import Cluster
 from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
 from gpuadvisor.sources.prometheus.jobhistory import NODE_GPUS, JobHistory, read_history
 from gpuadvisor.sources.prometheus.ranges import ReadPlan
+from gpuadvisor.sources.prometheus.scheduler import SeenScheduler, read_scheduler
 from gpuadvisor.sources.slurm.sacct import SacctResult
 from gpuadvisor.transport.settings import HttpSettings
 from gpuadvisor.transport.url import check_url, redact_url
@@ -29,6 +30,8 @@ class PrometheusRecord:
     cluster: Cluster | None
     source: str
     details: dict[str, object]
+    scheduler: SeenScheduler | None = None
+    """The latest ``gpuadvisor_queue_scheduler_info`` of the window, if any."""
 
 
 class ProgressLine:
@@ -65,12 +68,14 @@ def read_prometheus(
     shown = redact_url(url)
     plan = ReadPlan(start_s, end_s, chunk_s=chunk_s)
 
-    async def read() -> JobHistory:
+    async def read() -> tuple[JobHistory, SeenScheduler | None]:
         async with PrometheusClient(settings) as client:
-            return await read_history(client, plan, progress=ProgressLine(stderr or sys.stderr))
+            progress = ProgressLine(stderr or sys.stderr)
+            history = await read_history(client, plan, progress=progress)
+            return history, await read_scheduler(client, plan)
 
     try:
-        history = asyncio.run(read())
+        history, scheduler = asyncio.run(read())
     except InputError as exc:
         raise InputError(str(exc), path=shown) from None
     jobs, left_out = history.finished(end_s)
@@ -85,7 +90,7 @@ def read_prometheus(
         "capacity": history.capacity(start_s, end_s) if history.node_gpus else None,
     }
     record = SacctResult(tuple(jobs), f"prometheus (resolution {resolution:g} s)")
-    return PrometheusRecord(record, history.cluster(), shown, details)
+    return PrometheusRecord(record, history.cluster(), shown, details, scheduler)
 
 
 def no_cluster_error(source: str) -> InputError:

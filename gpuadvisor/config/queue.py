@@ -22,6 +22,8 @@ class QueueConfig:
     squeue_timeout_s: float = 30.0
     squeue_max_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     sinfo: str = "sinfo"
+    scontrol: str = "scontrol"
+    scheduler_interval_s: float = 600.0
     interval_s: float = 15.0
     listen_address: str = ":19843"
     web_config_file: str | None = None
@@ -65,6 +67,21 @@ SETTINGS: tuple[Setting, ...] = (
         text,
         "sinfo binary for the node states (--source slurm), run with squeue's limits",
         metavar="BINARY",
+    ),
+    Setting(
+        "scontrol",
+        "--scontrol",
+        text,
+        "scontrol binary for the scheduler's configuration (--source slurm: scontrol show "
+        "config), run with squeue's limits",
+        metavar="BINARY",
+    ),
+    Setting(
+        "scheduler_interval_s",
+        "--scheduler-interval",
+        seconds,
+        "time between reads of the scheduler's configuration (a failed read is tried again "
+        "at the next read of the source)",
     ),
     Setting("interval_s", "--interval", seconds, "time between reads of the source"),
     Setting(

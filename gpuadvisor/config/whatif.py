@@ -9,12 +9,24 @@ from dataclasses import dataclass
 from gpuadvisor.analysis.scheduling.orders import ORDERS
 from gpuadvisor.config.setting import Choices, Setting
 from gpuadvisor.config.values import instant, non_negative, optional_path, seconds, text
+from gpuadvisor.model.scheduler import SchedulerConfig
+
+AUTO = "auto"
+"""``--as-run auto``: the order of the scheduler the site reported, else ``FALLBACK_ORDER``."""
+FALLBACK_ORDER = "easy"
+"""The order replayed when no scheduler was reported: Slurm's default ``sched/backfill``."""
+SCHEDULER_ORDERS = {"sched/backfill": "easy", "sched/builtin": "fifo"}
+"""Slurm's ``SchedulerType`` → the order that replays it. ``sched/backfill`` backfills around
+the highest-priority blocked job (EASY-style); ``sched/builtin`` starts jobs in priority order
+and, once a job cannot start for want of resources, starts no lower-priority job of that
+partition (slurm.conf(5); ``failed_parts`` in job_scheduler.c): strict FIFO."""
 
 
 @dataclass(frozen=True, slots=True)
 class WhatifSettings:
-    """Every setting of ``gpuadvisor whatif``. ``as_run`` is Slurm's default scheduler
-    (``sched/backfill``: EASY-style backfill); ``sched/builtin`` sites say ``fifo``."""
+    """Every setting of ``gpuadvisor whatif``. ``as_run`` ``auto`` replays the order of the
+    scheduler the site reported (``slurm_config``, else the queue exporter's
+    ``gpuadvisor_queue_scheduler_info``), else ``FALLBACK_ORDER``."""
 
     sacct: str | None = None
     prometheus: str | None = None
@@ -24,7 +36,8 @@ class WhatifSettings:
     nodes: str | None = None
     since: float | None = None
     until: float | None = None
-    as_run: str = "easy"
+    as_run: str = AUTO
+    slurm_config: str | None = None
     policies: str = "fifo,easy,advisor"
     gpu_hour_price: float | None = None
     report: str | None = None
@@ -103,8 +116,17 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         "--as-run",
         text,
         "the order the site's scheduler ran, replayed to check fidelity: easy for Slurm's "
-        "sched/backfill, fifo for sched/builtin",
+        "sched/backfill, fifo for sched/builtin; auto: the scheduler --slurm-config or the "
+        "queue exporter (gpuadvisor_queue_scheduler_info) reported, else easy",
         metavar="ORDER",
+    ),
+    Setting(
+        "slurm_config",
+        "--slurm-config",
+        optional_path,
+        "saved output of scontrol show config, for --as-run auto: the site's SchedulerType "
+        "(sacct does not record it)",
+        metavar="FILE",
     ),
     Setting(
         "policies",
@@ -136,4 +158,50 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
     ),
 )
 
-WHATIF_CHOICES: Choices = {"as_run": tuple(ORDERS)}
+WHATIF_CHOICES: Choices = {"as_run": (AUTO, *ORDERS)}
+
+
+@dataclass(frozen=True, slots=True)
+class AsRun:
+    """The order replayed as the site's own, and where it came from (for the report)."""
+
+    order: str
+    origin: str
+    """``--as-run``, ``gpuadvisor_queue_scheduler_info: sched/backfill``, ``--slurm-config
+    FILE: sched/builtin``, or ``default: …`` saying why no scheduler was known."""
+    scheduler: SchedulerConfig | None = None
+    warning: str = ""
+    """Set when a reported scheduler has no matching order (replayed as the fallback)."""
+
+    def document(self) -> dict[str, object]:
+        """The JSON document's ``as_run`` object."""
+        scheduler = None
+        if self.scheduler is not None:
+            scheduler = dict(zip(self.scheduler.labels(), self.scheduler.values(), strict=True))
+        return {
+            "order": self.order,
+            "from": self.origin,
+            "scheduler": scheduler,
+            "warning": self.warning or None,
+        }
+
+
+def choose_as_run(
+    as_run: str, scheduler: SchedulerConfig | None, reported_by: str, *, missing: str = ""
+) -> AsRun:
+    """The order to replay as the site's own. An order given (not ``auto``) wins; else the
+    reported scheduler's (``reported_by`` names where it was read); else ``FALLBACK_ORDER``,
+    ``missing`` saying why no scheduler was known."""
+    if as_run != AUTO:
+        return AsRun(as_run, "--as-run", scheduler)
+    if scheduler is None:
+        return AsRun(FALLBACK_ORDER, f"default: {missing or 'no scheduler reported'}")
+    origin = f"{reported_by}: {scheduler.scheduler_type}"
+    order = SCHEDULER_ORDERS.get(scheduler.scheduler_type)
+    if order is not None:
+        return AsRun(order, origin, scheduler)
+    warning = (
+        f"SchedulerType {scheduler.scheduler_type!r} ({reported_by}) has no matching order; "
+        f"replayed as {FALLBACK_ORDER} (give --as-run to choose)"
+    )
+    return AsRun(FALLBACK_ORDER, origin, scheduler, warning)

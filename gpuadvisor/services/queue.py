@@ -6,6 +6,10 @@ file) every interval, whatever Prometheus does; a scrape only renders the latest
 A failed read sets ``gpuadvisor_queue_up 0`` and drops every job series: the last good snapshot
 is kept in memory (``Poller.last_good``) but never served as if it were current. The error is
 logged once when it appears or changes, and recovery once.
+
+The scheduler's configuration (``scontrol show config``) changes rarely: it is read at the first
+poll and then every ``scheduler_interval_s``; a failed read keeps the last value (logged once,
+as above) and is tried again at the next poll.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from gpuadvisor import __version__
 from gpuadvisor.config.queue import QueueConfig
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.model.queue import NodeState, QueueSnapshot
+from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.services.repeats import ChangeLog
 from gpuadvisor.services.web import (
     accepts_gzip,
@@ -62,6 +67,16 @@ class NodeSource(Protocol):
         ...
 
 
+class SchedulerSource(Protocol):
+    """Reads the scheduler's configuration (``scontrol show config``); optional, read rarely."""
+
+    name: str
+
+    async def read(self) -> SchedulerConfig:
+        """The configuration now; raises a ``GpuAdvisorError`` that says what went wrong."""
+        ...
+
+
 READ_MARGIN_S = 10.0
 """How much longer than squeue's own timeout a read may take in all."""
 
@@ -75,6 +90,7 @@ class QueueSettings:
 
     interval_s: float = _DEFAULTS.interval_s
     read_timeout_s: float = _DEFAULTS.squeue_timeout_s + READ_MARGIN_S
+    scheduler_interval_s: float = _DEFAULTS.scheduler_interval_s
     version: str = __version__
 
     @classmethod
@@ -83,6 +99,7 @@ class QueueSettings:
         return cls(
             interval_s=config.interval_s,
             read_timeout_s=config.squeue_timeout_s + READ_MARGIN_S,
+            scheduler_interval_s=config.scheduler_interval_s,
         )
 
 
@@ -97,12 +114,19 @@ class Poller:
         settings: QueueSettings,
         *,
         nodes: NodeSource | None = None,
+        scheduler: SchedulerSource | None = None,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.source = source
         self.nodes = nodes
         self._nodes_error = ""
+        self.scheduler = scheduler
+        self._scheduler_error = ""
+        self._scheduler_read_at: float | None = None
+        self.scheduler_config: SchedulerConfig | None = None
+        """The scheduler's configuration of the latest successful read, kept while later reads
+        fail."""
         self.settings = settings
         self._clock = clock
         self._timer = timer
@@ -139,18 +163,48 @@ class Poller:
         self._nodes_error = error
         return nodes, nodes is not None
 
+    async def _read_scheduler(self) -> SchedulerConfig | None:
+        """The scheduler's configuration: read again once ``scheduler_interval_s`` has passed
+        since the last successful read (and at every poll until one succeeds); the last value
+        while a read fails. The error is logged once when it appears or changes."""
+        if self.scheduler is None:
+            return None
+        now = self._timer()
+        last = self._scheduler_read_at
+        if last is not None and now - last < self.settings.scheduler_interval_s:
+            return self.scheduler_config
+        config, error = await self._read(self.scheduler.read, self.scheduler.name)
+        if config is not None:
+            self.scheduler_config = config
+            self._scheduler_read_at = now
+        if error and error != self._scheduler_error:
+            kept = "; keeping the last value" if self.scheduler_config is not None else ""
+            log.error("scheduler source %s failed: %s%s", self.scheduler.name, error, kept)
+        elif not error and self._scheduler_error:
+            log.warning("scheduler source %s is back", self.scheduler.name)
+        self._scheduler_error = error
+        return self.scheduler_config
+
     async def read_once(self) -> QueueStatus:
         """Read the source (and the node source) once and fold the outcome into ``status``."""
         started = self._timer()
         snapshot, error = await self._read(self.source.read, self.source.name)
         duration = self._timer() - started
         nodes, nodes_up = await self._read_nodes()
+        scheduler = await self._read_scheduler()
         previous = self.status
         if snapshot is None:
             if error != previous.error:
                 log.error("queue source %s failed: %s", self.source.name, error)
             self.status = QueueStatus(
-                None, False, previous.last_success_s, duration, error, nodes, nodes_up
+                None,
+                False,
+                previous.last_success_s,
+                duration,
+                error,
+                nodes,
+                nodes_up,
+                scheduler=scheduler,
             )
         else:
             if previous.up is False:
@@ -168,6 +222,7 @@ class Poller:
                 nodes=nodes,
                 nodes_up=nodes_up,
                 source_warnings=len(set(warnings)),
+                scheduler=scheduler,
             )
         self.ready = True
         return self.status
@@ -215,15 +270,17 @@ def create_app(
     source: QueueSource,
     *,
     nodes: NodeSource | None = None,
+    scheduler: SchedulerSource | None = None,
     clock: Callable[[], float] = time.time,
     middlewares: Iterable[Middleware] = (),
 ) -> web.Application:
     """The queue exporter's web app; its poller starts and stops with the app.
 
-    ``nodes``: the node states' source (sinfo), if any. ``middlewares``: e.g. basic auth and
-    the scrape limit from ``services.webconfig``."""
+    ``nodes``: the node states' source (sinfo), if any; ``scheduler``: the scheduler's
+    configuration (scontrol), if any. ``middlewares``: e.g. basic auth and the scrape limit
+    from ``services.webconfig``."""
     app = web.Application(middlewares=middlewares)
-    poller = Poller(source, settings, nodes=nodes, clock=clock)
+    poller = Poller(source, settings, nodes=nodes, scheduler=scheduler, clock=clock)
     app[POLLER] = poller
     app[REGISTRY] = queue_registry(lambda: poller.status, settings.version)
     app.cleanup_ctx.append(collecting(POLLER, "queue-poller"))

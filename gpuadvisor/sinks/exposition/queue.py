@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Metric
 from prometheus_client.core import GaugeMetricFamily
 
 from gpuadvisor.model.queue import NodeState, QueueEntry, QueueSnapshot
+from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.sinks.exposition.metrics import MetricDef, StateCollector, gauge, private_registry
 
 SOURCE = "source: the scheduler queue, squeue --json or a queue file"
@@ -41,6 +42,9 @@ class QueueStatus:
     source_warnings: int = 0
     """Distinct warnings the source itself gave with the latest successful read (squeue's
     ``warnings``)."""
+    scheduler: SchedulerConfig | None = None
+    """The scheduler's configuration of the latest successful read of it (scontrol show
+    config), kept while later reads fail; ``None`` before one succeeded or without one."""
 
 
 def _gauge(name: str, help_: str, labels: tuple[str, ...] = JOB) -> MetricDef:
@@ -129,6 +133,15 @@ QUEUE_METRICS: tuple[MetricDef, ...] = (
         (),
     ),
     _gauge(
+        "gpuadvisor_queue_scheduler_info",
+        "The scheduler's configuration, always 1: Slurm's SchedulerType (sched/backfill, "
+        "sched/builtin), SchedulerParameters, SelectType, PriorityType, PreemptType and "
+        "PreemptMode as scontrol show config prints them (empty where unset); read at start "
+        "and every --scheduler-interval, the last value kept while a read fails "
+        "(source: scontrol show config; absent for a queue file).",
+        SchedulerConfig.labels(),
+    ),
+    _gauge(
         "gpuadvisor_queue_up",
         "1 if the latest read of the queue source succeeded, else 0; no job series while 0 "
         "(source: the queue exporter).",
@@ -215,6 +228,9 @@ def render(status: QueueStatus, version: str) -> Iterator[Metric]:
         warnings.add_metric([], status.source_warnings)
     if status.nodes_up is not None:
         families["gpuadvisor_queue_nodes_up"].add_metric([], 1 if status.nodes_up else 0)
+    if status.scheduler is not None:
+        scheduler = families["gpuadvisor_queue_scheduler_info"]
+        scheduler.add_metric(list(status.scheduler.values()), 1)
     for node in status.nodes or ():
         families["gpuadvisor_queue_node_info"].add_metric([node.node, node.state], 1)
         families["gpuadvisor_queue_node_gpus"].add_metric([node.node], node.gpus)

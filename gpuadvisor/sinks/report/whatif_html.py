@@ -120,6 +120,14 @@ def _fidelity(doc: Mapping[str, object]) -> str:
         ],
     ]
     table = _table(["", "allocation", "mean wait", "p95 wait"], rows)
+    as_run = doc.get("as_run")
+    if isinstance(as_run, Mapping):
+        table += (
+            f'<p class="as-run">The site\'s own policy is replayed as '
+            f"{html.escape(str(as_run['order']))} (from {html.escape(str(as_run['from']))})."
+            + (f" {html.escape(str(as_run['warning']))}" if as_run.get("warning") else "")
+            + "</p>"
+        )
     distance = _table(
         ["", "value"],
         [
