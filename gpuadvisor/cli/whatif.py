@@ -94,7 +94,7 @@ def _iso(seconds: float) -> str:
 def configs_of(settings: WhatifSettings) -> tuple[SimulationConfig, list[SimulationConfig]]:
     """The site's own policy, and the policies to compare (``--policies``)."""
     base = SimulationConfig()
-    as_run = parse_policy(settings.as_run, base)
+    as_run = parse_policy(settings.effective_as_run, base)
     policies = [parse_policy(s, base) for s in settings.policies.split(",") if s.strip()]
     if not policies:
         raise ModelError("--policies names no policy")
@@ -117,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
     now_s = time.time()
     since = resolve_instant(settings.since, now_s)
     until = resolve_instant(settings.until, now_s)
+    if settings.prometheus is None and settings.profile != "gpuadvisor":
+        raise GpuAdvisorError(
+            f"--profile {settings.profile} reads Prometheus: it needs --prometheus, not --sacct"
+        )
     if settings.prometheus is not None:
         if since is None:
             raise GpuAdvisorError("--prometheus needs --since (for example --since 14d)")
@@ -134,12 +138,13 @@ def run(args: argparse.Namespace) -> int:
             until,
             settings.prometheus_chunk,
             http_config=settings.prometheus_http_config,
+            profile=settings.profile,
         )
         record, source, details = read.record, read.source, read.details
         if cluster is None:
             cluster = read.cluster
         if cluster is None:
-            raise no_cluster_error(source)
+            raise no_cluster_error(source, settings.profile)
     else:
         assert settings.sacct is not None  # argparse requires a source
         if cluster is None:
@@ -282,11 +287,15 @@ def print_capacity(console: Console, details: dict[str, Any], cluster: Cluster) 
     """What ``--prometheus`` could see: the resolution and the capacity that was missing."""
     capacity = details.get("capacity")
     line = f"history read at a {details['resolution_s']:g} s resolution"
+    why = (
+        "nodes gone, cordoned or not ready"
+        if details.get("profile") == "kubernetes"
+        else "agents not scraped, nodes down or drained"
+    )
     if capacity is not None:
         line += (
             f"; {capacity['mean_present_gpus']:.1f} of the {cluster.gpus} GPUs there on average "
-            f"({capacity['missing_gpu_s'] / 3600:.1f} GPU-hours missing: agents not scraped, "
-            "nodes down or drained)"
+            f"({capacity['missing_gpu_s'] / 3600:.1f} GPU-hours missing: {why})"
         )
     console.print(line)
 

@@ -9,27 +9,40 @@ from dataclasses import dataclass
 from gpuadvisor.analysis.scheduling.orders import ORDERS
 from gpuadvisor.config.setting import Choices, Setting
 from gpuadvisor.config.values import instant, non_negative, optional_path, seconds, text
+from gpuadvisor.sources.prometheus.profiles import PROFILES
+
+AS_RUN_BY_PROFILE = {"gpuadvisor": "easy", "kubernetes": "fifo-skip"}
+"""``--as-run`` where it is not given, by ``--profile``: Slurm's default ``sched/backfill`` is
+EASY-style backfill; kube-scheduler binds any pending pod that fits, in priority order, and
+reserves nothing for a pod that does not (FIFO that skips what will not fit)."""
 
 
 @dataclass(frozen=True, slots=True)
 class WhatifSettings:
-    """Every setting of ``gpuadvisor whatif``. ``as_run`` is Slurm's default scheduler
-    (``sched/backfill``: EASY-style backfill); ``sched/builtin`` sites say ``fifo``."""
+    """Every setting of ``gpuadvisor whatif``. ``as_run`` None: the profile's scheduler
+    (``AS_RUN_BY_PROFILE``: ``easy`` for Slurm's default ``sched/backfill``, ``fifo-skip`` for
+    kube-scheduler); ``sched/builtin`` sites say ``fifo``."""
 
     sacct: str | None = None
     prometheus: str | None = None
+    profile: str = "gpuadvisor"
     prometheus_chunk: float = 3600.0
     prometheus_http_config: str | None = None
     cluster: str | None = None
     nodes: str | None = None
     since: float | None = None
     until: float | None = None
-    as_run: str = "easy"
+    as_run: str | None = None
     policies: str = "fifo,easy,advisor"
     gpu_hour_price: float | None = None
     report: str | None = None
     output_json: str | None = None
     output_trace: str | None = None
+
+    @property
+    def effective_as_run(self) -> str:
+        """``as_run``, or the profile's scheduler where it is not given."""
+        return self.as_run or AS_RUN_BY_PROFILE[self.profile]
 
 
 WHATIF_SETTINGS: tuple[Setting, ...] = (
@@ -49,6 +62,14 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         "series to rebuild the jobs and the capacity from; needs --since",
         metavar="URL",
         group="source",
+    ),
+    Setting(
+        "profile",
+        "--profile",
+        text,
+        "which series --prometheus rebuilds the jobs from, as the advisor's profile: gpuadvisor "
+        "(queue exporter and agents) or kubernetes (kube-state-metrics: GPU pods and nodes)",
+        metavar="NAME",
     ),
     Setting(
         "prometheus_http_config",
@@ -102,8 +123,9 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         "as_run",
         "--as-run",
         text,
-        "the order the site's scheduler ran, replayed to check fidelity: easy for Slurm's "
-        "sched/backfill, fifo for sched/builtin",
+        "the order the site's scheduler ran, replayed to check fidelity (default: easy with "
+        "--profile gpuadvisor, Slurm's sched/backfill; fifo-skip with --profile kubernetes, "
+        "kube-scheduler); fifo for Slurm's sched/builtin",
         metavar="ORDER",
     ),
     Setting(
@@ -136,4 +158,4 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
     ),
 )
 
-WHATIF_CHOICES: Choices = {"as_run": tuple(ORDERS)}
+WHATIF_CHOICES: Choices = {"as_run": tuple(ORDERS), "profile": tuple(PROFILES)}
