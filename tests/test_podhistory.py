@@ -98,3 +98,26 @@ def test_a_node_cordoned_and_not_ready_at_once_counts_its_gpus_missing_once() ->
     assert history.node_gpus == {"k1": 8}
     assert capacity["missing_gpu_s"] == 8 * 3000.0
     assert capacity["cluster_gpu_s"] == 8 * END
+
+
+def test_each_chunk_names_only_the_gpu_pods_alive_in_it() -> None:
+    """The phase reads name the pods whose request was read in a chunk that may overlap: a
+    chunk costs the GPU pods alive in it, not every pod of the window."""
+    history = PodHistory()
+    requests = [
+        series({"uid": uid, "container": "c"}, (stamp, 1.0))
+        for uid, stamps in (("a", (100, 200)), ("b", (200, 300)), ("c", (400,)))
+        for stamp in stamps
+    ]
+    history.add_gpu_requests(requests)
+    selectors = history.phase_selectors(100.0)
+    assert selectors is not None
+    named = [selectors(lo, lo + 100.0) for lo in (0.0, 100.0, 200.0, 300.0, 400.0)]
+    uids = [[s.split('uid=~"')[1].rstrip('"}') for s in chunk] for chunk in named]
+    assert uids == [["a"], ["a|b"], ["b"], ["c"], []]
+    assert named[0] == ['kube_pod_status_phase{phase=~"Pending|Running|Unknown",uid=~"a"}']
+
+
+def test_pods_without_uid_have_their_phases_read_unfiltered() -> None:
+    history = history_of(("p", "Pending", (100.0, 200.0), None))
+    assert history.phase_selectors(100.0) is None

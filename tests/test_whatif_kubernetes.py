@@ -120,11 +120,12 @@ def last_scrape_before(t: float) -> float:
 Row = tuple[float, float, float, int, str, str]
 
 
-def expected_trace() -> dict[str, Row]:
+def expected_trace(pods: tuple[TruePod, ...] = PODS) -> dict[str, Row]:
     """(submit, start, end, GPUs, user, partition) of every GPU pod that ran and ended."""
     out = {}
-    reused = {"b-0"}
-    for p in PODS:
+    names = [p.name for p in pods]
+    reused = {n for n in names if names.count(n) > 1}
+    for p in pods:
         if p.start_s is None or not p.gpus or p.end_s >= UNTIL:
             continue
         job_id = f"{p.namespace}/{p.name}" + (f"@{p.uid}" if p.name in reused else "")
@@ -215,6 +216,27 @@ def test_victoriametrics_gives_the_same_pods(
         capsys, victoria.url, tmp_path, "--since", str(BASE), "--until", str(UNTIL)
     )
     check_rebuild(code, err, out)
+
+
+def test_series_without_uid_are_read_by_namespace_and_pod(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """kube-state-metrics series without ``uid``: every pod's phases are read (no pod can be
+    named by uid), and the pods are told apart by ``namespace/pod``."""
+    pods = tuple(p for p in PODS if p.uid != "uid-b0-2")  # a reused name would merge
+    folder = tmp_path / "prometheus"
+    create_blocks(
+        openmetrics(scrapes(pods, NODES, BASE, UNTIL, step_s=STEP_S, uid=False)),
+        folder / "data",
+        folder,
+    )
+    with PrometheusServer(folder) as server:
+        server.wait_ready()
+        code, err, out = run_whatif(
+            capsys, server.url, tmp_path, "--since", str(BASE), "--until", str(UNTIL)
+        )
+    assert code == 0, err
+    assert rebuilt_trace(out / "trace.csv") == expected_trace(pods)
 
 
 def test_as_run_given_overrides_the_profiles_scheduler(

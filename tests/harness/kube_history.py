@@ -75,20 +75,24 @@ def scrapes(
     end_s: float,
     *,
     step_s: float = 15.0,
+    uid: bool = True,
 ) -> Iterator[Sample]:
-    """Every sample of every scrape at ``start_s, start_s + step_s, ...`` before ``end_s``."""
+    """Every sample of every scrape at ``start_s, start_s + step_s, ...`` before ``end_s``;
+    ``uid`` False: pod series without the ``uid`` label."""
     t = start_s
     while t < end_s:
         for pod in pods:
             if pod.exists(t):
-                yield from _pod_samples(pod, t)
+                yield from _pod_samples(pod, t, uid)
         for node in nodes:
             yield from _node_samples(node, t)
         t += step_s
 
 
-def _pod_samples(pod: TruePod, t: float) -> Iterator[Sample]:
-    key: Labels = (("namespace", pod.namespace), ("pod", pod.name), ("uid", pod.uid))
+def _pod_samples(pod: TruePod, t: float, uid: bool) -> Iterator[Sample]:
+    key: Labels = (("namespace", pod.namespace), ("pod", pod.name))
+    if uid:
+        key = (*key, ("uid", pod.uid))
     phase = pod.phase(t)
     for name in PHASES:
         yield ("kube_pod_status_phase", (*key, ("phase", name)), t, float(name == phase))

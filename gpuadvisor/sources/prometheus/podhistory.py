@@ -2,7 +2,9 @@
 --prometheus URL --profile kubernetes`` (docs/whatif.md, "Kubernetes").
 
 A pod is summed up as its samples stream past, chunk by chunk (``PodHistory``): memory grows with
-the GPU pods and nodes, never with the samples. A pod is one job (one node); rules:
+the GPU pods and nodes, never with the samples. The GPU requests are read first; the raw phase
+samples then only for the GPU pods seen in each chunk, named by ``uid`` (non-GPU pods, often
+most of a cluster's, are never read sample by sample). A pod is one job (one node); rules:
 
 - a GPU pod is one whose containers request ``nvidia.com/gpu``
   (``kube_pod_container_resource_requests{resource="nvidia_com_gpu"}``, a container without a
@@ -25,6 +27,7 @@ the GPU pods and nodes, never with the samples. A pod is one job (one node); rul
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -40,14 +43,25 @@ from gpuadvisor.sources.prometheus.jobhistory import (
     Runs,
     capacity,
 )
-from gpuadvisor.sources.prometheus.ranges import ReadPlan, read_chunks, read_latest
+from gpuadvisor.sources.prometheus.ranges import (
+    ReadPlan,
+    Selectors,
+    read_chunks,
+    read_chunks_of,
+    read_latest,
+)
 
 GPU = 'resource="nvidia_com_gpu"'
 """kube-state-metrics writes the extended resource ``nvidia.com/gpu`` as ``nvidia_com_gpu``."""
 REQUESTS = f"kube_pod_container_resource_requests{{{GPU}}}"
 LIMITS = f"kube_pod_container_resource_limits{{{GPU}}}"
-ACTIVE_PHASES = 'kube_pod_status_phase{phase=~"Pending|Running|Unknown"}'
-FINAL_PHASES = 'kube_pod_status_phase{phase=~"Succeeded|Failed"}'
+PHASE = "kube_pod_status_phase"
+ACTIVE = 'phase=~"Pending|Running|Unknown"'
+ACTIVE_PHASES = f"{PHASE}{{{ACTIVE}}}"
+FINAL_PHASES = f'{PHASE}{{phase=~"Succeeded|Failed"}}'
+UID_BATCH = 300
+"""GPU pods named in one phase query (``uid=~"a|b|..."``, some 11 KB of POST body)."""
+_UID = re.compile(r"[0-9A-Za-z-]+")
 VALUE_METRICS = {
     "created": "kube_pod_created",
     "start": "kube_pod_start_time",
@@ -81,6 +95,9 @@ class _Pod:
     limits: dict[str, float] = field(default_factory=dict)
     values: dict[str, float] = field(default_factory=dict)
     first_seen: float = float("inf")
+    first_stamp: float = float("inf")
+    last_stamp: float = float("-inf")
+    """The first and last chunk ends at which its GPU request (or limit) was read."""
     first_running: float | None = None
     last_active: float | None = None
     final: str | None = None
@@ -130,7 +147,9 @@ class PodHistory:
             if pod is None:
                 pod = self.pods[key] = _Pod(series.label("namespace"), series.label("pod"))
             held = pod.limits if limits else pod.requests
-            held[series.label("container")] = series.samples[-1][1]
+            stamp, held[series.label("container")] = series.samples[-1]
+            pod.first_stamp = min(pod.first_stamp, stamp)
+            pod.last_stamp = max(pod.last_stamp, stamp)
 
     def add_active_phases(self, chunk: Iterable[Series]) -> None:
         """Raw samples of ``kube_pod_status_phase`` for Pending, Running and Unknown; a sample
@@ -197,6 +216,15 @@ class PodHistory:
             for t, value in series.samples:
                 if value == unavailable_when:
                     target.setdefault(node, Runs()).add(t)
+
+    def phase_selectors(self, reach_s: float) -> Selectors | None:
+        """The active-phase selectors of each chunk, naming only the GPU pods whose request was
+        read in a chunk that may overlap it (``reach_s``: the longest chunk), ``UID_BATCH`` at
+        a time; None where a pod has no ``uid`` to be named by (read every pod's phases then)."""
+        if not all(_UID.fullmatch(key) for key in self.pods):
+            return None
+        spans = sorted((p.first_stamp - reach_s, p.last_stamp, key) for key, p in self.pods.items())
+        return _Alive(spans).selectors
 
     @property
     def resolution_s(self) -> float:
@@ -271,6 +299,29 @@ class PodHistory:
         return capacity(nodes, self.resolution_s, start_s, end_s)
 
 
+@dataclass
+class _Alive:
+    """The pods alive in each chunk of a read that moves forward in time: a sweep over their
+    ``(from, to, uid)`` spans, so a chunk costs the pods alive in it, not every pod."""
+
+    spans: list[tuple[float, float, str]]
+    next: int = 0
+    alive: dict[str, float] = field(default_factory=dict)
+
+    def selectors(self, lo: float, hi: float) -> list[str]:
+        while self.next < len(self.spans) and self.spans[self.next][0] < hi:
+            _, last, uid = self.spans[self.next]
+            self.alive[uid] = last
+            self.next += 1
+        for uid in [u for u, last in self.alive.items() if last <= lo]:
+            del self.alive[uid]
+        uids = sorted(self.alive)
+        return [
+            f'{PHASE}{{{ACTIVE},uid=~"{"|".join(uids[i : i + UID_BATCH])}"}}'
+            for i in range(0, len(uids), UID_BATCH)
+        ]
+
+
 def _pod_order(item: tuple[str, _Pod]) -> tuple[str, str, float, str]:
     key, pod = item
     return pod.namespace, pod.name, pod.values.get("created", pod.first_seen), key
@@ -300,8 +351,14 @@ async def read_pod_history(
             f"no {REQUESTS} (nor {LIMITS}) sample {window}: is kube-state-metrics (2.x) "
             "scraped by this server, kept that long, and did any pod request nvidia.com/gpu?"
         )
-    async for chunk in chunks(ACTIVE_PHASES):
-        history.add_active_phases(chunk)
+    by_uid = history.phase_selectors(plan.chunk_s)
+    if by_uid is None:  # pods without uid: every pod's phases, GPU or not
+        async for chunk in chunks(ACTIVE_PHASES):
+            history.add_active_phases(chunk)
+    else:  # only the GPU pods alive in each chunk
+        tick = None if progress is None else (lambda d, t: progress(ACTIVE_PHASES, d, t))
+        async for chunk in read_chunks_of(source, ACTIVE_PHASES, by_uid, plan, progress=tick):
+            history.add_active_phases(chunk)
     async for chunk in chunks(FINAL_PHASES, latest=True):
         history.add_final_phases(chunk)
     if all(p.first_seen == float("inf") and p.final is None for p in history.pods.values()):
