@@ -5,8 +5,10 @@ failed before it started, and a node cordoned and not ready at once (counted onc
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpuadvisor.sources.prometheus.client import Series
-from gpuadvisor.sources.prometheus.podhistory import PodHistory
+from gpuadvisor.sources.prometheus.podhistory import SERIES_READ, PodHistory
 
 STEP = 10.0
 END = 10_000.0
@@ -121,3 +123,10 @@ def test_each_chunk_names_only_the_gpu_pods_alive_in_it() -> None:
 def test_pods_without_uid_have_their_phases_read_unfiltered() -> None:
     history = history_of(("p", "Pending", (100.0, 200.0), None))
     assert history.phase_selectors(100.0) is None
+
+
+def test_every_series_read_is_named_in_the_docs() -> None:
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "whatif.md").read_text()
+    section = " ".join(docs[docs.index("### Kubernetes") :].split())
+    for selector in SERIES_READ:
+        assert f"`{selector.split('{')[0]}" in section, selector

@@ -257,6 +257,30 @@ def test_as_run_given_overrides_the_profiles_scheduler(
     assert json.loads((out / "whatif.json").read_text())["fidelity"]["as_run"].startswith("easy")
 
 
+def test_a_replay_off_the_record_gives_kubernetes_reasons_not_slurms(
+    prometheus: PrometheusServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A cluster given smaller than the real one: the replay is off, and the reasons no record
+    shows are kube-scheduler's (priorities, affinities), not Slurm's (QOS, sacct)."""
+    code, err, out = run_whatif(
+        capsys,
+        prometheus.url,
+        tmp_path,
+        "--since",
+        str(BASE),
+        "--until",
+        str(UNTIL),
+        "--cluster",
+        "1x4",
+    )
+    assert code == 0, err
+    fidelity = json.loads((out / "whatif.json").read_text())["fidelity"]
+    assert not fidelity["reproduced"]
+    reasons = " | ".join(fidelity["reasons"])
+    assert "pod priorities and preemption" in reasons and "affinities" in reasons
+    assert "sacct" not in reasons and "QOS" not in reasons
+
+
 def test_a_prometheus_without_kube_state_metrics_fails_and_writes_nothing(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -33,10 +33,11 @@ from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.rebuild import Rebuilt, observed_result, rebuild
 from gpuadvisor.simulation.results import SimulationResult
-from gpuadvisor.simulation.whatif import counterfactual, fidelity
+from gpuadvisor.simulation.whatif import UNKNOWABLE, counterfactual, fidelity
 from gpuadvisor.sinks.report.plots import plot_pngs, wait_distribution_png
 from gpuadvisor.sinks.report.tables import document_json, progress_bar
 from gpuadvisor.sinks.report.whatif_html import duration, percent, pp, render_report
+from gpuadvisor.sources.prometheus.podhistory import UNKNOWABLE as POD_UNKNOWABLE
 from gpuadvisor.sources.slurm.sacct import SacctResult, parse_sacct
 from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.generic import write as write_trace
@@ -224,7 +225,13 @@ def whatif_document(
             "steps_skipped": record.steps_skipped,
             "states": rebuilt.states,
         },
-        "fidelity": fidelity(rebuilt, cluster, as_run.result, missing_gpu_s=missing_gpu_s),
+        "fidelity": fidelity(
+            rebuilt,
+            cluster,
+            as_run.result,
+            missing_gpu_s=missing_gpu_s,
+            unknowable=POD_UNKNOWABLE if settings.profile == "kubernetes" else UNKNOWABLE,
+        ),
         "counterfactual": counterfactual(
             rebuilt,
             cluster,

@@ -72,6 +72,15 @@ ALLOCATABLE = f"kube_node_status_allocatable{{{GPU}}}"
 UNSCHEDULABLE = "kube_node_spec_unschedulable"
 READY = 'kube_node_status_condition{condition="Ready",status="true"}'
 FINAL_STATES = {"Succeeded": "COMPLETED", "Failed": "FAILED"}
+UNKNOWABLE = (
+    "pod priorities and preemption: kube-scheduler orders by priority class and may preempt; "
+    "the replay orders by creation time",
+    "node selectors, affinities and taints that kept pods off nodes the replay used",
+    "gang or queue admission (Kueue, Volcano) that held pods back",
+    "fractional, MIG or time-sliced GPUs: only whole nvidia.com/gpu requests are read",
+)
+"""Why a replay may miss the record that no kube-state-metrics series shows (the fidelity
+reasons of ``--profile kubernetes``)."""
 SERIES_READ = (
     REQUESTS,
     LIMITS,
