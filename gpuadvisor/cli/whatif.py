@@ -28,7 +28,6 @@ from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.config.values import resolve_instant
 from gpuadvisor.config.whatif import (
     AUTO,
-    FALLBACK_ORDER,
     WHATIF_CHOICES,
     WHATIF_SETTINGS,
     AsRun,
@@ -42,10 +41,11 @@ from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.rebuild import Rebuilt, observed_result, rebuild
 from gpuadvisor.simulation.results import SimulationResult
-from gpuadvisor.simulation.whatif import counterfactual, fidelity
+from gpuadvisor.simulation.whatif import UNKNOWABLE, counterfactual, fidelity
 from gpuadvisor.sinks.report.plots import plot_pngs, wait_distribution_png
 from gpuadvisor.sinks.report.tables import document_json, progress_bar
 from gpuadvisor.sinks.report.whatif_html import duration, percent, pp, render_report
+from gpuadvisor.sources.prometheus.podhistory import UNKNOWABLE as POD_UNKNOWABLE
 from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO
 from gpuadvisor.sources.slurm.config import parse_scheduler_config
 from gpuadvisor.sources.slurm.sacct import SacctResult, parse_sacct
@@ -118,7 +118,7 @@ def configs_of(
     fallback), and the policies to compare (``--policies``)."""
     base = SimulationConfig()
     order = as_run_order or settings.as_run
-    as_run = parse_policy(FALLBACK_ORDER if order == AUTO else order, base)
+    as_run = parse_policy(settings.fallback_order if order == AUTO else order, base)
     policies = [parse_policy(s, base) for s in settings.policies.split(",") if s.strip()]
     if not policies:
         raise ModelError("--policies names no policy")
@@ -141,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
     now_s = time.time()
     since = resolve_instant(settings.since, now_s)
     until = resolve_instant(settings.until, now_s)
+    if settings.prometheus is None and settings.profile != "gpuadvisor":
+        raise GpuAdvisorError(
+            f"--profile {settings.profile} reads Prometheus: it needs --prometheus, not --sacct"
+        )
     if settings.prometheus is not None:
         if since is None:
             raise GpuAdvisorError("--prometheus needs --since (for example --since 14d)")
@@ -163,22 +167,33 @@ def run(args: argparse.Namespace) -> int:
             until,
             settings.prometheus_chunk,
             http_config=settings.prometheus_http_config,
+            profile=settings.profile,
         )
         record, source, details = read.record, read.source, read.details
         if scheduler is None and read.scheduler is not None:
             scheduler, reported_by = read.scheduler.config, SCHEDULER_INFO
-        no_scheduler = f"no {SCHEDULER_INFO} sample in the window"
+        no_scheduler = (
+            "kube-scheduler (--profile kubernetes)"
+            if settings.profile == "kubernetes"
+            else f"no {SCHEDULER_INFO} sample in the window"
+        )
         if cluster is None:
             cluster = read.cluster
         if cluster is None:
-            raise no_cluster_error(source)
+            raise no_cluster_error(source, settings.profile)
     else:
         assert settings.sacct is not None  # argparse requires a source
         if cluster is None:
             raise GpuAdvisorError("--sacct needs the cluster: --cluster or --nodes")
         record = read_record(settings.sacct)
         source = "standard input" if settings.sacct == STDIN else settings.sacct
-    chosen_as_run = choose_as_run(settings.as_run, scheduler, reported_by, missing=no_scheduler)
+    chosen_as_run = choose_as_run(
+        settings.as_run,
+        scheduler,
+        reported_by,
+        missing=no_scheduler,
+        fallback=settings.fallback_order,
+    )
     if chosen_as_run.warning:
         console.print(f"warning: {chosen_as_run.warning}", markup=False)
     as_run, policies = configs_of(settings, chosen_as_run.order)
@@ -257,7 +272,13 @@ def whatif_document(
             "steps_skipped": record.steps_skipped,
             "states": rebuilt.states,
         },
-        "fidelity": fidelity(rebuilt, cluster, as_run.result, missing_gpu_s=missing_gpu_s),
+        "fidelity": fidelity(
+            rebuilt,
+            cluster,
+            as_run.result,
+            missing_gpu_s=missing_gpu_s,
+            unknowable=POD_UNKNOWABLE if settings.profile == "kubernetes" else UNKNOWABLE,
+        ),
         "counterfactual": counterfactual(
             rebuilt,
             cluster,
@@ -320,11 +341,15 @@ def print_capacity(console: Console, details: dict[str, Any], cluster: Cluster) 
     """What ``--prometheus`` could see: the resolution and the capacity that was missing."""
     capacity = details.get("capacity")
     line = f"history read at a {details['resolution_s']:g} s resolution"
+    why = (
+        "nodes gone, cordoned or not ready"
+        if details.get("profile") == "kubernetes"
+        else "agents not scraped, nodes down or drained"
+    )
     if capacity is not None:
         line += (
             f"; {capacity['mean_present_gpus']:.1f} of the {cluster.gpus} GPUs there on average "
-            f"({capacity['missing_gpu_s'] / 3600:.1f} GPU-hours missing: agents not scraped, "
-            "nodes down or drained)"
+            f"({capacity['missing_gpu_s'] / 3600:.1f} GPU-hours missing: {why})"
         )
     console.print(line)
 

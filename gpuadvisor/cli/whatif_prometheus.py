@@ -14,6 +14,7 @@ from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster
 from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
 from gpuadvisor.sources.prometheus.jobhistory import NODE_GPUS, JobHistory, read_history
+from gpuadvisor.sources.prometheus.podhistory import ALLOCATABLE, PodHistory, read_pod_history
 from gpuadvisor.sources.prometheus.ranges import ReadPlan
 from gpuadvisor.sources.prometheus.scheduler import SeenScheduler, read_scheduler
 from gpuadvisor.sources.slurm.sacct import SacctResult
@@ -59,18 +60,22 @@ def read_prometheus(
     *,
     http_config: str | None = None,
     stderr: TextIO | None = None,
+    profile: str = "gpuadvisor",
 ) -> PrometheusRecord:
     """Read ``[start_s, end_s]`` from ``url`` (reached as ``http_config``, an HTTP-keys YAML
-    file, says); raises ``InputError`` naming what is missing."""
+    file, says): the queue exporter's and agents' series (``profile`` ``gpuadvisor``) or
+    kube-state-metrics' (``kubernetes``); raises ``InputError`` naming what is missing."""
     check_url(url, field="--prometheus")
     http = load_http_config(http_config, os.environ) if http_config else HttpSettings()
     settings = PrometheusSettings(url, http=http)
     shown = redact_url(url)
     plan = ReadPlan(start_s, end_s, chunk_s=chunk_s)
+    progress = ProgressLine(stderr or sys.stderr)
 
-    async def read() -> tuple[JobHistory, SeenScheduler | None]:
+    async def read() -> tuple[JobHistory | PodHistory, SeenScheduler | None]:
         async with PrometheusClient(settings) as client:
-            progress = ProgressLine(stderr or sys.stderr)
+            if profile == "kubernetes":
+                return await read_pod_history(client, plan, progress=progress), None
             history = await read_history(client, plan, progress=progress)
             return history, await read_scheduler(client, plan)
 
@@ -78,9 +83,12 @@ def read_prometheus(
         history, scheduler = asyncio.run(read())
     except InputError as exc:
         raise InputError(str(exc), path=shown) from None
+    if isinstance(history, PodHistory):
+        return _pod_record(history, shown, start_s, end_s)
     jobs, left_out = history.finished(end_s)
     resolution = history.resolution_s
     details: dict[str, object] = {
+        "profile": profile,
         "resolution_s": resolution,
         "jobs_seen": len(history.jobs),
         "jobs_left_out": left_out,
@@ -93,7 +101,34 @@ def read_prometheus(
     return PrometheusRecord(record, history.cluster(), shown, details, scheduler)
 
 
-def no_cluster_error(source: str) -> InputError:
+def _pod_record(history: PodHistory, shown: str, start_s: float, end_s: float) -> PrometheusRecord:
+    """kube-state-metrics' GPU pods as the records ``--sacct`` gives (one pod, one job)."""
+    jobs, left_out = history.finished(end_s)
+    resolution = history.resolution_s
+    pods = history.pods.values()
+    details: dict[str, object] = {
+        "profile": "kubernetes",
+        "resolution_s": resolution,
+        "jobs_seen": len(history.pods),
+        "jobs_left_out": left_out,
+        "final_states_exported": any(p.final is not None for p in pods),
+        "end_times_exported": any("end" in p.values for p in pods),
+        "node_states_exported": bool(history.node_cordoned or history.node_not_ready),
+        "capacity": history.capacity(start_s, end_s) if history.node_gpus else None,
+    }
+    record = SacctResult(
+        tuple(jobs), f"prometheus, kube-state-metrics (resolution {resolution:g} s)"
+    )
+    return PrometheusRecord(record, history.cluster(), shown, details)
+
+
+def no_cluster_error(source: str, profile: str = "gpuadvisor") -> InputError:
+    if profile == "kubernetes":
+        return InputError(
+            f"no {ALLOCATABLE} sample in the window: no node had allocatable GPUs, so the "
+            "cluster is unknown; give it with --cluster or --nodes",
+            path=source,
+        )
     return InputError(
         f"no {NODE_GPUS} sample in the window: no agent was scraped, so the cluster is "
         "unknown; give it with --cluster or --nodes",

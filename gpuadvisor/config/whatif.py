@@ -10,11 +10,17 @@ from gpuadvisor.analysis.scheduling.orders import ORDERS
 from gpuadvisor.config.setting import Choices, Setting
 from gpuadvisor.config.values import instant, non_negative, optional_path, seconds, text
 from gpuadvisor.model.scheduler import SchedulerConfig
+from gpuadvisor.sources.prometheus.profiles import PROFILES
 
 AUTO = "auto"
-"""``--as-run auto``: the order of the scheduler the site reported, else ``FALLBACK_ORDER``."""
-FALLBACK_ORDER = "easy"
-"""The order replayed when no scheduler was reported: Slurm's default ``sched/backfill``."""
+"""``--as-run auto``: the order of the scheduler the site reported, else the profile's
+(``FALLBACK_ORDERS``)."""
+FALLBACK_ORDERS = {"gpuadvisor": "easy", "kubernetes": "fifo-skip"}
+"""The order replayed when no scheduler was reported, by ``--profile``: Slurm's default
+``sched/backfill`` is EASY-style backfill; kube-scheduler binds any pending pod that fits, in
+priority order, and reserves nothing for a pod that does not (FIFO that skips what will not
+fit)."""
+FALLBACK_ORDER = FALLBACK_ORDERS["gpuadvisor"]
 SCHEDULER_ORDERS = {"sched/backfill": "easy", "sched/builtin": "fifo"}
 """Slurm's ``SchedulerType`` → the order that replays it. ``sched/backfill`` backfills around
 the highest-priority blocked job (EASY-style); ``sched/builtin`` starts jobs in priority order
@@ -26,10 +32,11 @@ partition (slurm.conf(5); ``failed_parts`` in job_scheduler.c): strict FIFO."""
 class WhatifSettings:
     """Every setting of ``gpuadvisor whatif``. ``as_run`` ``auto`` replays the order of the
     scheduler the site reported (``slurm_config``, else the queue exporter's
-    ``gpuadvisor_queue_scheduler_info``), else ``FALLBACK_ORDER``."""
+    ``gpuadvisor_queue_scheduler_info``), else the profile's (``FALLBACK_ORDERS``)."""
 
     sacct: str | None = None
     prometheus: str | None = None
+    profile: str = "gpuadvisor"
     prometheus_chunk: float = 3600.0
     prometheus_http_config: str | None = None
     cluster: str | None = None
@@ -43,6 +50,11 @@ class WhatifSettings:
     report: str | None = None
     output_json: str | None = None
     output_trace: str | None = None
+
+    @property
+    def fallback_order(self) -> str:
+        """The order ``auto`` replays where no scheduler was reported (``FALLBACK_ORDERS``)."""
+        return FALLBACK_ORDERS[self.profile]
 
 
 WHATIF_SETTINGS: tuple[Setting, ...] = (
@@ -62,6 +74,14 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         "series to rebuild the jobs and the capacity from; needs --since",
         metavar="URL",
         group="source",
+    ),
+    Setting(
+        "profile",
+        "--profile",
+        text,
+        "which series --prometheus rebuilds the jobs from, as the advisor's profile: gpuadvisor "
+        "(queue exporter and agents) or kubernetes (kube-state-metrics: GPU pods and nodes)",
+        metavar="NAME",
     ),
     Setting(
         "prometheus_http_config",
@@ -117,7 +137,8 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         text,
         "the order the site's scheduler ran, replayed to check fidelity: easy for Slurm's "
         "sched/backfill, fifo for sched/builtin; auto: the scheduler --slurm-config or the "
-        "queue exporter (gpuadvisor_queue_scheduler_info) reported, else easy",
+        "queue exporter (gpuadvisor_queue_scheduler_info) reported, else easy (fifo-skip, "
+        "kube-scheduler's way, with --profile kubernetes)",
         metavar="ORDER",
     ),
     Setting(
@@ -158,7 +179,7 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
     ),
 )
 
-WHATIF_CHOICES: Choices = {"as_run": (AUTO, *ORDERS)}
+WHATIF_CHOICES: Choices = {"as_run": (AUTO, *ORDERS), "profile": tuple(PROFILES)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,15 +208,20 @@ class AsRun:
 
 
 def choose_as_run(
-    as_run: str, scheduler: SchedulerConfig | None, reported_by: str, *, missing: str = ""
+    as_run: str,
+    scheduler: SchedulerConfig | None,
+    reported_by: str,
+    *,
+    missing: str = "",
+    fallback: str = FALLBACK_ORDER,
 ) -> AsRun:
     """The order to replay as the site's own. An order given (not ``auto``) wins; else the
-    reported scheduler's (``reported_by`` names where it was read); else ``FALLBACK_ORDER``,
-    ``missing`` saying why no scheduler was known."""
+    reported scheduler's (``reported_by`` names where it was read); else ``fallback`` (the
+    profile's, ``FALLBACK_ORDERS``), ``missing`` saying why no scheduler was known."""
     if as_run != AUTO:
         return AsRun(as_run, "--as-run", scheduler)
     if scheduler is None:
-        return AsRun(FALLBACK_ORDER, f"default: {missing or 'no scheduler reported'}")
+        return AsRun(fallback, f"default: {missing or 'no scheduler reported'}")
     origin = f"{reported_by}: {scheduler.scheduler_type}"
     order = SCHEDULER_ORDERS.get(scheduler.scheduler_type)
     if order is not None:

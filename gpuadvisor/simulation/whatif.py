@@ -72,11 +72,13 @@ def fidelity(
     replay: SimulationResult,
     *,
     missing_gpu_s: float = 0.0,
+    unknowable: Sequence[str] = UNKNOWABLE,
 ) -> dict[str, object]:
     """Observed against the replay under the site's policy: allocation (pp), waits, the KS
     distance between the wait distributions, and, when off by more than the tolerance, why.
     ``missing_gpu_s``: capacity of the window known to have been missing (nodes down, drained
-    or unseen: ``whatif --prometheus``), which the replay used."""
+    or unseen: ``whatif --prometheus``), which the replay used. ``unknowable``: the reasons no
+    record of this source shows (Slurm's by default), listed after those the data shows."""
     window = rebuilt.window
     observed_intervals = rebuilt.observed_intervals()
     observed = allocation_ratio(observed_intervals, window, cluster.gpus)
@@ -115,7 +117,7 @@ def fidelity(
                 f"the record never held more than {peak:g} of the {cluster.gpus} GPUs given: "
                 "nodes may have been down, drained, reserved or in another partition"
             )
-        reasons.extend(UNKNOWABLE)
+        reasons.extend(unknowable)
     return {
         # whole seconds as integers: JSON's rounding to 6 significant digits spares integers
         "window_start_s": round(window.start_s),

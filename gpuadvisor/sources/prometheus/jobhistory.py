@@ -22,7 +22,7 @@ with the jobs and nodes, never with the samples. Rules:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Protocol
@@ -91,7 +91,7 @@ class _Job:
 
 
 @dataclass(slots=True)
-class _Runs:
+class Runs:
     """A series' presence as ``[first, last]`` runs of samples (gaps over ``STALE_S`` split)."""
 
     runs: list[list[float]] = field(default_factory=list)
@@ -109,8 +109,8 @@ class JobHistory:
 
     jobs: dict[str, _Job] = field(default_factory=dict)
     node_gpus: dict[str, int] = field(default_factory=dict)
-    node_present: dict[str, _Runs] = field(default_factory=dict)
-    node_unavailable: dict[str, _Runs] = field(default_factory=dict)
+    node_present: dict[str, Runs] = field(default_factory=dict)
+    node_unavailable: dict[str, Runs] = field(default_factory=dict)
     instance_node: dict[str, str] = field(default_factory=dict)
     smallest_gap_s: float = float("inf")
     """The shortest step between two samples of one series: the scrape interval."""
@@ -178,7 +178,7 @@ class JobHistory:
                 continue
             self._gaps(series.samples)
             self.node_gpus[key] = max(self.node_gpus.get(key, 0), int(series.samples[-1][1]))
-            runs = self.node_present.setdefault(key, _Runs())
+            runs = self.node_present.setdefault(key, Runs())
             for t, _ in series.samples:
                 runs.add(t)
 
@@ -187,7 +187,7 @@ class JobHistory:
         for series in chunk:
             node, state = series.label("node"), series.label("state").upper()
             if node and state.startswith(UNAVAILABLE_NODE_STATES):
-                runs = self.node_unavailable.setdefault(node, _Runs())
+                runs = self.node_unavailable.setdefault(node, Runs())
                 for t, _ in series.samples:
                     runs.add(t)
 
@@ -255,20 +255,43 @@ class JobHistory:
     def capacity(self, start_s: float, end_s: float) -> dict[str, float]:
         """GPU-seconds of ``[start_s, end_s)`` that were there (agent up, node neither down
         nor drained), and those missing; each sample stands for one scrape interval."""
-        step = self.resolution_s
-        full = there = 0.0
-        for key, gpus in self.node_gpus.items():
-            node = self.instance_node.get(key, key)
-            full += gpus * (end_s - start_s)
-            up = _clip(self.node_present[key].runs, step, start_s, end_s)
-            down = _clip(self.node_unavailable.get(node, _Runs()).runs, step, start_s, end_s)
-            there += gpus * max(0.0, _length(up) - _overlap(up, down))
-        return {
-            "cluster_gpu_s": full,
-            "present_gpu_s": there,
-            "missing_gpu_s": full - there,
-            "mean_present_gpus": there / (end_s - start_s) if end_s > start_s else 0.0,
+        nodes = {
+            key: (gpus, self.node_present[key], (self.node_unavailable.get(node, Runs()),))
+            for key, gpus in self.node_gpus.items()
+            for node in (self.instance_node.get(key, key),)
         }
+        return capacity(nodes, self.resolution_s, start_s, end_s)
+
+
+def capacity(
+    nodes: Mapping[str, tuple[int, Runs, Sequence[Runs]]], step: float, start_s: float, end_s: float
+) -> dict[str, float]:
+    """The capacity figures of ``[start_s, end_s)`` from each node's (GPUs, when it was seen,
+    when it was unavailable by each source): a node's GPUs count where it was seen and no source
+    had it unavailable; each sample stands for ``step`` seconds."""
+    full = there = 0.0
+    for gpus, present, unavailable in nodes.values():
+        full += gpus * (end_s - start_s)
+        up = _clip(present.runs, step, start_s, end_s)
+        down = _union([s for runs in unavailable for s in _clip(runs.runs, step, start_s, end_s)])
+        there += gpus * max(0.0, _length(up) - _overlap(up, down))
+    return {
+        "cluster_gpu_s": full,
+        "present_gpu_s": there,
+        "missing_gpu_s": full - there,
+        "mean_present_gpus": there / (end_s - start_s) if end_s > start_s else 0.0,
+    }
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Overlapping spans merged (two sources saying a node was unavailable count once)."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def _clip(runs: list[list[float]], step: float, lo: float, hi: float) -> list[tuple[float, float]]:

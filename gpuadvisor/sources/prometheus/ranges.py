@@ -12,7 +12,7 @@ that fails is retried; one the server refuses as too large is read again in halv
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -85,6 +85,36 @@ async def read_chunks(
 
     async for chunk in _tiles(fetch, selector, plan, progress, sleep):
         yield chunk
+
+
+Selectors = Callable[[float, float], Sequence[str]]
+"""The selectors to read in the chunk ``(lo, hi]`` (none: nothing of it is needed)."""
+
+
+async def read_chunks_of(
+    source: RawSamples,
+    name: str,
+    selectors: Selectors,
+    plan: ReadPlan,
+    *,
+    progress: Progress | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncIterator[tuple[Series, ...]]:
+    """``read_chunks`` where each chunk reads the selectors ``selectors(lo, hi)`` gives for it,
+    e.g. only the series of the objects known to exist then (``name`` stands for them all in
+    errors, which would otherwise quote long selectors)."""
+    tiles = plan.chunks()
+    for done, (lo, hi) in enumerate(tiles, start=1):
+        for selector in selectors(lo, hi):
+
+            async def fetch(a: float, b: float, selector: str = selector) -> tuple[Series, ...]:
+                result = await source.raw_samples(selector, window_s=b - a, time_s=b)
+                return _inside(result.series, a, b)
+
+            for part in await _read(fetch, name, lo, hi, plan, sleep):
+                yield part
+        if progress is not None:
+            progress(done, len(tiles))
 
 
 async def read_latest(
