@@ -200,6 +200,7 @@ class _Engine:
             self.ctx.fragment(free, cluster.nodes[i].gpu_model)
             for i, free in enumerate(self.capacity.free_milli)
         ]
+        self.fragment_sum: float | None = None  # sum(node_fragment), until a node changes
         self.totals = Totals()
         self.last_plan: Plan | None = None
         self.timeline: list[TimelinePoint] = []
@@ -425,6 +426,7 @@ class _Engine:
         free, nodes = self.capacity.free_milli, self.cluster.nodes
         for node, _ in ending.allocation.parts:
             self.node_fragment[node] = self.ctx.fragment(free[node], nodes[node].gpu_model)
+        self.fragment_sum = None
 
     # -- metrics ------------------------------------------------------------------------
 
@@ -448,7 +450,9 @@ class _Engine:
         totals.ordering_milli_s += split.ordering_milli * dt
         totals.fragmentation_milli_s += split.fragmentation_milli * dt
         totals.capacity_milli_s += split.capacity_milli * dt
-        totals.fragment_milli_s += sum(self.node_fragment) * dt
+        if self.fragment_sum is None:
+            self.fragment_sum = sum(self.node_fragment)
+        totals.fragment_milli_s += self.fragment_sum * dt
 
     def _sample(self, now: float) -> None:
         self.timeline.append(
