@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 from hypothesis import given, settings
@@ -9,6 +10,7 @@ from hypothesis import strategies as st
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.fragmentation import Shape, WorkloadMix
+from gpuadvisor.analysis.scheduling.context import Timing
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job, Node
 
@@ -173,3 +175,15 @@ def test_allocations_never_over_commit(name: str, arrivals: list[Job], seed: int
     assert capacity.used_milli == sum(
         MILLI_PER_GPU * len(free) - sum(free) for free in capacity.free_milli
     )
+
+
+def test_a_timed_context_is_replace_with_the_timing_and_shares_the_caches() -> None:
+    """``timed`` spells out ``dataclasses.replace``: a field added to the context must be
+    carried over there too, or this fails."""
+    ctx = PlacementContext(rng=random.Random(1), node_rank=(1, 0))
+    ctx.fragment_cache[("m", (1000,), -1)] = 1.0
+    timing = Timing(5.0, lambda job: None, lambda node: 0.0)
+    timed = ctx.timed(timing)
+    expected = dataclasses.replace(ctx, timing=timing)
+    for f in dataclasses.fields(PlacementContext):
+        assert getattr(timed, f.name) is getattr(expected, f.name), f.name

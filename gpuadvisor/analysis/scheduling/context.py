@@ -89,6 +89,19 @@ class PlacementContext:
             )
         return self.rng
 
+    def timed(self, timing: Timing) -> PlacementContext:
+        """This context with ``timing``, sharing its caches (``dataclasses.replace``, spelt out:
+        a pass makes one per instant)."""
+        return PlacementContext(
+            self.mix,
+            self.rng,
+            self.node_rank,
+            timing,
+            self.fragment_cache,
+            self.cost_cache,
+            self._levels,
+        )
+
     def first_ranked(self, groups: Sequence[dict[int, None]]) -> int:
         """The first node by ``node_rank`` among the members of ``groups``."""
         rank = self.node_rank

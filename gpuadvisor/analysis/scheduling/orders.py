@@ -21,7 +21,7 @@ A policy returns a ``Plan`` (starts and reservations); the caller applies it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from gpuadvisor.analysis.scheduling.context import Placement, PlacementContext
 from gpuadvisor.analysis.scheduling.passes import SchedulingPass
@@ -128,7 +128,10 @@ class Order:
         if not previous.blocked:
             return self.plan(view, placement, ctx, settings)
         if self.strict:
-            return replace(previous, starts=())
+            # replace(previous, starts=()), spelt out: strict orders plan every arrival so
+            return Plan(
+                (), previous.reservations, previous.blocked, previous.owed, previous.more_blocked
+            )
         return SchedulingPass(self, view, placement, ctx, settings).run_arrivals(arrived, previous)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from operator import attrgetter
 
 from gpuadvisor.analysis.capacity import Capacity, withheld_gpus
@@ -343,15 +343,17 @@ class SchedulingPass:
         if self.timed_ctx is None:
             # the list's own __getitem__: end-fit asks it for every candidate node of every start
             timing = Timing(self.view.now_s, self.view.estimate, self._busy_now().__getitem__)
-            self.timed_ctx = replace(self.ctx, timing=timing)
+            self.timed_ctx = self.ctx.timed(timing)
         return self.timed_ctx
 
     def _busy_now(self) -> list[float]:
         """Per node, until when its jobs are expected to run, this pass's starts included (a
         copy of the view's, made once per pass and updated in place)."""
         if self.busy_now is None:
-            assert self.view.busy_until is not None
-            self.busy_now = list(self.view.busy_until)
+            busy = self.view.busy_until
+            assert busy is not None
+            # in place, like the capacity: the engine applies the same ends after the pass
+            self.busy_now = busy if self.view.in_place and isinstance(busy, list) else list(busy)
         return self.busy_now
 
     def _held(self, guarded: int) -> list[tuple[Job, Allocation]]:
