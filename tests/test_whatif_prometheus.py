@@ -154,6 +154,14 @@ def check_rebuild(code: int, err: str, out: Path) -> None:
     assert capacity["cluster_gpu_s"] == 20 * 4 * 3600
     # n2's agent away for 30 min (8 GPUs), n3 drained for 30 min (4 GPUs)
     assert capacity["missing_gpu_s"] == 8 * 1800 + 4 * 1800
+    # the replays ran with those nodes out, and both allocations divide by what was there
+    there = document["capacity"]
+    assert there["missing_gpu_s"] == capacity["missing_gpu_s"]
+    assert there["nodes_out"] == ["n2", "n3"] and there["outages"] == 2
+    fidelity = document["fidelity"]
+    assert fidelity["missing_gpu_s"] == capacity["missing_gpu_s"]
+    assert fidelity["capacity_gpu_s"] == 20 * 4 * 3600 - capacity["missing_gpu_s"]
+    assert document["counterfactual"]["policies"][0]["missing_capacity_ratio"] > 0
     assert "reading gpuadvisor_queue_job_info: chunk" in err
     assert (out / "report.html").stat().st_size > 0
 

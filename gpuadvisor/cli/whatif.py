@@ -29,6 +29,7 @@ from gpuadvisor.config.values import resolve_instant
 from gpuadvisor.config.whatif import WHATIF_CHOICES, WHATIF_SETTINGS, WhatifSettings
 from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
 from gpuadvisor.model import Cluster
+from gpuadvisor.model.availability import Availability
 from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.rebuild import Rebuilt, observed_result, rebuild
@@ -126,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     as_run, policies = configs_of(settings)
     cluster = load_cluster(settings)
     details: dict[str, object] | None = None
+    availability = Availability()
+    capacity_source = "the cluster given, all along"
     if settings.prometheus is not None:
         assert since is not None and until is not None
         read = read_prometheus(
@@ -136,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
             http_config=settings.prometheus_http_config,
         )
         record, source, details = read.record, read.source, read.details
+        availability = read.availability
+        capacity_source = "the agents' series and the queue exporter's node states"
         if cluster is None:
             cluster = read.cluster
         if cluster is None:
@@ -150,6 +155,15 @@ def run(args: argparse.Namespace) -> int:
         rebuilt = rebuild(record.jobs, since_s=since, until_s=until)
     except ModelError as exc:
         raise InputError(str(exc), path=source) from None
+    unknown = availability.unknown_nodes(cluster)
+    if unknown:
+        raise GpuAdvisorError(
+            f"the node outages name {len(unknown)} nodes the cluster given does not have "
+            f"({', '.join(unknown[:5])}): give the cluster with --nodes FILE in the site's "
+            "own node names"
+        )
+    window = rebuilt.window
+    missing = availability.missing_gpu_s(cluster, window.start_s, window.end_s)
     console.print(
         f"{len(rebuilt.ran)} jobs ran ({len(rebuilt.left_queue)} left the queue before "
         f"starting) on {cluster.gpus} GPUs, {_iso(rebuilt.window.start_s)} to "
@@ -157,19 +171,28 @@ def run(args: argparse.Namespace) -> int:
     )
     configs = [as_run] + [c for c in policies if c.label != as_run.label]
     with progress_bar(console) as tick:
-        runs = compare(rebuilt.jobs, cluster, configs, progress=lambda _, d, t: tick(d, t))
+        runs = compare(
+            rebuilt.jobs,
+            cluster,
+            configs,
+            progress=lambda _, d, t: tick(d, t),
+            availability=availability,
+        )
     by_label = {r.label: r for r in runs}
     as_run_run = by_label[as_run.label]
     chosen = [by_label[c.label] for c in policies]
-    missing = 0.0
-    if details is not None and isinstance(details.get("capacity"), dict):
-        missing = float(details["capacity"]["missing_gpu_s"])  # type: ignore[index]
     document = whatif_document(
         settings, record, source, rebuilt, cluster, as_run_run, chosen, missing_gpu_s=missing
     )
+    document["capacity"] = {
+        "source": capacity_source,
+        **availability.capacity(cluster, window.start_s, window.end_s),
+        "outages": len(availability.outages),
+        "nodes_out": list(availability.nodes),
+    }
     if details is not None:
         document["prometheus"] = details
-        print_capacity(console, details, cluster)
+    print_capacity(console, document, cluster)
     json_text = document_json(document)
     texts: dict[str, str | bytes] = {}
     if settings.output_json:
@@ -215,6 +238,8 @@ def whatif_document(
             "left_queue_gpus": sum(j.job.total_gpus for j in rebuilt.left_queue),
             "clock_skew": rebuilt.clock_skew,
             "eligible_later": rebuilt.eligible_later,
+            "censored": rebuilt.censored,
+            "censored_at": None if rebuilt.read_end_s is None else _iso(rebuilt.read_end_s),
             "skipped": rebuilt.skipped,
             "steps_skipped": record.steps_skipped,
             "states": rebuilt.states,
@@ -226,6 +251,7 @@ def whatif_document(
             as_run.result,
             [(r.result, r.metrics) for r in chosen],
             gpu_hour_price=settings.gpu_hour_price,
+            missing_gpu_s=missing_gpu_s,
         ),
     }
 
@@ -272,23 +298,36 @@ def trace_text(rebuilt: Rebuilt, source: str) -> str:
             f"rebuilt by gpuadvisor whatif from {source}",
             "times are Unix seconds (UTC); start_time/end_time: when the job really ran",
             f"{len(rebuilt.left_queue)} jobs that left the queue before starting are not listed",
+            *(
+                [
+                    f"{rebuilt.censored} jobs still running when the record was read end at "
+                    f"{rebuilt.read_end_s:.0f} (the runtime known so far, a lower bound)"
+                ]
+                if rebuilt.censored
+                else []
+            ),
         ),
         ran={r.job.job_id: (r.start_s, r.end_s) for r in rebuilt.ran},
     )
     return stream.getvalue()
 
 
-def print_capacity(console: Console, details: dict[str, Any], cluster: Cluster) -> None:
-    """What ``--prometheus`` could see: the resolution and the capacity that was missing."""
-    capacity = details.get("capacity")
-    line = f"history read at a {details['resolution_s']:g} s resolution"
-    if capacity is not None:
-        line += (
-            f"; {capacity['mean_present_gpus']:.1f} of the {cluster.gpus} GPUs there on average "
-            f"({capacity['missing_gpu_s'] / 3600:.1f} GPU-hours missing: agents not scraped, "
-            "nodes down or drained)"
+def print_capacity(console: Console, document: dict[str, Any], cluster: Cluster) -> None:
+    """What ``--prometheus`` could see (the resolution), and the capacity that was missing."""
+    parts = []
+    details = document.get("prometheus")
+    if details is not None:
+        parts.append(f"history read at a {details['resolution_s']:g} s resolution")
+    capacity = document["capacity"]
+    if capacity["outages"]:
+        parts.append(
+            f"{capacity['mean_present_gpus']:.1f} of the {cluster.gpus} GPUs there on average "
+            f"({capacity['missing_gpu_hours']:.1f} GPU-hours missing: agents not scraped, "
+            f"nodes down or drained; {len(capacity['nodes_out'])} nodes out at times, kept out "
+            "of the replays)"
         )
-    console.print(line)
+    if parts:
+        console.print("; ".join(parts))
 
 
 def print_summary(console: Console, document: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from typing import TextIO
 from gpuadvisor.config.http import load_http_config
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster
+from gpuadvisor.model.availability import Availability
 from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
 from gpuadvisor.sources.prometheus.jobhistory import NODE_GPUS, JobHistory, read_history
 from gpuadvisor.sources.prometheus.ranges import ReadPlan
@@ -22,13 +23,14 @@ from gpuadvisor.transport.url import check_url, redact_url
 
 @dataclass(frozen=True)
 class PrometheusRecord:
-    """What the server held: the jobs as records, the nodes its agents reported, and the
-    figures the document shows about the read."""
+    """What the server held: the jobs as records, the nodes its agents reported, when each
+    was out, and the figures the document shows about the read."""
 
     record: SacctResult
     cluster: Cluster | None
     source: str
     details: dict[str, object]
+    availability: Availability
 
 
 class ProgressLine:
@@ -85,7 +87,8 @@ def read_prometheus(
         "capacity": history.capacity(start_s, end_s) if history.node_gpus else None,
     }
     record = SacctResult(tuple(jobs), f"prometheus (resolution {resolution:g} s)")
-    return PrometheusRecord(record, history.cluster(), shown, details)
+    availability = history.availability(start_s, end_s)
+    return PrometheusRecord(record, history.cluster(), shown, details, availability)
 
 
 def no_cluster_error(source: str) -> InputError:

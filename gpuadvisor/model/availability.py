@@ -106,5 +106,6 @@ class Availability:
             "cluster_gpu_s": full,
             "present_gpu_s": full - missing,
             "missing_gpu_s": missing,
+            "missing_gpu_hours": missing / 3600.0,
             "mean_present_gpus": (full - missing) / (end_s - start_s) if end_s > start_s else 0.0,
         }

@@ -17,7 +17,8 @@ with the jobs and nodes, never with the samples. Rules:
 - capacity: each node's ``gpuadvisor_node_gpus`` while its agent was scraped, minus the time
   the queue exporter reported it down or drained (``gpuadvisor_queue_node_info{state}``). A
   node's series absent for longer than ``STALE_S`` is a node missing, as Prometheus' own
-  staleness; shorter gaps are bridged.
+  staleness; shorter gaps are bridged. The stretches a node was missing are its outages
+  (``availability``), which the replay runs with.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Protocol
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
+from gpuadvisor.model.availability import Availability, Outage
 from gpuadvisor.model.history import FinishedJob
 from gpuadvisor.sources.prometheus.client import Series
 from gpuadvisor.sources.prometheus.ranges import (
@@ -252,23 +254,33 @@ class JobHistory:
         ]
         return Cluster(tuple(nodes)) if nodes else None
 
+    def availability(self, start_s: float, end_s: float) -> Availability:
+        """Each agent's node out over ``[start_s, end_s)`` where its agent was not scraped, or
+        the queue exporter reported it down or drained; each sample stands for one scrape
+        interval."""
+        step = self.resolution_s
+        outages: list[Outage] = []
+        for key in self.node_gpus:
+            node = self.instance_node.get(key, key)
+            up = _clip(self.node_present[key].runs, step, start_s, end_s)
+            at = start_s
+            for a, b in up:
+                if a > at:
+                    outages.append(Outage(node, at, a, "agent not scraped"))
+                at = max(at, b)
+            if at < end_s:
+                outages.append(Outage(node, at, end_s, "agent not scraped"))
+            for a, b in _clip(self.node_unavailable.get(node, _Runs()).runs, step, start_s, end_s):
+                outages.append(Outage(node, a, b, "down or drained"))
+        return Availability.of(outages)
+
     def capacity(self, start_s: float, end_s: float) -> dict[str, float]:
         """GPU-seconds of ``[start_s, end_s)`` that were there (agent up, node neither down
-        nor drained), and those missing; each sample stands for one scrape interval."""
-        step = self.resolution_s
-        full = there = 0.0
-        for key, gpus in self.node_gpus.items():
-            node = self.instance_node.get(key, key)
-            full += gpus * (end_s - start_s)
-            up = _clip(self.node_present[key].runs, step, start_s, end_s)
-            down = _clip(self.node_unavailable.get(node, _Runs()).runs, step, start_s, end_s)
-            there += gpus * max(0.0, _length(up) - _overlap(up, down))
-        return {
-            "cluster_gpu_s": full,
-            "present_gpu_s": there,
-            "missing_gpu_s": full - there,
-            "mean_present_gpus": there / (end_s - start_s) if end_s > start_s else 0.0,
-        }
+        nor drained), and those missing (``availability``)."""
+        cluster = self.cluster()
+        if cluster is None or end_s <= start_s:
+            return Availability().capacity(Cluster(()), start_s, max(start_s, end_s))
+        return self.availability(start_s, end_s).capacity(cluster, start_s, end_s)
 
 
 def _clip(runs: list[list[float]], step: float, lo: float, hi: float) -> list[tuple[float, float]]:
@@ -278,18 +290,6 @@ def _clip(runs: list[list[float]], step: float, lo: float, hi: float) -> list[tu
         if b > a:
             out.append((a, b))
     return out
-
-
-def _length(spans: list[tuple[float, float]]) -> float:
-    return sum(b - a for a, b in spans)
-
-
-def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    total = 0.0
-    for x0, x1 in a:
-        for y0, y1 in b:
-            total += max(0.0, min(x1, y1) - max(x0, y0))
-    return total
 
 
 MetricProgress = Callable[[str, int, int], None]
