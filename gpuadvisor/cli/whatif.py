@@ -32,12 +32,13 @@ from gpuadvisor.model import Cluster
 from gpuadvisor.model.availability import Availability
 from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
-from gpuadvisor.simulation.rebuild import Rebuilt, observed_result, rebuild
+from gpuadvisor.simulation.rebuild import Rebuilt, latest_instant, observed_result, rebuild
 from gpuadvisor.simulation.results import SimulationResult
 from gpuadvisor.simulation.whatif import counterfactual, fidelity
 from gpuadvisor.sinks.report.plots import plot_pngs, wait_distribution_png
 from gpuadvisor.sinks.report.tables import document_json, progress_bar
 from gpuadvisor.sinks.report.whatif_html import duration, percent, pp, render_report
+from gpuadvisor.sources.slurm.node_events import node_availability, parse_node_events
 from gpuadvisor.sources.slurm.sacct import SacctResult, parse_sacct
 from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.generic import write as write_trace
@@ -77,6 +78,16 @@ def read_record(name: str) -> SacctResult:
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
     return parse_sacct(data, source=name)
+
+
+def read_node_events(name: str, read_end_s: float) -> Availability:
+    """``sacctmgr show event --parsable2`` output from a file: the nodes out, an event still
+    open when it was read lasting until ``read_end_s``."""
+    try:
+        data = Path(name).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
+    return node_availability(parse_node_events(data, source=name), read_end_s)
 
 
 def load_cluster(settings: WhatifSettings) -> Cluster | None:
@@ -122,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
         if since is None:
             raise GpuAdvisorError("--prometheus needs --since (for example --since 14d)")
         until = now_s if until is None else until
+        if settings.node_events:
+            raise GpuAdvisorError(
+                "--node-events goes with --sacct: with --prometheus the nodes' outages come "
+                "from the agents' series and the queue exporter's node states"
+            )
     if since is not None and until is not None and until <= since:
         raise GpuAdvisorError("--until must be after --since")
     as_run, policies = configs_of(settings)
@@ -151,6 +167,10 @@ def run(args: argparse.Namespace) -> int:
             raise GpuAdvisorError("--sacct needs the cluster: --cluster or --nodes")
         record = read_record(settings.sacct)
         source = "standard input" if settings.sacct == STDIN else settings.sacct
+        if settings.node_events:
+            read_end = until if until is not None else latest_instant(record.jobs)
+            availability = read_node_events(settings.node_events, read_end)
+            capacity_source = f"slurmdbd's node events ({settings.node_events})"
     try:
         rebuilt = rebuild(record.jobs, since_s=since, until_s=until)
     except ModelError as exc:
@@ -160,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         raise GpuAdvisorError(
             f"the node outages name {len(unknown)} nodes the cluster given does not have "
             f"({', '.join(unknown[:5])}): give the cluster with --nodes FILE in the site's "
-            "own node names"
+            "own node names (columns gpu_model,gpu_capacity_num,cpu_num,node_name)"
         )
     window = rebuilt.window
     missing = availability.missing_gpu_s(cluster, window.start_s, window.end_s)

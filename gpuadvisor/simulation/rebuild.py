@@ -161,7 +161,7 @@ def rebuild(
     when it was read). Raises ``ModelError`` naming what is missing when no job of the window
     ran on a GPU."""
     if read_end_s is None:
-        read_end_s = until_s if until_s is not None else _latest_instant(finished)
+        read_end_s = until_s if until_s is not None else latest_instant(finished)
     ran: list[RanJob] = []
     left: list[LeftQueue] = []
     skipped: dict[str, int] = {}
@@ -227,7 +227,7 @@ def rebuild(
     )
 
 
-def _latest_instant(finished: Sequence[FinishedJob]) -> float:
+def latest_instant(finished: Sequence[FinishedJob]) -> float:
     """The latest submit, eligible, start or end time of the record (0 when it has none)."""
     latest = 0.0
     for r in finished:
