@@ -14,13 +14,10 @@ With a sharing mode (``simulation.sharing``) light jobs ask for the fraction of 
 and a light job's end moves when another job joins or leaves its GPU: the engine pushes a new
 completion event and skips the one that went stale.
 
-With an ``Availability`` (``model.availability``) nodes go out and come back over time: at an
-outage's start the engine takes the node's free GPUs out of the capacity (as if held; they
-count neither as allocated nor as idle but as missing), so the node takes no new job; jobs
-already running there run to their end (drain semantics), and the GPUs they free are taken out
-in turn; at the outage's end the node's GPUs are free again and the engine schedules. A
-scheduling pass sees the jobs running on an out node as never ending, so no reservation counts
-on GPUs that will not come back when they end. Without outages nothing of this runs.
+With an ``Availability`` (``model.availability``) nodes go out and come back over time
+(``simulation.outages``): an out node takes no new job, jobs already running there run to their
+end (drain semantics), its free GPUs count as missing, neither allocated nor idle; when it is
+back the engine schedules. Without outages nothing of this runs.
 """
 
 from __future__ import annotations
@@ -50,6 +47,7 @@ from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContex
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.model.availability import Availability
+from gpuadvisor.simulation.outages import NodeOutages
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint, Totals
 from gpuadvisor.simulation.sharing import ShareRun, Sharing
 
@@ -60,8 +58,6 @@ limit; a running job that outlives its prediction is planned anew (``raise_rule`
 ``exact``: the true runtime (an oracle; an upper bound for backfill)."""
 
 _COMPLETE, _EXPIRE, _ARRIVE, _NODE_BACK, _NODE_OUT = 0, 1, 2, 3, 4
-_OUT_JOB = Job("(node out)", 0.0, None, 1)
-"""What holds the free GPUs of a node that is out (it requests no CPU or memory)."""
 
 _ShapeKey = tuple[int, int, int, frozenset[str], int, int]
 
@@ -219,20 +215,11 @@ class _Engine:
         self.totals = Totals()
         self.last_plan: Plan | None = None
         self.timeline: list[TimelinePoint] = []
-        # outages (``take_outages``): (node index, start, end), what holds each out node's GPUs
-        self.outages: list[tuple[int, float, float]] = []
-        self.out: list[list[tuple[Job, Allocation]]] | None = None
-        self.is_out: list[bool] = []
-        self.nodes_out = 0
-        self.out_milli = 0
+        self.outages: NodeOutages | None = None
 
     def take_outages(self, availability: Availability) -> None:
         """Replay with nodes out over ``availability``'s outages (before ``run``)."""
-        availability.check(self.cluster)
-        index = {node.name: i for i, node in enumerate(self.cluster.nodes)}
-        self.outages = [(index[o.node], o.start_s, o.end_s) for o in availability.outages]
-        self.out = [[] for _ in self.cluster.nodes]
-        self.is_out = [False] * len(self.cluster.nodes)
+        self.outages = NodeOutages(availability, self.cluster)
         self.totals.missing_milli_s = 0.0
 
     # -- estimates ----------------------------------------------------------------------
@@ -257,11 +244,10 @@ class _Engine:
         events: list[tuple[float, int, int]] = [
             (job.submit_time_s, _ARRIVE, i) for i, job in enumerate(jobs)
         ]
-        for k, (_, start, end) in enumerate(self.outages):
-            events.append((start, _NODE_OUT, k))
-            events.append((end, _NODE_BACK, k))
+        outages = self.outages
+        if outages is not None:
+            events += outages.events(_NODE_OUT, _NODE_BACK)
         heapq.heapify(events)
-        outages = bool(self.outages)
         first_arrival = min((j.submit_time_s for j in jobs), default=0.0)
         last_arrival = max((j.submit_time_s for j in jobs), default=0.0)
         self.totals.window_start_s = first_arrival
@@ -270,7 +256,7 @@ class _Engine:
         done = 0
         report_every = max(1, len(jobs) // 200)
         while events:
-            if outages and done == len(jobs):
+            if outages is not None and done == len(jobs):
                 break  # only outages are left: the replay is over
             t = events[0][0]
             self._accumulate(now, t)
@@ -291,10 +277,12 @@ class _Engine:
                     self._expire(i, now, events)
                     ended = True
                 elif kind == _NODE_OUT:
-                    self._node_out(self.outages[i][0])
+                    assert outages is not None
+                    self._refresh_node(outages.take_out(i, self.capacity))
                     ended = True  # capacity changed: a full pass
                 elif kind == _NODE_BACK:
-                    self._node_back(self.outages[i][0])
+                    assert outages is not None
+                    self._refresh_node(outages.bring_back(i, self.capacity))
                     ended = True
                 else:
                     self._arrive(i)
@@ -357,10 +345,11 @@ class _Engine:
             self._move_ends(self.share.finish(i, job, self.start_s[i], now), events)
         ending = self._leave_running(i)
         self.capacity.release(job, ending.allocation)
-        if self.nodes_out:
+        outages = self.outages
+        if outages is not None and outages.nodes_out:
             for node, _ in ending.allocation.parts:
-                if self.is_out[node]:
-                    self._hold_free(node)  # the GPUs it freed on an out node stay out
+                if outages.is_out[node]:
+                    outages.hold_free(node, self.capacity)  # what it freed there stays out
         self._refresh_fragment(ending)
         for node, _ in ending.allocation.parts:
             ends = self.node_ends[node]
@@ -414,7 +403,9 @@ class _Engine:
         view = QueueView(
             now,
             self.queue.jobs,
-            self._running_seen() if self.nodes_out else self.running,
+            self.running
+            if self.outages is None or not self.outages.nodes_out
+            else self.outages.seen(self.running),
             self.capacity,
             self.estimate,
             self.queue,
@@ -468,56 +459,10 @@ class _Engine:
             self.end_s[j] = end
             heapq.heappush(events, (end, _COMPLETE, j))
 
-    # -- outages ------------------------------------------------------------------------
-
-    def _node_out(self, node: int) -> None:
-        if not self.is_out[node]:  # outages of one node are merged: never out twice
-            self.is_out[node] = True
-            self.nodes_out += 1
-        self._hold_free(node)
-
-    def _hold_free(self, node: int) -> None:
-        """Hold the free GPU milli of out node ``node`` (grouped by amount: one allocation has
-        one milli per GPU)."""
-        assert self.out is not None
-        by_amount: dict[int, list[int]] = {}
-        for g, free in enumerate(self.capacity.free_milli[node]):
-            if free:
-                by_amount.setdefault(free, []).append(g)
-        for milli, gpus in sorted(by_amount.items()):
-            allocation = Allocation(((node, tuple(gpus)),), milli)
-            self.capacity.allocate(_OUT_JOB, allocation)
-            self.out[node].append((_OUT_JOB, allocation))
-            self.out_milli += milli * len(gpus)
+    def _refresh_node(self, node: int) -> None:
         self.node_fragment[node] = self.ctx.fragment(
             self.capacity.free_milli[node], self.cluster.nodes[node].gpu_model
         )
-
-    def _node_back(self, node: int) -> None:
-        assert self.out is not None
-        for job, allocation in self.out[node]:
-            self.capacity.release(job, allocation)
-            self.out_milli -= allocation.milli * allocation.gpu_count
-        self.out[node] = []
-        if self.is_out[node]:
-            self.is_out[node] = False
-            self.nodes_out -= 1
-        self.node_fragment[node] = self.ctx.fragment(
-            self.capacity.free_milli[node], self.cluster.nodes[node].gpu_model
-        )
-
-    def _running_seen(self) -> list[Ending]:
-        """The running jobs as a pass sees them while nodes are out: a job on an out node is
-        never expected to end (the GPUs it frees stay out), the others by expected end."""
-        out = self.is_out
-        kept: list[Ending] = []
-        never: list[Ending] = []
-        for ending in self.running:
-            if any(out[node] for node, _ in ending.allocation.parts):
-                never.append(replace(ending, expected_end_s=math.inf))
-            else:
-                kept.append(ending)
-        return kept + never
 
     def _refresh_fragment(self, ending: Ending) -> None:
         free, nodes = self.capacity.free_milli, self.cluster.nodes
@@ -531,7 +476,8 @@ class _Engine:
         if t1 <= t0:
             return
         totals = self.totals
-        used = self.capacity.used_milli - self.out_milli  # held by outages: missing, not used
+        missing = 0 if self.outages is None else self.outages.milli  # out: neither used nor idle
+        used = self.capacity.used_milli - missing
         totals.allocated_milli_s_busy += used * (t1 - t0)
         if self.share is not None:
             self.share.accumulate(t1 - t0, self.capacity.free_whole_gpus)
@@ -540,8 +486,8 @@ class _Engine:
             return
         dt = hi - lo
         totals.allocated_milli_s += used * dt
-        if self.out_milli:
-            totals.missing_milli_s = (totals.missing_milli_s or 0.0) + self.out_milli * dt
+        if missing:
+            totals.missing_milli_s = (totals.missing_milli_s or 0.0) + missing * dt
         split = split_idle(
             self.capacity,
             [(self.waiting_rep[k], c) for k, c in self.waiting_count.items() if c],
@@ -552,8 +498,7 @@ class _Engine:
         totals.fragment_milli_s += sum(self.node_fragment) * dt
 
     def _sample(self, now: float) -> None:
-        self.timeline.append(
-            TimelinePoint(
-                now, self.capacity.used_milli - self.out_milli, len(self.queue), len(self.running)
-            )
-        )
+        used = self.capacity.used_milli
+        if self.outages is not None:
+            used -= self.outages.milli
+        self.timeline.append(TimelinePoint(now, used, len(self.queue), len(self.running)))
