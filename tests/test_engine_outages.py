@@ -8,8 +8,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuadvisor.errors import ModelError
+from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job
 from gpuadvisor.model.availability import Availability, Outage
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from tests.builders import make_cluster, make_job
@@ -136,3 +139,45 @@ def test_outages_of_one_node_merge_and_count_missing_gpu_seconds_in_a_window() -
     assert math.isclose(capacity["mean_present_gpus"], capacity["present_gpu_s"] / 1000)
     with pytest.raises(ModelError, match="ends"):
         Outage("node-0", 10, 10)
+
+
+@st.composite
+def outage_workloads(draw: st.DrawFn) -> tuple[list[Job], Cluster, Availability]:
+    nodes = draw(st.integers(1, 3))
+    per_node = draw(st.sampled_from([2, 4]))
+    cluster = Cluster.uniform(nodes, per_node)
+    jobs, t = [], 0.0
+    for i in range(draw(st.integers(1, 15))):
+        t += draw(st.integers(0, 40))
+        gpus = draw(st.integers(1, nodes * per_node))
+        runtime = draw(st.integers(1, 200))
+        jobs.append(make_job(i, at=t, gpus=gpus, runtime=runtime, limit=runtime * 2))
+    outages = []
+    for _ in range(draw(st.integers(0, 4))):
+        node = draw(st.integers(0, nodes - 1))
+        start = draw(st.integers(0, 400))
+        outages.append(Outage(f"node-{node}", start, start + draw(st.integers(1, 300))))
+    return jobs, cluster, Availability.of(outages)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(outage_workloads(), st.sampled_from(["fifo", "easy", "advisor", "conservative", "sjf"]))
+def test_no_job_starts_on_a_node_while_it_is_out_and_every_job_runs(
+    workload: tuple[list[Job], Cluster, Availability], order: str
+) -> None:
+    jobs, cluster, availability = workload
+    result = simulate(jobs, cluster, SimulationConfig(order=order), availability=availability)
+    index = {n.name: i for i, n in enumerate(cluster.nodes)}
+    for start, allocation in zip(result.start_s, result.allocations, strict=True):
+        assert math.isfinite(start) and allocation is not None
+        for o in availability.outages:
+            if index[o.node] in allocation.nodes:
+                assert not (o.start_s <= start < o.end_s)
+    total = cluster.gpus * MILLI_PER_GPU
+    assert all(0 <= p.allocated_milli <= total for p in result.timeline)
+    metrics = result.metrics()
+    if availability:
+        parts = ("allocation_ratio", "idle_while_waiting_ratio", "missing_capacity_ratio")
+        shares = [metrics[k] for k in parts]
+        assert all(isinstance(v, float) for v in shares)
+        assert sum(v for v in shares if isinstance(v, float)) <= 1 + 1e-9
