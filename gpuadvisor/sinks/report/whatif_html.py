@@ -212,7 +212,8 @@ def _counterfactual(doc: Mapping[str, object]) -> str:
         '<p class="note">Gains and GPU-hours are against the replay under the site\'s own '
         "policy (like against like); money is the GPU-hours at <code>--gpu-hour-price</code> "
         "(– when not given). Allocation is measured the same way everywhere: GPU-seconds held "
-        "inside the window / (GPUs × window).</p>"
+        "inside the window / the capacity that was there over it (GPUs × window, less the "
+        "GPU-seconds of nodes out).</p>"
     )
     title = "<h2>Counterfactual: the same jobs under other policies</h2>"
     return f"{title}{_table(headers, rows)}{note}"
