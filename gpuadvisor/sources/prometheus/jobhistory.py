@@ -243,7 +243,8 @@ class JobHistory:
             end = None  # still running when the read ended
         else:
             end = last_ran
-        return FinishedJob(job, seen.final or "ENDED", start, end)
+        state = seen.final or ("RUNNING" if end is None else "ENDED")
+        return FinishedJob(job, state, start, end)
 
     def cluster(self) -> Cluster | None:
         """Every node an agent reported, with the most GPUs it reported (None: no agent)."""
