@@ -161,12 +161,17 @@ def outage_workloads(draw: st.DrawFn) -> tuple[list[Job], Cluster, Availability]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(outage_workloads(), st.sampled_from(["fifo", "easy", "advisor", "conservative", "sjf"]))
+@given(
+    outage_workloads(),
+    st.sampled_from(["fifo", "easy", "advisor", "conservative", "sjf"]),
+    st.sampled_from(["limit", "predicted"]),
+)
 def test_no_job_starts_on_a_node_while_it_is_out_and_every_job_runs(
-    workload: tuple[list[Job], Cluster, Availability], order: str
+    workload: tuple[list[Job], Cluster, Availability], order: str, estimates: str
 ) -> None:
     jobs, cluster, availability = workload
-    result = simulate(jobs, cluster, SimulationConfig(order=order), availability=availability)
+    config = SimulationConfig(order=order, estimates=estimates)
+    result = simulate(jobs, cluster, config, availability=availability)
     index = {n.name: i for i, n in enumerate(cluster.nodes)}
     for start, allocation in zip(result.start_s, result.allocations, strict=True):
         assert math.isfinite(start) and allocation is not None

@@ -216,6 +216,9 @@ class _Engine:
         self.last_plan: Plan | None = None
         self.timeline: list[TimelinePoint] = []
         self.outages: NodeOutages | None = None
+        # running jobs on a node out: listed as never ending, so that no pass counts on
+        # GPUs that stay out when they end
+        self.never_ends: set[int] = set()
 
     def take_outages(self, availability: Availability) -> None:
         """Replay with nodes out over ``availability``'s outages (before ``run``)."""
@@ -278,11 +281,11 @@ class _Engine:
                     ended = True
                 elif kind == _NODE_OUT:
                     assert outages is not None
-                    self._refresh_node(outages.take_out(i, self.capacity))
+                    self._node_out(outages, i)
                     ended = True  # capacity changed: a full pass
                 elif kind == _NODE_BACK:
                     assert outages is not None
-                    self._refresh_node(outages.bring_back(i, self.capacity))
+                    self._node_back(outages, i)
                     ended = True
                 else:
                     self._arrive(i)
@@ -333,11 +336,21 @@ class _Engine:
 
     def _leave_running(self, i: int) -> Ending:
         """Take job ``i`` out of the running jobs kept by expected end."""
-        at = bisect.bisect_left(self.running_keys, (self._expected_end(i), i))
+        never = self.never_ends
+        if never and i in never:  # listed as never ending (a node of it is out)
+            never.discard(i)
+            at = bisect.bisect_left(self.running_keys, (math.inf, i))
+        else:
+            at = bisect.bisect_left(self.running_keys, (self._expected_end(i), i))
         ending = self.running[at]
         del self.running_keys[at]
         del self.running[at]
         return ending
+
+    def _list_running(self, i: int, ending: Ending) -> None:
+        at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
+        self.running_keys.insert(at, (ending.expected_end_s, i))
+        self.running.insert(at, ending)
 
     def _complete(self, i: int, now: float, events: list[tuple[float, int, int]]) -> None:
         job = self.jobs[i]
@@ -378,9 +391,12 @@ class _Engine:
         end (predicted estimates), an expiry event fires there. An expected end only grows (a
         raise plans at least what the job has run), so each node's latest end is a running max."""
         ending = Ending(self._expected_end(i), self.jobs[i], allocation)
-        at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
-        self.running_keys.insert(at, (ending.expected_end_s, i))
-        self.running.insert(at, ending)
+        outages = self.outages
+        if outages is not None and any(outages.is_out[n] for n, _ in allocation.parts):
+            self.never_ends.add(i)  # planned anew while a node of it is out
+            self._list_running(i, replace(ending, expected_end_s=math.inf))
+        else:
+            self._list_running(i, ending)
         for node, _ in allocation.parts:
             self.node_ends[node][i] = ending.expected_end_s
             self.busy_until[node] = max(self.busy_until[node], ending.expected_end_s)
@@ -403,9 +419,7 @@ class _Engine:
         view = QueueView(
             now,
             self.queue.jobs,
-            self.running
-            if self.outages is None or not self.outages.nodes_out
-            else self.outages.seen(self.running),
+            self.running,
             self.capacity,
             self.estimate,
             self.queue,
@@ -458,6 +472,31 @@ class _Engine:
         for j, end in moved:
             self.end_s[j] = end
             heapq.heappush(events, (end, _COMPLETE, j))
+
+    # -- outages ------------------------------------------------------------------------
+
+    def _node_out(self, outages: NodeOutages, k: int) -> None:
+        """Outage ``k`` starts: its node's free GPUs are held; the jobs running there are
+        listed as never ending."""
+        node = outages.take_out(k, self.capacity)
+        for i in list(self.node_ends[node]):
+            if i not in self.never_ends:
+                ending = self._leave_running(i)
+                self.never_ends.add(i)
+                self._list_running(i, replace(ending, expected_end_s=math.inf))
+        self._refresh_node(node)
+
+    def _node_back(self, outages: NodeOutages, k: int) -> None:
+        """Outage ``k`` ends: its node's GPUs are free again; the jobs running there are
+        listed at their expected ends unless another node of theirs is still out."""
+        node = outages.bring_back(k, self.capacity)
+        for i in list(self.node_ends[node]):
+            allocation = self.allocation[i]
+            assert allocation is not None
+            if i in self.never_ends and not any(outages.is_out[n] for n, _ in allocation.parts):
+                ending = self._leave_running(i)
+                self._list_running(i, replace(ending, expected_end_s=self._expected_end(i)))
+        self._refresh_node(node)
 
     def _refresh_node(self, node: int) -> None:
         self.node_fragment[node] = self.ctx.fragment(

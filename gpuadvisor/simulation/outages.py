@@ -2,20 +2,15 @@
 
 At an outage's start the node's free GPUs are allocated to a placeholder job, so that no
 placement and no fit check sees them; they count neither as allocated nor as idle but as
-missing (``milli``). Jobs already running there run to their end (drain semantics), and the GPUs
-they free are held in turn (``hold_free``). At the outage's end the node's GPUs are released.
-While a node is out a scheduling pass sees the jobs running there as never ending (``seen``), so
-no reservation counts on GPUs that stay out when those jobs end.
+missing (``milli``). Jobs already running there run to their end (drain semantics), and the
+GPUs they free are held in turn (``hold_free``). At the outage's end the node's GPUs are
+released. (The engine lists the jobs running on a node out as never ending, so that no
+reservation counts on GPUs that stay out when those jobs end.)
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import replace
-
 from gpuadvisor.analysis.capacity import Capacity
-from gpuadvisor.analysis.scheduling.orders import Ending
 from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.model.availability import Availability
 
@@ -81,16 +76,3 @@ class NodeOutages:
             self.is_out[node] = False
             self.nodes_out -= 1
         return node
-
-    def seen(self, running: Sequence[Ending]) -> list[Ending]:
-        """The running jobs as a pass sees them while nodes are out: a job on an out node is
-        never expected to end (the GPUs it frees stay out), the others by expected end."""
-        out = self.is_out
-        kept: list[Ending] = []
-        never: list[Ending] = []
-        for ending in running:
-            if any(out[node] for node, _ in ending.allocation.parts):
-                never.append(replace(ending, expected_end_s=math.inf))
-            else:
-                kept.append(ending)
-        return kept + never
