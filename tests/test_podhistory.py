@@ -63,7 +63,11 @@ def test_pods_without_uid_are_told_by_namespace_and_name_and_unfinished_ones_are
     got = {j.job_id: (j.state, j.start_time_s, j.end_time_s) for j in jobs}
     assert got == {
         "ns/pending": ("PENDING", None, None),  # still waiting: not demand that left
-        "ns/running": ("ENDED", 200.0, None),  # still running: no end
+        "ns/running": (
+            "RUNNING",
+            200.0,
+            None,
+        ),  # still running: no end (replayed up to the read end)
         "ns/gone": ("CANCELLED", None, 900.0 - STEP),  # its last pending sample
         "ns/ran": ("ENDED", 400.0, 2000.0 - STEP),  # its last running sample
     }

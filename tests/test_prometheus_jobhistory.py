@@ -2,10 +2,13 @@
 jobhistory.py), on series built here: the agents' GPUs stand in for a missing GPU count, a job
 still pending or running when the read ends has not finished, a job whose GPUs do not split
 evenly over its nodes is kept as one request, and capacity counts an agent's absence and a
-drained node as missing."""
+drained node as missing, as outages the replay runs with; a job still running when the read
+ends is replayed up to it."""
 
 from __future__ import annotations
 
+from gpuadvisor.model.availability import Outage
+from gpuadvisor.simulation.rebuild import rebuild
 from gpuadvisor.sources.prometheus.client import Series
 from gpuadvisor.sources.prometheus.jobhistory import JobHistory
 
@@ -69,3 +72,32 @@ def test_capacity_counts_an_absent_agent_and_a_drained_node_as_missing() -> None
     assert capacity["cluster_gpu_s"] == 12 * 3600
     assert capacity["missing_gpu_s"] == 8 * 1005 + 4 * 600
     assert [n.name for n in history.cluster().nodes] == ["a:9400", "b"]  # type: ignore[union-attr]
+
+
+def test_a_job_still_running_when_the_read_ends_is_replayed_up_to_until() -> None:
+    history = JobHistory()
+    history.add_info([info("1", "RUNNING", 0, 1000), info("2", "RUNNING", 0, 300)])
+    for job_id in ("1", "2"):
+        history.add_values("gpus", [series({"job_id": job_id}, 0, 300, 2.0)])
+    jobs, _ = history.finished(1000.0)
+    rebuilt = rebuild(jobs, since_s=0.0, until_s=1000.0)
+    ran = {r.job.job_id: (r.start_s, r.end_s) for r in rebuilt.ran}
+    assert ran == {"1": (0.0, 1000.0), "2": (0.0, 285.0)}
+    assert rebuilt.censored == 1 and rebuilt.read_end_s == 1000.0
+
+
+def test_availability_holds_each_nodes_missing_stretches_as_outages() -> None:
+    history = JobHistory()
+    history.add_node_gpus(
+        [
+            series({"instance": "a:9400"}, 0, 990, 8.0),
+            series({"instance": "a:9400"}, 1995, 3600, 8.0),
+            series({"instance": "b:9400"}, 0, 3600, 4.0),
+        ]
+    )
+    history.add_node_info([series({"instance": "b:9400", "node": "b"}, 0, 3600)])
+    history.add_node_states([series({"node": "b", "state": "drained"}, 600, 1200)])
+    assert history.availability(0.0, 3600.0).outages == (
+        Outage("a:9400", 990, 1995, "agent not scraped"),
+        Outage("b", 600, 1200, "down or drained"),
+    )

@@ -13,6 +13,7 @@ import pytest
 
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Job
+from gpuadvisor.model.availability import Availability, Outage
 from gpuadvisor.model.history import FinishedJob
 from gpuadvisor.simulation.compare import compare
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
@@ -112,17 +113,39 @@ def test_a_job_eligible_after_its_submit_arrives_and_starts_waiting_then() -> No
     assert rebuilt.eligible_later == 1
 
 
-def test_jobs_without_gpus_or_without_an_end_are_counted_not_replayed() -> None:
+def test_jobs_without_gpus_or_still_pending_are_counted_not_replayed() -> None:
     rebuilt = rebuild(
         [
             finished("1", submit=0, start=10, end=100),
             finished("cpu", submit=1, start=10, end=100, gpus=0),
-            finished("running", submit=2, start=10, end=None, state="RUNNING"),
             finished("waiting", submit=3, start=None, end=None, state="PENDING"),
         ]
     )
-    assert rebuilt.skipped == {"no GPU": 1, "still running (no end)": 1, "still pending": 1}
+    assert rebuilt.skipped == {"no GPU": 1, "still pending": 1}
     assert rebuilt.left_queue == ()
+    assert rebuilt.censored == 0 and rebuilt.read_end_s is None
+
+
+def test_a_job_still_running_when_read_replays_up_to_the_reads_end_as_a_lower_bound() -> None:
+    record = [
+        finished("1", submit=0, start=10, end=100),
+        finished("running", submit=2, start=10, end=None, gpus=2, state="RUNNING"),
+        finished("2", submit=50, start=60, end=80),
+    ]
+    rebuilt = rebuild(record, until_s=400)
+    running = next(r for r in rebuilt.ran if r.job.job_id == "running")
+    assert (running.start_s, running.end_s, running.job.runtime_s) == (10, 400, 390)
+    assert rebuilt.censored == 1 and rebuilt.read_end_s == 400
+    assert rebuilt.skipped == {}
+    # without --until: the latest instant the record mentions (a lower bound of the read)
+    assert rebuild(record).read_end_s == 100
+    # the GPUs it held count in the observed allocation, and a replay holds them too
+    observed = allocation_ratio(rebuilt.observed_intervals(), rebuilt.window, 8)
+    assert observed == pytest.approx((90 + 2 * 390 + 20) / (8 * 400))
+    replay = simulate(rebuilt.jobs, make_cluster(1, 8), SimulationConfig(order="fifo"))
+    figures = fidelity(rebuilt, make_cluster(1, 8), replay)
+    assert figures["observed_allocation_ratio"] == pytest.approx(observed)
+    assert figures["reproduced"] is True
 
 
 def test_an_end_before_the_start_is_a_zero_runtime_and_counted() -> None:
@@ -222,20 +245,42 @@ def test_a_replay_on_a_smaller_cluster_than_the_record_used_says_so() -> None:
     assert figures["jobs_rejected"] == ["big"]
 
 
-def test_capacity_known_to_be_missing_is_named_when_the_replay_runs_ahead() -> None:
-    """One of two nodes was drained the whole window (``whatif --prometheus`` knows it): the
-    record ran on one node, the replay on both."""
-    backlog = [make_job(i, at=0, gpus=8) for i in range(4)] + [make_job("late", at=200, gpus=8)]
-    truth = simulate(backlog, make_cluster(1, 8), SimulationConfig(order="fifo"))
-    rebuilt = rebuild(record_of(truth))
+@pytest.mark.parametrize("order", ["fifo", "easy", "advisor"])
+def test_a_node_drained_for_a_stretch_is_replayed_out_and_the_replay_reproduces_the_record(
+    order: str,
+) -> None:
+    """node-1 was drained from 0 to 1500 (the record was made on that capacity): replayed on
+    the full cluster, the replay runs ahead of the record; replayed with the drain as an
+    outage it starts nothing on node-1 meanwhile and reproduces the record exactly, both
+    allocations divided by the capacity that was there."""
     both = make_cluster(2, 8)
-    replay = simulate(rebuilt.jobs, both, SimulationConfig(order="fifo"))
-    missing = 8 * rebuilt.window.length_s
-    figures = fidelity(rebuilt, both, replay, missing_gpu_s=missing)
-    assert figures["allocation_delta_pp"] > FIDELITY_TOLERANCE_PP  # type: ignore[operator]
-    reasons = figures["reasons"]
+    drain = Availability.of([Outage("node-1", 0, 1500, "drain")])
+    backlog = [make_job(i, at=10 * i, gpus=8, runtime=500) for i in range(5)]
+    backlog.append(make_job("late", at=1600, gpus=4, runtime=100))
+    truth = simulate(backlog, both, SimulationConfig(order=order), availability=drain)
+    rebuilt = rebuild(record_of(truth))
+    missing = drain.missing_gpu_s(both, rebuilt.window.start_s, rebuilt.window.end_s)
+    assert missing == 8 * 1500
+
+    blind = simulate(rebuilt.jobs, both, SimulationConfig(order=order))
+    off = fidelity(rebuilt, both, blind, missing_gpu_s=missing)
+    assert off["allocation_delta_pp"] > FIDELITY_TOLERANCE_PP  # type: ignore[operator]
+    reasons = off["reasons"]
     assert isinstance(reasons, list)
-    assert "(50.0% of the window's capacity) were missing" in reasons[0]
+    assert "were missing (agents not scraped, nodes down or drained)" in reasons[0]
+
+    replay = simulate(rebuilt.jobs, both, SimulationConfig(order=order), availability=drain)
+    for job, start, allocation in zip(replay.jobs, replay.start_s, replay.allocations, strict=True):
+        assert allocation is not None
+        if start < 1500:
+            assert allocation.nodes == (0,), job.job_id
+    figures = fidelity(rebuilt, both, replay, missing_gpu_s=missing)
+    assert figures["allocation_delta_pp"] == 0 and figures["reproduced"] is True
+    window = rebuilt.window
+    assert figures["capacity_gpu_s"] == 16 * window.length_s - missing
+    assert figures["observed_allocation_ratio"] == pytest.approx(
+        allocation_ratio(rebuilt.observed_intervals(), window, 16, missing_gpu_s=missing)
+    )
 
 
 # -- counterfactual ----------------------------------------------------------------------------

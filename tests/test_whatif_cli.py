@@ -357,3 +357,28 @@ def test_an_unknown_scheduler_is_replayed_as_easy_and_the_warning_names_it(
     assert "'sched/[site]'" in as_run["warning"]
     printed = " ".join(result.out.split())  # the console wraps long lines
     assert f"warning: SchedulerType 'sched/[site]' (--slurm-config {config})" in printed
+
+
+def test_a_job_still_running_when_sacct_ran_is_replayed_up_to_until_and_counted(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    header = "JobID|User|Account|Partition|State|Submit|Start|End|ElapsedRaw|TimelimitRaw|"
+    header += "NNodes|AllocTRES|ReqTRES|JobName"
+    tres = "billing=1,cpu=1,gres/gpu=2,node=1"
+    rows = [
+        f"1|ana|a|gpu|COMPLETED|{T0}|{T0 + 10}|{T0 + 100}|90|60|1|{tres}|{tres}|done",
+        f"2|bo|a|gpu|RUNNING|{T0 + 20}|{T0 + 30}|Unknown|0|600|1|{tres}|{tres}|long",
+    ]
+    record = tmp_path / "sacct.txt"
+    record.write_text("\n".join([header, *rows]) + "\n")
+    paths = outputs(tmp_path)
+    argv: list[str | Path] = ["whatif", "--sacct", record, "--cluster", "1x8"]
+    argv += ["--since", str(T0), "--until", str(T0 + 400), "--policies", "fifo"]
+    result = gpuadvisor(capsys, *argv, "--output-json", paths["--output-json"])
+    assert result.code == 0, result.err
+    document = json.loads(paths["--output-json"].read_text())
+    assert document["rebuild"]["censored"] == 1 and document["rebuild"]["skipped"] == {}
+    # both sides hold 2 GPUs for [10, 100) and [30, 400): the same work observed and replayed
+    observed = (2 * 90 + 2 * 370) / (8 * 400)
+    assert document["fidelity"]["observed_allocation_ratio"] == pytest.approx(observed, abs=1e-5)
+    assert document["fidelity"]["allocation_delta_pp"] == pytest.approx(0, abs=1e-3)

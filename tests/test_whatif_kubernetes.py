@@ -121,15 +121,18 @@ Row = tuple[float, float, float, int, str, str]
 
 
 def expected_trace(pods: tuple[TruePod, ...] = PODS) -> dict[str, Row]:
-    """(submit, start, end, GPUs, user, partition) of every GPU pod that ran and ended."""
+    """(submit, start, end, GPUs, user, partition) of every GPU pod that ran: one still running
+    at ``UNTIL`` is replayed up to it (a censored runtime)."""
     out = {}
     names = [p.name for p in pods]
     reused = {n for n in names if names.count(n) > 1}
     for p in pods:
-        if p.start_s is None or not p.gpus or p.end_s >= UNTIL:
+        if p.start_s is None or not p.gpus:
             continue
         job_id = f"{p.namespace}/{p.name}" + (f"@{p.uid}" if p.name in reused else "")
         end = p.end_s if p.final else last_scrape_before(p.end_s)
+        if p.end_s >= UNTIL:
+            end = UNTIL
         out[job_id] = (p.created_s, p.start_s, end, sum(p.gpus), p.namespace, p.priority_class)
     return out
 
@@ -180,10 +183,10 @@ def check_rebuild(code: int, err: str, out: Path) -> None:
     assert rebuilt_trace(out / "trace.csv") == expected_trace()
     document = json.loads((out / "whatif.json").read_text())
     rebuild = document["rebuild"]
-    assert rebuild["jobs_ran"] == 7
+    assert rebuild["jobs_ran"] == 8  # train/z-0, still running at UNTIL, included
     assert rebuild["jobs_left_queue"] == 2 and rebuild["left_queue_gpus"] == 4
-    assert rebuild["states"] == {"COMPLETED": 5, "FAILED": 1, "ENDED": 1}
-    assert rebuild["skipped"] == {"still running (no end)": 1}
+    assert rebuild["states"] == {"COMPLETED": 5, "FAILED": 1, "ENDED": 1, "RUNNING": 1}
+    assert rebuild["skipped"] == {} and rebuild["censored"] == 1
     assert document["meta"]["cluster_gpus"] == 20 and document["meta"]["cluster_nodes"] == 3
     assert document["fidelity"]["as_run"].startswith("fifo-skip")
     details = document["prometheus"]
@@ -260,8 +263,12 @@ def test_as_run_given_overrides_the_profiles_scheduler(
 def test_a_replay_off_the_record_gives_kubernetes_reasons_not_slurms(
     prometheus: PrometheusServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """A cluster given smaller than the real one: the replay is off, and the reasons no record
-    shows are kube-scheduler's (priorities, affinities), not Slurm's (QOS, sacct)."""
+    """A cluster given smaller than the real one (the same nodes, k1 and k2 with 1 GPU of
+    their 8): the replay is off, and the reasons no record shows are kube-scheduler's
+    (priorities, affinities), not Slurm's (QOS, sacct)."""
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("gpu_model,gpu_capacity_num,cpu_num,node_name\nfake,1,64,k1\n")
+    nodes.write_text(nodes.read_text() + "fake,1,64,k2\nfake,4,64,k3\n")
     code, err, out = run_whatif(
         capsys,
         prometheus.url,
@@ -270,8 +277,8 @@ def test_a_replay_off_the_record_gives_kubernetes_reasons_not_slurms(
         str(BASE),
         "--until",
         str(UNTIL),
-        "--cluster",
-        "1x4",
+        "--nodes",
+        str(nodes),
     )
     assert code == 0, err
     fidelity = json.loads((out / "whatif.json").read_text())["fidelity"]

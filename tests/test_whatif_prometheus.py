@@ -2,8 +2,10 @@
 ``promtool tsdb create-blocks-from openmetrics`` and a real VictoriaMetrics loaded through its
 import API, both from one generated history whose true trace is known (tests/harness/history.py):
 the rebuilt trace equals it, exactly where the exporter exported end times, and within one scrape
-interval where a job's end is only its series vanishing; the capacity that was missing (an agent
-down, a node drained) is counted; bad input fails with one clear line and writes nothing."""
+interval where a job's end is only its series vanishing, and up to --until for a job still
+running then (a censored runtime); the capacity that was missing (an agent down, a node drained)
+is counted and the replays run without it; bad input fails with one clear line and writes
+nothing."""
 
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ JOBS = (
     job("6", 16, 2, 7400, 9100, 11000, "COMPLETED"),
     job("7", 2, 1, 7500, None, 8000, "CANCELLED"),
     job("8", 2, 1, 9000, 9050, 12001, "COMPLETED"),
+    job("9", 1, 1, 9500, 11000, 20000, "COMPLETED"),  # still running at UNTIL
 )
 NODES = (
     TrueNode("n1", 8),
@@ -116,13 +119,17 @@ def last_scrape_before(t: float) -> float:
     return at - STEP_S if at >= t else at
 
 
-def expected_trace() -> dict[str, tuple[float, float, float, int]]:
-    """(submit, start, end, GPUs) of every job that ran, as the rebuild must find it."""
+def expected_trace(*, read_to_until: bool = True) -> dict[str, tuple[float, float, float, int]]:
+    """(submit, start, end, GPUs) of every job that ran, as the rebuild must find it. A job
+    still running at UNTIL ends there when the read ends there (a censored runtime); read
+    until later, its series just vanished: its last sample is its end."""
     out = {}
     for j in JOBS:
         if j.start_s is None:
             continue
         end = j.end_s if j.end_s >= UPGRADED else last_scrape_before(j.end_s)
+        if j.end_s > UNTIL:
+            end = UNTIL if read_to_until else last_scrape_before(UNTIL)
         out[j.job_id] = (j.submit_s, j.start_s, end, j.gpus)
     return out
 
@@ -169,10 +176,11 @@ def check_rebuild(code: int, err: str, out: Path) -> None:
     assert rebuilt_trace(out / "trace.csv") == expected_trace()
     document = json.loads((out / "whatif.json").read_text())
     rebuild = document["rebuild"]
-    assert rebuild["jobs_ran"] == 6
+    assert rebuild["jobs_ran"] == 7
     assert rebuild["jobs_left_queue"] == 2 and rebuild["left_queue_gpus"] == 4
     # before the upgrade how a job ended is unknown (ENDED); after it, the scheduler's word
-    assert rebuild["states"] == {"ENDED": 2, "COMPLETED": 3, "TIMEOUT": 1}
+    assert rebuild["states"] == {"ENDED": 2, "COMPLETED": 3, "TIMEOUT": 1, "RUNNING": 1}
+    assert rebuild["censored"] == 1 and rebuild["censored_at"] == document["meta"]["window_end"]
     assert document["meta"]["cluster_gpus"] == 20 and document["meta"]["cluster_nodes"] == 3
     details = document["prometheus"]
     assert details["resolution_s"] == STEP_S
@@ -181,6 +189,14 @@ def check_rebuild(code: int, err: str, out: Path) -> None:
     assert capacity["cluster_gpu_s"] == 20 * 4 * 3600
     # n2's agent away for 30 min (8 GPUs), n3 drained for 30 min (4 GPUs)
     assert capacity["missing_gpu_s"] == 8 * 1800 + 4 * 1800
+    # the replays ran with those nodes out, and both allocations divide by what was there
+    there = document["capacity"]
+    assert there["missing_gpu_s"] == capacity["missing_gpu_s"]
+    assert there["nodes_out"] == ["n2", "n3"] and there["outages"] == 2
+    fidelity = document["fidelity"]
+    assert fidelity["missing_gpu_s"] == capacity["missing_gpu_s"]
+    assert fidelity["capacity_gpu_s"] == 20 * 4 * 3600 - capacity["missing_gpu_s"]
+    assert document["counterfactual"]["policies"][0]["missing_capacity_ratio"] > 0
     assert "reading gpuadvisor_queue_job_info: chunk" in err
     assert (out / "report.html").stat().st_size > 0
     # the latest scheduler of the window: sched/backfill, replayed as EASY
@@ -219,7 +235,7 @@ def test_since_as_a_duration_before_now_reads_up_to_now(
     hours = math.ceil((time.time() - BASE) / 3600) + 1
     code, err, out = run_whatif(capsys, prometheus.url, tmp_path, "--since", f"{hours}h")
     assert code == 0, err
-    assert rebuilt_trace(out / "trace.csv") == expected_trace()
+    assert rebuilt_trace(out / "trace.csv") == expected_trace(read_to_until=False)
 
 
 @pytest.mark.parametrize(

@@ -174,3 +174,37 @@ def test_the_checks_catch_a_console_error_and_an_external_request(tmp_path: Path
     assert len(page.console) == 1 and '"broken"' in page.console[0]
     assert page.sources == ["http://127.0.0.1:9/x.png"]
     assert page.image_widths == [0]  # it did not load
+
+
+def test_the_capacity_that_was_there_is_on_the_page_as_in_the_json(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The recorded drain (tests/data/slurm/recorded/README.md) with its node events: the
+    capacity table and the waste split's missing part show the JSON's figures."""
+    recorded = DATA / "recorded"
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("gpu_model,gpu_capacity_num,cpu_num,node_name\nfake,8,64,gpu01\n")
+    report, output = tmp_path / "report.html", tmp_path / "whatif.json"
+    argv: list[str | Path] = ["whatif", "--sacct", recorded / "sacct-22.05-drain-parsable2.txt"]
+    argv += ["--nodes", nodes, "--node-events", recorded / "sacctmgr-events-22.05-parsable2.txt"]
+    argv += ["--since", "1796179100", "--until", "1796179160", "--policies", "fifo,advisor"]
+    argv += ["--report", report, "--output-json", output]
+    result = gpuadvisor(capsys, *argv)
+    assert result.code == 0, result.err
+    document = json.loads(output.read_text())
+    page = open_in_browser(report, tmp_path)
+    assert page.console == []
+    for pointer, (value, text) in page.cells.items():
+        assert json.loads(value) == resolve(document, pointer), pointer
+        expected = shown(pointer, resolve(document, pointer))
+        if expected:
+            assert text == expected, pointer
+    required = [
+        "/capacity/mean_present_gpus",
+        "/capacity/missing_gpu_hours",
+        "/capacity/outages",
+        "/counterfactual/policies/0/missing_capacity_ratio",
+        "/counterfactual/policies/1/missing_capacity_ratio",
+    ]
+    assert [p for p in required if p not in page.cells] == []
+    assert document["capacity"]["missing_gpu_hours"] == pytest.approx(8 * 4 / 3600)

@@ -36,10 +36,11 @@ from gpuadvisor.config.whatif import (
 )
 from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
 from gpuadvisor.model import Cluster
+from gpuadvisor.model.availability import Availability
 from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
-from gpuadvisor.simulation.rebuild import Rebuilt, observed_result, rebuild
+from gpuadvisor.simulation.rebuild import Rebuilt, latest_instant, observed_result, rebuild
 from gpuadvisor.simulation.results import SimulationResult
 from gpuadvisor.simulation.whatif import UNKNOWABLE, counterfactual, fidelity
 from gpuadvisor.sinks.report.plots import plot_pngs, wait_distribution_png
@@ -48,6 +49,7 @@ from gpuadvisor.sinks.report.whatif_html import duration, percent, pp, render_re
 from gpuadvisor.sources.prometheus.podhistory import UNKNOWABLE as POD_UNKNOWABLE
 from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO
 from gpuadvisor.sources.slurm.config import parse_scheduler_config
+from gpuadvisor.sources.slurm.node_events import node_availability, parse_node_events
 from gpuadvisor.sources.slurm.sacct import SacctResult, parse_sacct
 from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.generic import write as write_trace
@@ -87,6 +89,16 @@ def read_record(name: str) -> SacctResult:
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
     return parse_sacct(data, source=name)
+
+
+def read_node_events(name: str, read_end_s: float) -> Availability:
+    """``sacctmgr show event --parsable2`` output from a file: the nodes out, an event still
+    open when it was read lasting until ``read_end_s``."""
+    try:
+        data = Path(name).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
+    return node_availability(parse_node_events(data, source=name), read_end_s)
 
 
 def load_cluster(settings: WhatifSettings) -> Cluster | None:
@@ -149,6 +161,11 @@ def run(args: argparse.Namespace) -> int:
         if since is None:
             raise GpuAdvisorError("--prometheus needs --since (for example --since 14d)")
         until = now_s if until is None else until
+        if settings.node_events:
+            raise GpuAdvisorError(
+                "--node-events goes with --sacct: with --prometheus the nodes' outages come "
+                "from the agents' series and the queue exporter's node states"
+            )
     if since is not None and until is not None and until <= since:
         raise GpuAdvisorError("--until must be after --since")
     configs_of(settings)  # a bad --policies fails before anything is read
@@ -159,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
         reported_by = f"--slurm-config {settings.slurm_config}"
     details: dict[str, object] | None = None
     no_scheduler = "sacct does not record the scheduler (give --slurm-config or --as-run)"
+    availability = Availability()
+    capacity_source = "the cluster given, all along"
     if settings.prometheus is not None:
         assert since is not None and until is not None
         read = read_prometheus(
@@ -177,6 +196,12 @@ def run(args: argparse.Namespace) -> int:
             if settings.profile == "kubernetes"
             else f"no {SCHEDULER_INFO} sample in the window"
         )
+        availability = read.availability
+        capacity_source = (
+            "kube-state-metrics' nodes (allocatable, cordoned, Ready)"
+            if settings.profile == "kubernetes"
+            else "the agents' series and the queue exporter's node states"
+        )
         if cluster is None:
             cluster = read.cluster
         if cluster is None:
@@ -187,6 +212,10 @@ def run(args: argparse.Namespace) -> int:
             raise GpuAdvisorError("--sacct needs the cluster: --cluster or --nodes")
         record = read_record(settings.sacct)
         source = "standard input" if settings.sacct == STDIN else settings.sacct
+        if settings.node_events:
+            read_end = until if until is not None else latest_instant(record.jobs)
+            availability = read_node_events(settings.node_events, read_end)
+            capacity_source = f"slurmdbd's node events ({settings.node_events})"
     chosen_as_run = choose_as_run(
         settings.as_run,
         scheduler,
@@ -201,6 +230,15 @@ def run(args: argparse.Namespace) -> int:
         rebuilt = rebuild(record.jobs, since_s=since, until_s=until)
     except ModelError as exc:
         raise InputError(str(exc), path=source) from None
+    unknown = availability.unknown_nodes(cluster)
+    if unknown:
+        raise GpuAdvisorError(
+            f"the node outages name {len(unknown)} nodes the cluster given does not have "
+            f"({', '.join(unknown[:5])}): give the cluster with --nodes FILE in the site's "
+            "own node names (columns gpu_model,gpu_capacity_num,cpu_num,node_name)"
+        )
+    window = rebuilt.window
+    missing = availability.missing_gpu_s(cluster, window.start_s, window.end_s)
     console.print(
         f"{len(rebuilt.ran)} jobs ran ({len(rebuilt.left_queue)} left the queue before "
         f"starting) on {cluster.gpus} GPUs, {_iso(rebuilt.window.start_s)} to "
@@ -208,20 +246,29 @@ def run(args: argparse.Namespace) -> int:
     )
     configs = [as_run] + [c for c in policies if c.label != as_run.label]
     with progress_bar(console) as tick:
-        runs = compare(rebuilt.jobs, cluster, configs, progress=lambda _, d, t: tick(d, t))
+        runs = compare(
+            rebuilt.jobs,
+            cluster,
+            configs,
+            progress=lambda _, d, t: tick(d, t),
+            availability=availability,
+        )
     by_label = {r.label: r for r in runs}
     as_run_run = by_label[as_run.label]
     chosen = [by_label[c.label] for c in policies]
-    missing = 0.0
-    if details is not None and isinstance(details.get("capacity"), dict):
-        missing = float(details["capacity"]["missing_gpu_s"])  # type: ignore[index]
     document = whatif_document(
         settings, record, source, rebuilt, cluster, as_run_run, chosen, missing_gpu_s=missing
     )
     document["as_run"] = chosen_as_run.document()
+    document["capacity"] = {
+        "source": capacity_source,
+        **availability.capacity(cluster, window.start_s, window.end_s),
+        "outages": len(availability.outages),
+        "nodes_out": list(availability.nodes),
+    }
     if details is not None:
         document["prometheus"] = details
-        print_capacity(console, details, cluster)
+    print_capacity(console, document, cluster)
     json_text = document_json(document)
     texts: dict[str, str | bytes] = {}
     if settings.output_json:
@@ -268,6 +315,8 @@ def whatif_document(
             "left_queue_gpus": sum(j.job.total_gpus for j in rebuilt.left_queue),
             "clock_skew": rebuilt.clock_skew,
             "eligible_later": rebuilt.eligible_later,
+            "censored": rebuilt.censored,
+            "censored_at": None if rebuilt.read_end_s is None else _iso(rebuilt.read_end_s),
             "skipped": rebuilt.skipped,
             "steps_skipped": record.steps_skipped,
             "states": rebuilt.states,
@@ -285,6 +334,7 @@ def whatif_document(
             as_run.result,
             [(r.result, r.metrics) for r in chosen],
             gpu_hour_price=settings.gpu_hour_price,
+            missing_gpu_s=missing_gpu_s,
         ),
     }
 
@@ -331,27 +381,40 @@ def trace_text(rebuilt: Rebuilt, source: str) -> str:
             f"rebuilt by gpuadvisor whatif from {source}",
             "times are Unix seconds (UTC); start_time/end_time: when the job really ran",
             f"{len(rebuilt.left_queue)} jobs that left the queue before starting are not listed",
+            *(
+                [
+                    f"{rebuilt.censored} jobs still running when the record was read end at "
+                    f"{rebuilt.read_end_s:.0f} (the runtime known so far, a lower bound)"
+                ]
+                if rebuilt.censored
+                else []
+            ),
         ),
         ran={r.job.job_id: (r.start_s, r.end_s) for r in rebuilt.ran},
     )
     return stream.getvalue()
 
 
-def print_capacity(console: Console, details: dict[str, Any], cluster: Cluster) -> None:
-    """What ``--prometheus`` could see: the resolution and the capacity that was missing."""
-    capacity = details.get("capacity")
-    line = f"history read at a {details['resolution_s']:g} s resolution"
+def print_capacity(console: Console, document: dict[str, Any], cluster: Cluster) -> None:
+    """What ``--prometheus`` could see (the resolution), and the capacity that was missing."""
+    parts = []
+    details = document.get("prometheus")
+    if details is not None:
+        parts.append(f"history read at a {details['resolution_s']:g} s resolution")
+    capacity = document["capacity"]
     why = (
         "nodes gone, cordoned or not ready"
-        if details.get("profile") == "kubernetes"
+        if details is not None and details.get("profile") == "kubernetes"
         else "agents not scraped, nodes down or drained"
     )
-    if capacity is not None:
-        line += (
-            f"; {capacity['mean_present_gpus']:.1f} of the {cluster.gpus} GPUs there on average "
-            f"({capacity['missing_gpu_s'] / 3600:.1f} GPU-hours missing: {why})"
+    if capacity["outages"]:
+        parts.append(
+            f"{capacity['mean_present_gpus']:.1f} of the {cluster.gpus} GPUs there on average "
+            f"({capacity['missing_gpu_hours']:.1f} GPU-hours missing: {why}; "
+            f"{len(capacity['nodes_out'])} nodes out at times, kept out of the replays)"
         )
-    console.print(line)
+    if parts:
+        console.print("; ".join(parts))
 
 
 def print_as_run(console: Console, as_run: AsRun) -> None:

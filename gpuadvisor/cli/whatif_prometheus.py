@@ -12,6 +12,7 @@ from typing import TextIO
 from gpuadvisor.config.http import load_http_config
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster
+from gpuadvisor.model.availability import Availability
 from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
 from gpuadvisor.sources.prometheus.jobhistory import NODE_GPUS, JobHistory, read_history
 from gpuadvisor.sources.prometheus.podhistory import ALLOCATABLE, PodHistory, read_pod_history
@@ -24,13 +25,14 @@ from gpuadvisor.transport.url import check_url, redact_url
 
 @dataclass(frozen=True)
 class PrometheusRecord:
-    """What the server held: the jobs as records, the nodes its agents reported, and the
-    figures the document shows about the read."""
+    """What the server held: the jobs as records, the nodes its agents reported, when each
+    was out, and the figures the document shows about the read."""
 
     record: SacctResult
     cluster: Cluster | None
     source: str
     details: dict[str, object]
+    availability: Availability
     scheduler: SeenScheduler | None = None
     """The latest ``gpuadvisor_queue_scheduler_info`` of the window, if any."""
 
@@ -98,7 +100,8 @@ def read_prometheus(
         "capacity": history.capacity(start_s, end_s) if history.node_gpus else None,
     }
     record = SacctResult(tuple(jobs), f"prometheus (resolution {resolution:g} s)")
-    return PrometheusRecord(record, history.cluster(), shown, details, scheduler)
+    availability = history.availability(start_s, end_s)
+    return PrometheusRecord(record, history.cluster(), shown, details, availability, scheduler)
 
 
 def _pod_record(history: PodHistory, shown: str, start_s: float, end_s: float) -> PrometheusRecord:
@@ -119,7 +122,8 @@ def _pod_record(history: PodHistory, shown: str, start_s: float, end_s: float) -
     record = SacctResult(
         tuple(jobs), f"prometheus, kube-state-metrics (resolution {resolution:g} s)"
     )
-    return PrometheusRecord(record, history.cluster(), shown, details)
+    availability = history.availability(start_s, end_s)
+    return PrometheusRecord(record, history.cluster(), shown, details, availability)
 
 
 def no_cluster_error(source: str, profile: str = "gpuadvisor") -> InputError:

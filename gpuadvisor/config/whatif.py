@@ -41,6 +41,7 @@ class WhatifSettings:
     prometheus_http_config: str | None = None
     cluster: str | None = None
     nodes: str | None = None
+    node_events: str | None = None
     since: float | None = None
     until: float | None = None
     as_run: str = AUTO
@@ -114,6 +115,15 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         "the cluster as it was, a node list file (Alibaba or Tiresias format)",
         metavar="FILE",
         group="cluster",
+    ),
+    Setting(
+        "node_events",
+        "--node-events",
+        optional_path,
+        "when nodes were down or drained: sacctmgr show event --parsable2 output (with "
+        "--sacct; the replays keep those nodes out, and allocation divides by the capacity "
+        "that was there)",
+        metavar="FILE",
     ),
     Setting(
         "since",

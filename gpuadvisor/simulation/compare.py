@@ -10,6 +10,7 @@ from gpuadvisor.analysis.scheduling.orders import ORDERS
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Cluster, Job
+from gpuadvisor.model.availability import Availability
 from gpuadvisor.simulation.engine import (
     ESTIMATE_MODES,
     SimulationConfig,
@@ -54,10 +55,12 @@ def compare(
     configs: Sequence[SimulationConfig],
     *,
     progress: Callable[[str, int, int], None] | None = None,
+    availability: Availability | None = None,
 ) -> list[PolicyRun]:
     """Run each config; strict FIFO also runs (first) when absent, as the starvation baseline.
 
-    Every run sees the same jobs and the same workload mix, so results differ only by policy.
+    Every run sees the same jobs, the same workload mix and the same node outages
+    (``availability``), so results differ only by policy.
     """
     runnable, _ = prepare_jobs(jobs, cluster)
     mix = WorkloadMix.of_jobs(runnable)
@@ -75,7 +78,7 @@ def compare(
             if progress is not None:
                 progress(config.label, done, total)
 
-        return simulate(jobs, cluster, config, mix=mix, progress=report)
+        return simulate(jobs, cluster, config, mix=mix, progress=report, availability=availability)
 
     baseline = run(baseline_config)
     fifo_waits = baseline.waits_s

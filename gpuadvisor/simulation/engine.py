@@ -13,6 +13,11 @@ jobs, and per node the latest expected end of its running jobs, for ``end-fit`` 
 With a sharing mode (``simulation.sharing``) light jobs ask for the fraction of a GPU they hold,
 and a light job's end moves when another job joins or leaves its GPU: the engine pushes a new
 completion event and skips the one that went stale.
+
+With an ``Availability`` (``model.availability``) nodes go out and come back over time
+(``simulation.outages``): an out node takes no new job, jobs already running there run to their
+end (drain semantics), its free GPUs count as missing, neither allocated nor idle; when it is
+back the engine schedules. Without outages nothing of this runs.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from gpuadvisor.analysis.scheduling.orders import (
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Allocation, Cluster, Job
+from gpuadvisor.model.availability import Availability
+from gpuadvisor.simulation.outages import NodeOutages
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint, Totals
 from gpuadvisor.simulation.sharing import ShareRun, Sharing
 
@@ -50,7 +57,7 @@ else unknown. ``predicted``: learned from completed jobs (``analysis.prediction`
 limit; a running job that outlives its prediction is planned anew (``raise_rule``).
 ``exact``: the true runtime (an oracle; an upper bound for backfill)."""
 
-_COMPLETE, _EXPIRE, _ARRIVE = 0, 1, 2
+_COMPLETE, _EXPIRE, _ARRIVE, _NODE_BACK, _NODE_OUT = 0, 1, 2, 3, 4
 
 _ShapeKey = tuple[int, int, int, frozenset[str], int, int]
 
@@ -125,9 +132,14 @@ def simulate(
     mix: WorkloadMix | None = None,
     progress: Progress | None = None,
     observer: Observer | None = None,
+    availability: Availability | None = None,
 ) -> SimulationResult:
-    """Replay ``jobs`` (in submit-time order) and return per-job and cluster results."""
-    return _Engine(jobs, cluster, config, mix, progress, observer).run()
+    """Replay ``jobs`` (in submit-time order) and return per-job and cluster results.
+    ``availability``: when nodes were out (none: every node always there)."""
+    engine = _Engine(jobs, cluster, config, mix, progress, observer)
+    if availability:
+        engine.take_outages(availability)
+    return engine.run()
 
 
 class _Engine:
@@ -204,6 +216,15 @@ class _Engine:
         self.totals = Totals()
         self.last_plan: Plan | None = None
         self.timeline: list[TimelinePoint] = []
+        self.outages: NodeOutages | None = None
+        # running jobs on a node out: listed as never ending, so that no pass counts on
+        # GPUs that stay out when they end
+        self.never_ends: set[int] = set()
+
+    def take_outages(self, availability: Availability) -> None:
+        """Replay with nodes out over ``availability``'s outages (before ``run``)."""
+        self.outages = NodeOutages(availability, self.cluster)
+        self.totals.missing_milli_s = 0.0
 
     # -- estimates ----------------------------------------------------------------------
 
@@ -227,6 +248,9 @@ class _Engine:
         events: list[tuple[float, int, int]] = [
             (job.submit_time_s, _ARRIVE, i) for i, job in enumerate(jobs)
         ]
+        outages = self.outages
+        if outages is not None:
+            events += outages.events(_NODE_OUT, _NODE_BACK)
         heapq.heapify(events)
         first_arrival = min((j.submit_time_s for j in jobs), default=0.0)
         last_arrival = max((j.submit_time_s for j in jobs), default=0.0)
@@ -236,6 +260,8 @@ class _Engine:
         done = 0
         report_every = max(1, len(jobs) // 200)
         while events:
+            if outages is not None and done == len(jobs):
+                break  # only outages are left: the replay is over
             t = events[0][0]
             self._accumulate(now, t)
             now = t
@@ -253,6 +279,14 @@ class _Engine:
                         self.progress(done, len(jobs))
                 elif kind == _EXPIRE:
                     self._expire(i, now, events)
+                    ended = True
+                elif kind == _NODE_OUT:
+                    assert outages is not None
+                    self._node_out(outages, i)
+                    ended = True  # capacity changed: a full pass
+                elif kind == _NODE_BACK:
+                    assert outages is not None
+                    self._node_back(outages, i)
                     ended = True
                 else:
                     self._arrive(i)
@@ -303,11 +337,21 @@ class _Engine:
 
     def _leave_running(self, i: int) -> Ending:
         """Take job ``i`` out of the running jobs kept by expected end."""
-        at = bisect.bisect_left(self.running_keys, (self._expected_end(i), i))
+        never = self.never_ends
+        if never and i in never:  # listed as never ending (a node of it is out)
+            never.discard(i)
+            at = bisect.bisect_left(self.running_keys, (math.inf, i))
+        else:
+            at = bisect.bisect_left(self.running_keys, (self._expected_end(i), i))
         ending = self.running[at]
         del self.running_keys[at]
         del self.running[at]
         return ending
+
+    def _list_running(self, i: int, ending: Ending) -> None:
+        at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
+        self.running_keys.insert(at, (ending.expected_end_s, i))
+        self.running.insert(at, ending)
 
     def _complete(self, i: int, now: float, events: list[tuple[float, int, int]]) -> None:
         job = self.jobs[i]
@@ -315,6 +359,11 @@ class _Engine:
             self._move_ends(self.share.finish(i, job, self.start_s[i], now), events)
         ending = self._leave_running(i)
         self.capacity.release(job, ending.allocation)
+        outages = self.outages
+        if outages is not None and outages.nodes_out:
+            for node, _ in ending.allocation.parts:
+                if outages.is_out[node]:
+                    outages.hold_free(node, self.capacity)  # what it freed there stays out
         self._refresh_fragment(ending)
         for node, _ in ending.allocation.parts:
             ends = self.node_ends[node]
@@ -343,9 +392,12 @@ class _Engine:
         end (predicted estimates), an expiry event fires there. An expected end only grows (a
         raise plans at least what the job has run), so each node's latest end is a running max."""
         ending = Ending(self._expected_end(i), self.jobs[i], allocation)
-        at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
-        self.running_keys.insert(at, (ending.expected_end_s, i))
-        self.running.insert(at, ending)
+        outages = self.outages
+        if outages is not None and any(outages.is_out[n] for n, _ in allocation.parts):
+            self.never_ends.add(i)  # planned anew while a node of it is out
+            self._list_running(i, replace(ending, expected_end_s=math.inf))
+        else:
+            self._list_running(i, ending)
         for node, _ in allocation.parts:
             self.node_ends[node][i] = ending.expected_end_s
             self.busy_until[node] = max(self.busy_until[node], ending.expected_end_s)
@@ -422,6 +474,36 @@ class _Engine:
             self.end_s[j] = end
             heapq.heappush(events, (end, _COMPLETE, j))
 
+    # -- outages ------------------------------------------------------------------------
+
+    def _node_out(self, outages: NodeOutages, k: int) -> None:
+        """Outage ``k`` starts: its node's free GPUs are held; the jobs running there are
+        listed as never ending."""
+        node = outages.take_out(k, self.capacity)
+        for i in list(self.node_ends[node]):
+            if i not in self.never_ends:
+                ending = self._leave_running(i)
+                self.never_ends.add(i)
+                self._list_running(i, replace(ending, expected_end_s=math.inf))
+        self._refresh_node(node)
+
+    def _node_back(self, outages: NodeOutages, k: int) -> None:
+        """Outage ``k`` ends: its node's GPUs are free again; the jobs running there are
+        listed at their expected ends unless another node of theirs is still out."""
+        node = outages.bring_back(k, self.capacity)
+        for i in list(self.node_ends[node]):
+            allocation = self.allocation[i]
+            assert allocation is not None
+            if i in self.never_ends and not any(outages.is_out[n] for n, _ in allocation.parts):
+                ending = self._leave_running(i)
+                self._list_running(i, replace(ending, expected_end_s=self._expected_end(i)))
+        self._refresh_node(node)
+
+    def _refresh_node(self, node: int) -> None:
+        self.node_fragment[node] = self.ctx.fragment(
+            self.capacity.free_milli[node], self.cluster.nodes[node].gpu_model
+        )
+
     def _refresh_fragment(self, ending: Ending) -> None:
         free, nodes = self.capacity.free_milli, self.cluster.nodes
         for node, _ in ending.allocation.parts:
@@ -435,14 +517,18 @@ class _Engine:
         if t1 <= t0:
             return
         totals = self.totals
-        totals.allocated_milli_s_busy += self.capacity.used_milli * (t1 - t0)
+        missing = 0 if self.outages is None else self.outages.milli  # out: neither used nor idle
+        used = self.capacity.used_milli - missing
+        totals.allocated_milli_s_busy += used * (t1 - t0)
         if self.share is not None:
             self.share.accumulate(t1 - t0, self.capacity.free_whole_gpus)
         lo, hi = max(t0, totals.window_start_s), min(t1, totals.arrival_end_s)
         if hi <= lo:
             return
         dt = hi - lo
-        totals.allocated_milli_s += self.capacity.used_milli * dt
+        totals.allocated_milli_s += used * dt
+        if missing:
+            totals.missing_milli_s = (totals.missing_milli_s or 0.0) + missing * dt
         split = split_idle(
             self.capacity,
             [(self.waiting_rep[k], c) for k, c in self.waiting_count.items() if c],
@@ -455,6 +541,7 @@ class _Engine:
         totals.fragment_milli_s += self.fragment_sum * dt
 
     def _sample(self, now: float) -> None:
-        self.timeline.append(
-            TimelinePoint(now, self.capacity.used_milli, len(self.queue), len(self.running))
-        )
+        used = self.capacity.used_milli
+        if self.outages is not None:
+            used -= self.outages.milli
+        self.timeline.append(TimelinePoint(now, used, len(self.queue), len(self.running)))

@@ -10,7 +10,9 @@ Rules (docs/whatif.md):
 - a job's runtime is its wall-clock ``end - start`` (suspended time included, since the GPUs were
   held); an end before the start (clock skew) is a zero runtime, counted;
 - a job without GPUs is not replayed (counted); a job that started but has no end yet (still
-  running when sacct was run) is not replayed (counted);
+  running when the record was read) is replayed with the runtime known so far, up to the read's
+  end (``read_end_s``): a censored runtime, a lower bound, counted (``Rebuilt.censored``), so
+  that the GPUs it held in reality count on both sides;
 - a job that never started (cancelled, or timed out, while pending) is demand that **left the
   queue**: kept in ``Rebuilt.left_queue`` with its GPUs and how long it waited, reported, but not
   replayed (it held no GPU in reality; replaying it would add work reality never had, so observed
@@ -69,13 +71,30 @@ def allocated_gpu_s(intervals: Iterable[Interval], window: Window) -> float:
     return total
 
 
-def allocation_ratio(intervals: Iterable[Interval], window: Window, capacity_gpus: int) -> float:
-    """**The** allocation: GPU-seconds held inside the window / (capacity GPUs x window length).
-
-    The same function measures the observed record and every replay, so the two compare."""
+def capacity_gpu_s(capacity_gpus: int, window: Window, *, missing_gpu_s: float = 0.0) -> float:
+    """The capacity that was there over the window: GPUs x window length, less the GPU-seconds
+    of nodes that were out (``model.availability``)."""
     if capacity_gpus <= 0:
         raise ModelError("allocation needs a capacity of at least one GPU")
-    return allocated_gpu_s(intervals, window) / (capacity_gpus * window.length_s)
+    there = capacity_gpus * window.length_s - missing_gpu_s
+    if there <= 0:
+        raise ModelError("no capacity was there in the window: every node was out all along")
+    return there
+
+
+def allocation_ratio(
+    intervals: Iterable[Interval],
+    window: Window,
+    capacity_gpus: int,
+    *,
+    missing_gpu_s: float = 0.0,
+) -> float:
+    """**The** allocation: GPU-seconds held inside the window / the capacity that was there over
+    it (GPUs x window length, less ``missing_gpu_s``: nodes down, drained or not scraped).
+
+    The same function measures the observed record and every replay, so the two compare."""
+    divisor = capacity_gpu_s(capacity_gpus, window, missing_gpu_s=missing_gpu_s)
+    return allocated_gpu_s(intervals, window) / divisor
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +134,10 @@ class Rebuilt:
     """Jobs that ran, by the scheduler's final state."""
     eligible_later: int = 0
     """Jobs that ran whose eligible time came after their submit (they arrive at it)."""
+    censored: int = 0
+    """Jobs still running when the record was read: replayed up to the read's end."""
+    read_end_s: float | None = None
+    """Where the censored jobs' runtimes end (None: no job was censored)."""
 
     @property
     def jobs(self) -> list[Job]:
@@ -125,16 +148,25 @@ class Rebuilt:
 
 
 def rebuild(
-    finished: Sequence[FinishedJob], *, since_s: float | None = None, until_s: float | None = None
+    finished: Sequence[FinishedJob],
+    *,
+    since_s: float | None = None,
+    until_s: float | None = None,
+    read_end_s: float | None = None,
 ) -> Rebuilt:
     """The record's jobs submitted in ``[since_s, until_s)``, ready to replay.
 
-    Raises ``ModelError`` naming what is missing when no job of the window ran on a GPU."""
+    A job still running (a start, no end) ends at ``read_end_s``, when the record was read
+    (default: ``until_s``, else the latest instant the record mentions, a lower bound of
+    when it was read). Raises ``ModelError`` naming what is missing when no job of the window
+    ran on a GPU."""
+    if read_end_s is None:
+        read_end_s = until_s if until_s is not None else latest_instant(finished)
     ran: list[RanJob] = []
     left: list[LeftQueue] = []
     skipped: dict[str, int] = {}
     states: dict[str, int] = {}
-    skew = held = 0
+    skew = held = censored = 0
 
     def skip(reason: str) -> None:
         skipped[reason] = skipped.get(reason, 0) + 1
@@ -155,10 +187,10 @@ def rebuild(
         if record.start_time_s is None:
             left.append(LeftQueue(record.job, record.end_time_s, record.state))
             continue
-        if record.end_time_s is None:
-            skip("still running (no end)")
-            continue
         start, end = record.start_time_s, record.end_time_s
+        if end is None:  # still running when read: the runtime so far, a lower bound
+            censored += 1
+            end = max(start, read_end_s)
         if end < start:
             skew += 1
             end = start
@@ -182,7 +214,27 @@ def rebuild(
     if end_s <= start_s:  # one submit instant: measure until the last observed end
         end_s = max([r.end_s for r in ran] + [start_s + 1.0])
     window = Window(start_s, end_s)
-    return Rebuilt(tuple(ran), tuple(left), window, skipped, skew, states, held)
+    return Rebuilt(
+        tuple(ran),
+        tuple(left),
+        window,
+        skipped,
+        skew,
+        states,
+        held,
+        censored,
+        read_end_s if censored else None,
+    )
+
+
+def latest_instant(finished: Sequence[FinishedJob]) -> float:
+    """The latest submit, eligible, start or end time of the record (0 when it has none)."""
+    latest = 0.0
+    for r in finished:
+        for t in (r.job.submit_time_s, r.eligible_time_s, r.start_time_s, r.end_time_s):
+            if t is not None and t > latest:
+                latest = t
+    return latest
 
 
 def _arrival(record: FinishedJob, start_s: float) -> float:

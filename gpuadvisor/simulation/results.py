@@ -43,6 +43,7 @@ class Totals:
     reservation_slips: int = 0  # head jobs that started after the first start promised to them
     reservation_slip_s: float = 0.0
     reservation_slip_max_s: float = 0.0
+    missing_milli_s: float | None = None  # nodes out (a replay with outages), arrival window
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +169,8 @@ class SimulationResult:
             class_waits = [w for j, w in zip(self.jobs, waits, strict=True) if j.size_class == size]
             by_class[size] = {**wait_figures(class_waits), "jobs": float(len(class_waits))}
         out["wait_by_size"] = by_class
+        if t.missing_milli_s is not None:
+            out["missing_capacity_ratio"] = self._ratio(t.missing_milli_s, arrival_window)
         if self.sharing is not None:
             out.update(self.sharing)
         return out

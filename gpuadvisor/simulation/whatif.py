@@ -14,6 +14,7 @@ from gpuadvisor.simulation.rebuild import (
     Rebuilt,
     allocated_gpu_s,
     allocation_ratio,
+    capacity_gpu_s,
     peak_gpus,
     replayed_intervals,
 )
@@ -29,7 +30,8 @@ UNKNOWABLE = (
     "advance reservations and maintenance windows",
     "per-user, account or QOS limits (GrpTRES, MaxJobs) that held jobs back",
     "job dependencies and holds, where the record has no eligible time",
-    "nodes down, drained or reserved: sacct has no node inventory, the capacity is the flag's",
+    "nodes down, drained or reserved where no node outages were given (--node-events, "
+    "or the queue exporter's node states): the capacity is then the whole cluster all along",
 )
 
 
@@ -76,13 +78,18 @@ def fidelity(
 ) -> dict[str, object]:
     """Observed against the replay under the site's policy: allocation (pp), waits, the KS
     distance between the wait distributions, and, when off by more than the tolerance, why.
-    ``missing_gpu_s``: capacity of the window known to have been missing (nodes down, drained
-    or unseen: ``whatif --prometheus``), which the replay used. ``unknowable``: the reasons no
-    record of this source shows (Slurm's by default), listed after those the data shows."""
+    ``missing_gpu_s``: capacity of the window that was missing (nodes down, drained or not
+    scraped), which the replay was given as outages: both allocations divide by the capacity
+    that was there. ``unknowable``: the reasons no record of this source shows (Slurm's by
+    default), listed after those the data shows."""
     window = rebuilt.window
     observed_intervals = rebuilt.observed_intervals()
-    observed = allocation_ratio(observed_intervals, window, cluster.gpus)
-    replayed = allocation_ratio(replayed_intervals(replay), window, cluster.gpus)
+    observed = allocation_ratio(
+        observed_intervals, window, cluster.gpus, missing_gpu_s=missing_gpu_s
+    )
+    replayed = allocation_ratio(
+        replayed_intervals(replay), window, cluster.gpus, missing_gpu_s=missing_gpu_s
+    )
     observed_waits = [r.wait_s for r in rebuilt.ran]
     waits = list(replay_waits(replay).values())
     delta_pp = (replayed - observed) * 100
@@ -106,13 +113,15 @@ def fidelity(
                 f"{preempted} jobs were preempted, requeued, suspended or hit a node failure; "
                 "the replay runs each job once, uninterrupted"
             )
-        if delta_pp > 0 and missing_gpu_s > 0:
+        if missing_gpu_s > 0:
             share = missing_gpu_s / (cluster.gpus * window.length_s)
             reasons.append(
                 f"{missing_gpu_s / 3600:.1f} GPU-hours ({share:.1%} of the window's capacity) "
-                "were missing (agents not scraped, nodes down or drained); the replay used them"
+                "were missing (agents not scraped, nodes down or drained); the replay kept those "
+                "nodes out but let the jobs already running there run to their end, and a node "
+                "whose agent was not scraped may have run jobs the record does not place"
             )
-        if delta_pp > 0 and peak < cluster.gpus:
+        if delta_pp > 0 and peak < cluster.gpus and missing_gpu_s == 0:
             reasons.append(
                 f"the record never held more than {peak:g} of the {cluster.gpus} GPUs given: "
                 "nodes may have been down, drained, reserved or in another partition"
@@ -123,6 +132,8 @@ def fidelity(
         "window_start_s": round(window.start_s),
         "window_end_s": round(window.end_s),
         "capacity_gpus": cluster.gpus,
+        "capacity_gpu_s": capacity_gpu_s(cluster.gpus, window, missing_gpu_s=missing_gpu_s),
+        "missing_gpu_s": missing_gpu_s,
         "as_run": replay.label,
         "observed_allocation_ratio": observed,
         "replayed_allocation_ratio": replayed,
@@ -190,13 +201,14 @@ def counterfactual(
     runs: Sequence[tuple[SimulationResult, Mapping[str, object]]],
     *,
     gpu_hour_price: float | None,
+    missing_gpu_s: float = 0.0,
 ) -> dict[str, object]:
     """The same jobs under each policy of ``runs`` (result and its ``metrics()``), against the
     replay of the site's own policy (``as_run``: like against like) and against the record."""
     window = rebuilt.window
     observed_gpu_s = allocated_gpu_s(rebuilt.observed_intervals(), window)
     as_run_gpu_s = allocated_gpu_s(replayed_intervals(as_run), window)
-    divisor = cluster.gpus * window.length_s
+    divisor = capacity_gpu_s(cluster.gpus, window, missing_gpu_s=missing_gpu_s)
     observed_waits = {r.job.job_id: r.wait_s for r in rebuilt.ran}
     jobs = rebuilt.jobs
     policies: list[dict[str, object]] = []
@@ -218,6 +230,7 @@ def counterfactual(
             "ordering_loss_ratio": metrics.get("ordering_loss_ratio"),
             "fragmentation_loss_ratio": metrics.get("fragmentation_loss_ratio"),
             "capacity_shortfall_ratio": metrics.get("capacity_shortfall_ratio"),
+            "missing_capacity_ratio": metrics.get("missing_capacity_ratio", 0.0),
             "starvation": starvation(observed_waits, waits),
         }
         policies.append(entry)

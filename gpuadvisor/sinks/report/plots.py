@@ -55,6 +55,7 @@ SEGMENTS = (
     ("fragmentation loss", "fragmentation_loss_ratio", "#d62728"),
     ("capacity shortfall", "capacity_shortfall_ratio", "#9467bd"),
 )
+MISSING_SEGMENT = ("missing (nodes out)", "missing_capacity_ratio", "#7f7f7f")
 NO_DEMAND_COLOUR = "#d9d9d9"
 WAIT_UNITS = (("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0))
 LOG_TICKS = (
@@ -284,9 +285,12 @@ def _idle_figure(
     ax: Axes = figure.add_subplot()
     x = np.arange(len(results), dtype=float)
     bottom = np.zeros(len(results))
-    shares = [[_ratio(m, key) for m in metrics] for _, key, _ in SEGMENTS]
+    kinds: tuple[tuple[str, str, str], ...] = SEGMENTS
+    if any("missing_capacity_ratio" in m for m in metrics):  # a replay with nodes out
+        kinds = (*SEGMENTS, MISSING_SEGMENT)
+    shares = [[_ratio(m, key) for m in metrics] for _, key, _ in kinds]
     no_demand = [max(0.0, 1.0 - sum(column)) for column in zip(*shares, strict=True)]
-    segments = [(name, row, c) for (name, _, c), row in zip(SEGMENTS, shares, strict=True)]
+    segments = [(name, row, c) for (name, _, c), row in zip(kinds, shares, strict=True)]
     segments.append(("no demand (idle, nothing waiting)", no_demand, NO_DEMAND_COLOUR))
     for name, row, colour in segments:
         heights = np.array(row) * 100

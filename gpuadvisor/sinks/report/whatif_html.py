@@ -155,7 +155,29 @@ def _fidelity(doc: Mapping[str, object]) -> str:
             f"comparison of policies on these jobs, not as a forecast. Likely reasons:</p>"
             f"<ul>{reasons}</ul>"
         )
-    return f"<h2>Fidelity: does the replay reproduce what happened?</h2>{table}{distance}{verdict}"
+    title = "<h2>Fidelity: does the replay reproduce what happened?</h2>"
+    return f"{title}{table}{distance}{_capacity(doc)}{verdict}"
+
+
+def _capacity(doc: Mapping[str, object]) -> str:
+    """The capacity that was there over the window: the allocation's divisor on both sides."""
+    c = doc.get("capacity")
+    if not isinstance(c, Mapping):
+        return ""
+    rows = [
+        [_label("GPUs there, on average"), _cell(doc, ("capacity", "mean_present_gpus"), plain)],
+        [
+            _label("GPU-hours missing (nodes down, drained or not scraped)"),
+            _cell(doc, ("capacity", "missing_gpu_hours"), plain),
+        ],
+        [_label("outages"), _cell(doc, ("capacity", "outages"), plain)],
+    ]
+    note = (
+        f'<p class="note">Capacity from {html.escape(str(c.get("source", "")))}. A node out '
+        "takes no new job in the replays; jobs already running there run to their end (drain). "
+        "Observed and replayed allocation both divide by the capacity that was there.</p>"
+    )
+    return _table(["capacity", "value"], rows) + note
 
 
 def _list(value: object) -> list[object]:
@@ -198,7 +220,8 @@ def _counterfactual(doc: Mapping[str, object]) -> str:
         '<p class="note">Gains and GPU-hours are against the replay under the site\'s own '
         "policy (like against like); money is the GPU-hours at <code>--gpu-hour-price</code> "
         "(– when not given). Allocation is measured the same way everywhere: GPU-seconds held "
-        "inside the window / (GPUs × window).</p>"
+        "inside the window / the capacity that was there over it (GPUs × window, less the "
+        "GPU-seconds of nodes out).</p>"
     )
     title = "<h2>Counterfactual: the same jobs under other policies</h2>"
     return f"{title}{_table(headers, rows)}{note}"
@@ -217,14 +240,18 @@ def _waste(doc: Mapping[str, object], png: bytes | None) -> str:
                 _cell(doc, (*base, "ordering_loss_ratio"), percent),
                 _cell(doc, (*base, "fragmentation_loss_ratio"), percent),
                 _cell(doc, (*base, "capacity_shortfall_ratio"), percent),
+                _cell(doc, (*base, "missing_capacity_ratio"), percent),
             ]
         )
-    table = _table(["policy", "ordering", "fragmentation", "capacity"], rows)
+    headers = ["policy", "ordering", "fragmentation", "capacity", "missing (nodes out)"]
+    table = _table(headers, rows)
     note = (
-        '<p class="note">Idle GPUs while jobs waited, as a share of capacity from first to last '
-        "arrival: ordering (a waiting job fitted but was not started), fragmentation (the free "
-        "GPUs were too scattered), capacity (not enough GPUs). The record itself cannot be split "
-        "this way: sacct does not say where each job ran.</p>"
+        '<p class="note">Idle GPUs while jobs waited, as a share of the cluster\'s GPUs from '
+        "first to last arrival: ordering (a waiting job fitted but was not started), "
+        "fragmentation (the free GPUs were too scattered), capacity (not enough GPUs there); "
+        "missing: free GPUs of nodes that were out (down, drained, agent not scraped), neither "
+        "idle nor allocated. The record itself cannot be split this way: sacct does not say "
+        "where each job ran.</p>"
     )
     return f"<h2>Waste split</h2>{table}{note}{_image(png, 'where GPU capacity went')}"
 
@@ -305,6 +332,13 @@ def _rebuild(doc: Mapping[str, object]) -> str:
             _cell(doc, ("rebuild", "clock_skew"), plain),
         ],
     ]
+    if "censored" in r:
+        rows.append(
+            [
+                _label("still running when read (replayed up to then: a lower bound)"),
+                _cell(doc, ("rebuild", "censored"), plain),
+            ]
+        )
     skipped = r.get("skipped")
     if isinstance(skipped, Mapping):
         for reason in skipped:

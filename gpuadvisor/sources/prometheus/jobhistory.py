@@ -17,7 +17,8 @@ with the jobs and nodes, never with the samples. Rules:
 - capacity: each node's ``gpuadvisor_node_gpus`` while its agent was scraped, minus the time
   the queue exporter reported it down or drained (``gpuadvisor_queue_node_info{state}``). A
   node's series absent for longer than ``STALE_S`` is a node missing, as Prometheus' own
-  staleness; shorter gaps are bridged.
+  staleness; shorter gaps are bridged. The stretches a node was missing are its outages
+  (``availability``), which the replay runs with.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Protocol
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
+from gpuadvisor.model.availability import Availability, Outage
 from gpuadvisor.model.history import FinishedJob
 from gpuadvisor.sources.prometheus.client import Series
 from gpuadvisor.sources.prometheus.ranges import (
@@ -241,7 +243,8 @@ class JobHistory:
             end = None  # still running when the read ended
         else:
             end = last_ran
-        return FinishedJob(job, seen.final or "ENDED", start, end)
+        state = seen.final or ("RUNNING" if end is None else "ENDED")
+        return FinishedJob(job, state, start, end)
 
     def cluster(self) -> Cluster | None:
         """Every node an agent reported, with the most GPUs it reported (None: no agent)."""
@@ -252,46 +255,56 @@ class JobHistory:
         ]
         return Cluster(tuple(nodes)) if nodes else None
 
+    def availability(self, start_s: float, end_s: float) -> Availability:
+        """Each agent's node out over ``[start_s, end_s)`` where its agent was not scraped, or
+        the queue exporter reported it down or drained; each sample stands for one scrape
+        interval."""
+        nodes = {
+            self.instance_node.get(key, key): (
+                self.node_present[key],
+                ((self.node_unavailable.get(self.instance_node.get(key, key), Runs()), DOWN),),
+            )
+            for key in self.node_gpus
+        }
+        return node_outages(nodes, self.resolution_s, start_s, end_s, absent=UNSCRAPED)
+
     def capacity(self, start_s: float, end_s: float) -> dict[str, float]:
         """GPU-seconds of ``[start_s, end_s)`` that were there (agent up, node neither down
-        nor drained), and those missing; each sample stands for one scrape interval."""
-        nodes = {
-            key: (gpus, self.node_present[key], (self.node_unavailable.get(node, Runs()),))
-            for key, gpus in self.node_gpus.items()
-            for node in (self.instance_node.get(key, key),)
-        }
-        return capacity(nodes, self.resolution_s, start_s, end_s)
+        nor drained), and those missing (``availability``)."""
+        cluster = self.cluster()
+        if cluster is None or end_s <= start_s:
+            return Availability().capacity(Cluster(()), start_s, max(start_s, end_s))
+        return self.availability(start_s, end_s).capacity(cluster, start_s, end_s)
 
 
-def capacity(
-    nodes: Mapping[str, tuple[int, Runs, Sequence[Runs]]], step: float, start_s: float, end_s: float
-) -> dict[str, float]:
-    """The capacity figures of ``[start_s, end_s)`` from each node's (GPUs, when it was seen,
-    when it was unavailable by each source): a node's GPUs count where it was seen and no source
-    had it unavailable; each sample stands for ``step`` seconds."""
-    full = there = 0.0
-    for gpus, present, unavailable in nodes.values():
-        full += gpus * (end_s - start_s)
-        up = _clip(present.runs, step, start_s, end_s)
-        down = _union([s for runs in unavailable for s in _clip(runs.runs, step, start_s, end_s)])
-        there += gpus * max(0.0, _length(up) - _overlap(up, down))
-    return {
-        "cluster_gpu_s": full,
-        "present_gpu_s": there,
-        "missing_gpu_s": full - there,
-        "mean_present_gpus": there / (end_s - start_s) if end_s > start_s else 0.0,
-    }
+UNSCRAPED = "agent not scraped"
+DOWN = "down or drained"
 
 
-def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Overlapping spans merged (two sources saying a node was unavailable count once)."""
-    out: list[tuple[float, float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
+def node_outages(
+    nodes: Mapping[str, tuple[Runs, Sequence[tuple[Runs, str]]]],
+    step: float,
+    start_s: float,
+    end_s: float,
+    *,
+    absent: str,
+) -> Availability:
+    """Per node (when it was seen, and when each source had it unavailable, with the reason),
+    its outages over ``[start_s, end_s)``: unseen (``absent``) or unavailable. Each sample
+    stands for ``step`` seconds; overlapping outages of one node count once."""
+    outages: list[Outage] = []
+    for node, (present, unavailable) in nodes.items():
+        at = start_s
+        for a, b in _clip(present.runs, step, start_s, end_s):
+            if a > at:
+                outages.append(Outage(node, at, a, absent))
+            at = max(at, b)
+        if at < end_s:
+            outages.append(Outage(node, at, end_s, absent))
+        for runs, reason in unavailable:
+            for a, b in _clip(runs.runs, step, start_s, end_s):
+                outages.append(Outage(node, a, b, reason))
+    return Availability.of(outages)
 
 
 def _clip(runs: list[list[float]], step: float, lo: float, hi: float) -> list[tuple[float, float]]:
@@ -301,18 +314,6 @@ def _clip(runs: list[list[float]], step: float, lo: float, hi: float) -> list[tu
         if b > a:
             out.append((a, b))
     return out
-
-
-def _length(spans: list[tuple[float, float]]) -> float:
-    return sum(b - a for a, b in spans)
-
-
-def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    total = 0.0
-    for x0, x1 in a:
-        for y0, y1 in b:
-            total += max(0.0, min(x1, y1) - max(x0, y0))
-    return total
 
 
 MetricProgress = Callable[[str, int, int], None]

@@ -34,6 +34,7 @@ from itertools import pairwise
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
+from gpuadvisor.model.availability import Availability
 from gpuadvisor.model.history import FinishedJob
 from gpuadvisor.sources.prometheus.client import Series
 from gpuadvisor.sources.prometheus.jobhistory import (
@@ -41,7 +42,7 @@ from gpuadvisor.sources.prometheus.jobhistory import (
     HistorySource,
     MetricProgress,
     Runs,
-    capacity,
+    node_outages,
 )
 from gpuadvisor.sources.prometheus.ranges import (
     ReadPlan,
@@ -287,25 +288,35 @@ class PodHistory:
             end = values["end"]
         else:
             end = pod.last_active if pod.last_active is not None else start
-        return FinishedJob(job, final or "ENDED", start, end)
+        return FinishedJob(job, final or ("RUNNING" if end is None else "ENDED"), start, end)
 
     def cluster(self) -> Cluster | None:
         """Every node with allocatable GPUs, with the most it had (None: no such node)."""
         nodes = [Node(name, gpus) for name, gpus in sorted(self.node_gpus.items()) if gpus > 0]
         return Cluster(tuple(nodes)) if nodes else None
 
-    def capacity(self, start_s: float, end_s: float) -> dict[str, float]:
-        """GPU-seconds of ``[start_s, end_s)`` that were there (node exported, schedulable and
-        ready), and those missing; each sample stands for one scrape interval."""
+    def availability(self, start_s: float, end_s: float) -> Availability:
+        """Each node out over ``[start_s, end_s)`` where kube-state-metrics did not export it,
+        or it was cordoned or not Ready; each sample stands for one scrape interval."""
         nodes = {
             node: (
-                gpus,
                 self.node_present[node],
-                (self.node_cordoned.get(node, Runs()), self.node_not_ready.get(node, Runs())),
+                (
+                    (self.node_cordoned.get(node, Runs()), "cordoned"),
+                    (self.node_not_ready.get(node, Runs()), "not Ready"),
+                ),
             )
-            for node, gpus in self.node_gpus.items()
+            for node in self.node_gpus
         }
-        return capacity(nodes, self.resolution_s, start_s, end_s)
+        return node_outages(nodes, self.resolution_s, start_s, end_s, absent="not exported")
+
+    def capacity(self, start_s: float, end_s: float) -> dict[str, float]:
+        """GPU-seconds of ``[start_s, end_s)`` that were there (node exported, schedulable and
+        ready), and those missing (``availability``)."""
+        cluster = self.cluster()
+        if cluster is None or end_s <= start_s:
+            return Availability().capacity(Cluster(()), start_s, max(start_s, end_s))
+        return self.availability(start_s, end_s).capacity(cluster, start_s, end_s)
 
 
 @dataclass

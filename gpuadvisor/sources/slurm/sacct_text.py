@@ -44,7 +44,8 @@ SACCT_COMMAND = (
 _UNSET_TEXT = frozenset({"", "unknown", "none", "n/a"})
 
 
-def _time(text: str) -> float | None:
+def parse_time(text: str) -> float | None:
+    """Unix seconds or ISO 8601 (UTC when it carries no zone); None for unset times."""
     value = text.strip()
     if value.lower() in _UNSET_TEXT:
         return None
@@ -79,9 +80,9 @@ def _parsable_row(values: Mapping[str, str], line: int, source: str) -> list[Fin
     try:
         times: dict[str, float | None] = {}
         for current in ("Submit", "Start", "End"):
-            times[current] = _time(values[current])
+            times[current] = parse_time(values[current])
         current = "Eligible"  # optional: gpuadvisor whatif's waits start there when given
-        eligible = _time(values.get(current, ""))
+        eligible = parse_time(values.get(current, ""))
         current = "ElapsedRaw"
         elapsed = _whole(values.get(current, ""))
         current = "TimelimitRaw"
