@@ -38,9 +38,10 @@
 # sched/builtin refuses heterogeneous jobs ("Requested operation not supported on this system").
 # The namespaces and the rest: scripts/slurm_chroot.sh (shared with record_squeue.sh).
 #
-# Trixie's slurmdbd 24.11.5 with its own libmariadb3 1:11.8.9+ds-0+deb13u1 dies at its first
-# query ("mysql_query failed: 5027 Number of columns in result (=1) set execeeds maxmimum allowed
-# number of columns (=0)", with or without grant tables):
+# Trixie's slurmdbd 24.11.5 with its own libmariadb3 1:11.8.9+ds-0+deb13u1 (and forky's 26.05.5
+# with 1:11.8.9+ds-2) dies at its first query ("mysql_query failed: 5027 Number of columns in
+# result (=1) set execeeds maxmimum allowed number of columns (=0)", with or without grant
+# tables):
 # SLURMDBD_LIBMARIADB=/usr/lib/x86_64-linux-gnu/libmariadb.so.3 (bookworm's 1:10.11.19) gives
 # slurmdbd that client library instead (copied into the work dir, LD_LIBRARY_PATH for slurmdbd
 # alone); the database server, Slurm and sacct stay the chroot's.
