@@ -155,7 +155,9 @@ held_id=$(job held 4 10 1 --hold)
 # Cancelled only once the scheduler has looked at them: a job cancelled before that has no
 # eligible time, and sacct's window (which selects by eligibility) leaves it out, as it does the
 # held job.
-evaluated() { in_chroot scontrol show job --oneliner "$1" | grep -qE 'Reason=(Priority|Resources) '; }
+evaluated() {
+    in_chroot scontrol show job --oneliner "$1" | grep -qE 'Reason=(Priority|Resources) '
+}
 wait_for 30 "job $waits_id to be evaluated" evaluated "$waits_id"
 for id in "$big_id" "$waits_id" "$held_id" "$stopped_id"; do in_chroot scancel "$id"; done
 echo "$script: jobs timeout $timeout_id done $done_id fails $fails_id sweep $sweep_id" \

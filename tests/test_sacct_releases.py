@@ -9,7 +9,9 @@ from the test harness, is tests/test_sacct_recorded.py's."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
+from pathlib import Path
 from typing import Final
 
 import pytest
@@ -213,3 +215,9 @@ def test_a_heterogeneous_component_is_named_as_sacct_names_it() -> None:
         }
     named = [f.job_id for f in parse_sacct(json.dumps(doc)).jobs if f.job.name == "het"]
     assert named == ["8+0", "8+1"]
+
+
+def test_the_script_asks_for_the_documented_columns() -> None:
+    script = Path(__file__).parent.parent / "scripts" / "record_sacct.sh"
+    (columns,) = re.findall(r"^format=(\S+)$", script.read_text(), flags=re.MULTILINE)
+    assert columns.split(",") == list(SACCT_FORMAT)
