@@ -9,10 +9,15 @@ The format is chosen by ``meta.plugin`` as for squeue (``sources.slurm.parse``):
 ``time.{submission,start,end,elapsed,limit}`` (limit in minutes), ``allocation_nodes``,
 ``tres.allocated`` (``tres.requested`` for a job that never started: its request), each a list of
 ``{type, name, count}`` (22.05 writes ``count: null`` for a TRES it has no value for, such as
-``energy``: skipped). ``steps`` are ignored. Checked against a real 22.05
-(tests/data/slurm/recorded): tasks of an array that never started are ``array.task`` as a
-hexadecimal bitmap (``0xF``); a job never given nodes has ``allocation_nodes`` 0, so its
-requested ``node`` count is taken.
+``energy``: skipped; later releases -2), ``het.{job_id,job_offset}``. ``steps`` are ignored.
+Checked against real 22.05, 23.11, 24.11 and 26.05 output (tests/data/slurm/recorded, with the
+older formats 24.11 and 26.05 still write): tasks of an array that never started are
+``array.task`` as a hexadecimal bitmap (``0xF``); a job never given nodes has
+``allocation_nodes`` 0, so its requested ``node`` count is taken, and an empty
+``tres.allocated``: it did not start, although 23.11 puts the time it was cancelled in
+``time.start`` (24.11 and 26.05 write NO_VAL there). A component of a heterogeneous job is
+``HET_JOB+OFFSET``, as sacct prints it (24.11 and 26.05 store ``het.job_id`` 0 for one that never
+started, and sacct lists it by its own ``job_id``).
 """
 
 from __future__ import annotations
@@ -114,6 +119,29 @@ class _JsonJob(JobRecord):
         except ValueError as exc:
             raise self.error(path, str(exc)) from None
 
+    def allocated_any(self, path: str) -> bool:
+        """False where the TRES list at ``path`` holds no positive count (a job never given
+        nodes has an empty list; ``energy`` is -2 or null where none is gathered); True where
+        there is no list to tell."""
+        value = self.get(path)
+        return not isinstance(value, list) or any(
+            isinstance(item, Mapping)
+            and is_number(count := item.get("count"))
+            and isinstance(count, int | float)
+            and count > 0
+            for item in value
+        )
+
+    def job_name(self) -> str:
+        """``job_id``, or ``HET_JOB+OFFSET`` for a component of a heterogeneous job, as sacct
+        prints it (``het.job_id`` 0 where there is none; 24.11 stores none for a heterogeneous
+        job that never started, and sacct then lists its components by their own ids)."""
+        het_job = self.number("het.job_id")
+        offset = self.number("het.job_offset")
+        if het_job and offset is not None:
+            return f"{int(het_job)}+{int(offset)}"
+        return self.job_id
+
     def nodes(self) -> int:
         """Nodes allocated; for a job never given any (``allocation_nodes`` 0, ``nodes``
         ``None assigned`` in 22.05), the ``node`` count it requested."""
@@ -175,12 +203,13 @@ def json_jobs(doc: Mapping[str, object], source: str) -> SacctResult:
             nodes=job.nodes(),
             gpus_total=(allocated if allocated is not None else requested) or 0,
             eligible_s=job.time("time.eligible"),
+            allocated=job.allocated_any("tres.allocated"),
         )
         tasks = job.text("array.task")
         try:
             out.extend(
                 record.expanded(
-                    job.job_id,
+                    job.job_name(),
                     str(int(array_job)) if array_job else "",
                     None if task is None else str(int(task)),
                     tasks,

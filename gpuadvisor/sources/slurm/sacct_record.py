@@ -61,6 +61,10 @@ class SacctRecord:
     nodes: int
     gpus_total: int
     eligible_s: float | None = None
+    allocated: bool = True
+    """Whether the job was given any resources (its allocated TRES). A job never given any did
+    not start, whatever its start field says: Slurm 23.11 records the time it was cancelled as
+    the start of a job cancelled while pending (22.05 and 24.11 record none)."""
 
     def finished(self, job_id: str) -> FinishedJob:
         per_node = math.ceil(self.gpus_total / self.nodes) if self.gpus_total else 0
@@ -76,9 +80,8 @@ class SacctRecord:
             account=self.account,
             partition=self.partition,
         )
-        return FinishedJob(
-            job, self.state, self.start_s, self.end_s, self.elapsed_s, self.eligible_s
-        )
+        start = self.start_s if self.allocated else None
+        return FinishedJob(job, self.state, start, self.end_s, self.elapsed_s, self.eligible_s)
 
     def expanded(
         self, job_id: str, array_job: str, task: str | None, tasks: str

@@ -2,7 +2,8 @@
 (``--format``, ``SACCT_FORMAT``; the exact command in ``SACCT_COMMAND``). Step lines
 (``1234.batch``, ``1234.0``) are skipped; times are Unix seconds (``SLURM_TIME_FORMAT=%s``) or
 ISO 8601, read as UTC when they carry no zone; ``JobName`` may hold ``|`` when it is the last
-column; job arrays are ``1234_5`` (a task) or ``1234_[5-10]`` (tasks that never started). An
+column; job arrays are ``1234_5`` (a task) or ``1234_[5-10]`` (tasks that never started); an
+empty ``AllocTRES`` is a job that never started (23.11 prints its cancel time as ``Start``). An
 ``Eligible`` column, not in the documented list, is read where present (``gpuadvisor whatif``)."""
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ def _parsable_row(values: Mapping[str, str], line: int, source: str) -> list[Fin
             nodes=int(nodes) if nodes and nodes >= 1 else 1,
             gpus_total=(allocated if allocated is not None else requested) or 0,
             eligible_s=eligible,
+            allocated=bool(values["AllocTRES"].strip()),
         )
         current = "JobID"
         array_job, task, tasks = "", None, ""
