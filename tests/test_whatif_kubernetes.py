@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.history import create_blocks, openmetrics, prometheus_text
+from tests.harness.history import create_blocks, loaded_prometheus, loaded_victoria, openmetrics
+from tests.harness.history import last_scrape_before as scrape_before
 from tests.harness.kube_history import TrueKubeNode, TruePod, scrapes
 from tests.harness.prometheus import PrometheusServer
 from tests.harness.victoriametrics import VictoriaMetricsServer
@@ -97,24 +98,18 @@ def samples() -> Iterator[tuple[str, tuple[tuple[str, str], ...], float, float]]
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    folder = tmp_path_factory.mktemp("prometheus")
-    create_blocks(openmetrics(samples()), folder / "data", folder)
-    with PrometheusServer(folder) as server:
-        yield server.wait_ready()
+    with loaded_prometheus(samples(), tmp_path_factory.mktemp("prometheus")) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def victoria(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VictoriaMetricsServer]:
-    with VictoriaMetricsServer(tmp_path_factory.mktemp("victoria")) as server:
-        server.wait_ready().import_text(prometheus_text(samples()))
+    with loaded_victoria(samples(), tmp_path_factory.mktemp("victoria")) as server:
         yield server
 
 
 def last_scrape_before(t: float) -> float:
-    """The last scrape instant strictly before ``t``: where a vanished pod was last running."""
-    k = int((t - BASE) // STEP_S)
-    at = BASE + k * STEP_S
-    return at - STEP_S if at >= t else at
+    return scrape_before(t, BASE, STEP_S)
 
 
 Row = tuple[float, float, float, int, str, str]

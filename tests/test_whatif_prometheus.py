@@ -22,10 +22,12 @@ from tests.harness.history import (
     TrueJob,
     TrueNode,
     create_blocks,
+    loaded_prometheus,
+    loaded_victoria,
     openmetrics,
-    prometheus_text,
     scrapes,
 )
+from tests.harness.history import last_scrape_before as scrape_before
 from tests.harness.prometheus import PrometheusServer
 from tests.harness.receiver import Receiver
 from tests.harness.victoriametrics import VictoriaMetricsServer
@@ -99,24 +101,18 @@ def samples() -> Iterator[tuple[str, tuple[tuple[str, str], ...], float, float]]
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    folder = tmp_path_factory.mktemp("prometheus")
-    create_blocks(openmetrics(samples()), folder / "data", folder)
-    with PrometheusServer(folder) as server:
-        yield server.wait_ready()
+    with loaded_prometheus(samples(), tmp_path_factory.mktemp("prometheus")) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def victoria(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VictoriaMetricsServer]:
-    with VictoriaMetricsServer(tmp_path_factory.mktemp("victoria")) as server:
-        server.wait_ready().import_text(prometheus_text(samples()))
+    with loaded_victoria(samples(), tmp_path_factory.mktemp("victoria")) as server:
         yield server
 
 
 def last_scrape_before(t: float) -> float:
-    """The last scrape instant strictly before ``t``: where a vanished job was last running."""
-    k = int((t - BASE) // STEP_S)
-    at = BASE + k * STEP_S
-    return at - STEP_S if at >= t else at
+    return scrape_before(t, BASE, STEP_S)
 
 
 def expected_trace(*, read_to_until: bool = True) -> dict[str, tuple[float, float, float, int]]:

@@ -13,10 +13,13 @@ from __future__ import annotations
 import subprocess
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.harness.process import require_binary
+from tests.harness.prometheus import PrometheusServer
+from tests.harness.victoriametrics import VictoriaMetricsServer
 
 MIN_JOB_AGE_S = 300.0
 """How long Slurm lists a finished job (its ``MinJobAge``)."""
@@ -168,3 +171,27 @@ def create_blocks(text: str, data_dir: Path, folder: Path) -> None:
         capture_output=True,
         timeout=120,
     )
+
+
+@contextmanager
+def loaded_prometheus(samples: Iterator[Sample], folder: Path) -> Iterator[PrometheusServer]:
+    """A real Prometheus serving ``samples`` (blocks made by promtool), ready."""
+    create_blocks(openmetrics(samples), folder / "data", folder)
+    with PrometheusServer(folder) as server:
+        yield server.wait_ready()
+
+
+@contextmanager
+def loaded_victoria(samples: Iterator[Sample], folder: Path) -> Iterator[VictoriaMetricsServer]:
+    """A real VictoriaMetrics serving ``samples`` (through its import API), ready."""
+    with VictoriaMetricsServer(folder) as server:
+        server.wait_ready().import_text(prometheus_text(samples))
+        yield server
+
+
+def last_scrape_before(t: float, base: float, step_s: float) -> float:
+    """The last scrape instant (``base`` + k × ``step_s``) strictly before ``t``: where a job
+    or pod that vanished was last seen running."""
+    k = int((t - base) // step_s)
+    at = base + k * step_s
+    return at - step_s if at >= t else at
