@@ -194,6 +194,10 @@ def check_rebuild(code: int, err: str, out: Path) -> None:
     assert capacity["cluster_gpu_s"] == 20 * 4 * 3600
     # k2 cordoned for 30 min (8 GPUs), k3 not ready for 30 min (4 GPUs)
     assert capacity["missing_gpu_s"] == 8 * 1800 + 4 * 1800
+    # ... and every replay ran without them meanwhile
+    outages = document["capacity"]
+    assert (outages["outages"], outages["nodes_out"]) == (2, ["k2", "k3"])
+    assert outages["missing_gpu_s"] == 8 * 1800 + 4 * 1800
     assert 'reading kube_pod_container_resource_requests{resource="nvidia_com_gpu"}: chunk' in err
     assert (out / "report.html").stat().st_size > 0
 
