@@ -61,6 +61,7 @@ from gpuadvisor.cli.whatif_prometheus import read_prometheus
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES, generate_workload
+from gpuadvisor.sources.prometheus import client
 from gpuadvisor.sources.prometheus.ranges import ReadPlan
 
 DAY_S = 86400
@@ -633,6 +634,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "--profile" not in argv:
             child_rebuild(url, float(since), float(until), float(chunk), Path(out))
             return 0
+        client.OFF_LOOP_BYTES = 1 << 62  # every answer decoded on the profiled thread
         profiler = cProfile.Profile()
         profiler.runcall(child_rebuild, url, float(since), float(until), float(chunk), Path(out))
         stats = pstats.Stats(profiler, stream=sys.stderr)

@@ -28,6 +28,7 @@ from gpuadvisor.sources.prometheus.client import (
     PrometheusError,
     PrometheusSettings,
     cycle_budget,
+    parse_matrix,
 )
 from gpuadvisor.sources.prometheus.live import read_live_state
 from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
@@ -521,3 +522,34 @@ async def test_one_failing_query_takes_the_cycle_down_naming_that_query(serve: S
     assert reason.startswith("query queue_up: ")
     assert "HTTP 503: timeout: query timed out" in reason
     assert [s.up for s in state.sources] == [False, False, False]
+
+
+def test_a_matrix_answer_gives_time_value_pairs_and_names_any_odd_sample() -> None:
+    def matrix(*values: object) -> dict[str, object]:
+        result = [{"metric": {"job_id": "7"}, "values": list(values)}]
+        return {"status": "success", "data": {"resultType": "matrix", "result": result}}
+
+    answer = parse_matrix("m[1h]", matrix([10, "1"], [40.5, "NaN"], [70, "+Inf"]), "srv")
+    ((labels, samples),) = answer.series
+    assert labels == {"job_id": "7"}
+    assert samples[0] == (10.0, 1.0) and samples[2] == (70.0, float("inf"))
+    assert samples[1][0] == 40.5 and samples[1][1] != samples[1][1]  # NaN
+    assert all(type(t) is float and type(v) is float for t, v in samples)
+    for odd, message in [
+        ([10, "1"], None),
+        (["now", "1"], "expected a numeric timestamp, got 'now'"),
+        ([True, "1"], "expected a numeric timestamp, got True"),
+        ([10, 1], r'expected \[time, "value"\], got \[10, 1\]'),
+        ([10, "one"], "value 'one' is not a number"),
+        ([10], r'expected \[time, "value"\], got \[10\]'),
+        ("ab", r"expected \[time, \"value\"\], got 'ab'"),
+        ([10, "1", 2], r'expected \[time, "value"\]'),
+    ]:
+        if message is None:
+            assert parse_matrix("m[1h]", matrix([5, "2"], odd), "srv").series[0].samples[1] == (
+                10.0,
+                1.0,
+            )
+            continue
+        with pytest.raises(PrometheusError, match=f"srv: query 'm\\[1h\\]': {message}"):
+            parse_matrix("m[1h]", matrix([5, "2"], odd), "srv")

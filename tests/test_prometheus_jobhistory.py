@@ -7,10 +7,12 @@ ends is replayed up to it."""
 
 from __future__ import annotations
 
+import random
+
 from gpuadvisor.model.availability import Outage
 from gpuadvisor.simulation.rebuild import rebuild
 from gpuadvisor.sources.prometheus.client import Series
-from gpuadvisor.sources.prometheus.jobhistory import JobHistory
+from gpuadvisor.sources.prometheus.jobhistory import STALE_S, JobHistory, Runs
 
 STEP = 15.0
 
@@ -101,3 +103,28 @@ def test_availability_holds_each_nodes_missing_stretches_as_outages() -> None:
         Outage("a:9400", 990, 1995, "agent not scraped"),
         Outage("b", 600, 1200, "down or drained"),
     )
+
+
+def test_runs_extended_by_a_chunk_equal_runs_added_sample_by_sample() -> None:
+    rng = random.Random(5)
+    for _ in range(50):
+        t, times = 0.0, []
+        for _ in range(rng.randrange(0, 200)):
+            t += rng.choice((15.0, 30.0, STALE_S, STALE_S + 1, 3600.0, 7.5))
+            times.append(t)
+        by_sample, by_chunk = Runs(), Runs()
+        for t in times:
+            by_sample.add(t)
+        cut = rng.randrange(0, len(times) + 1)  # two chunks, in time order
+        for part in (times[:cut], times[cut:]):
+            by_chunk.extend(tuple((t, 1.0) for t in part))
+        assert by_chunk.runs == by_sample.runs
+
+
+def test_the_resolution_is_the_smallest_step_of_any_series() -> None:
+    history = JobHistory()
+    history._gaps(((0.0, 1.0), (30.0, 1.0), (30.0, 1.0), (90.0, 1.0)))
+    assert history.resolution_s == 30.0
+    history._gaps(((100.0, 1.0),))
+    history._gaps(((0.0, 1.0), (15.0, 1.0)))
+    assert history.resolution_s == 15.0

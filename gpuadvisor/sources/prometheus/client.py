@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import gc
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import NamedTuple, Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar, cast
 
 import aiohttp
 import orjson
@@ -258,17 +260,34 @@ def parse_matrix(expr: str, body: object, source: str) -> RangeResult:
         metric = raw.get("metric", {})
         if type(metric) is not dict or not all(type(v) is str for v in metric.values()):
             raise PrometheusError(f"{where}: labels must map strings to strings: {metric!r:.200}")
-        samples = []
-        for pair in raw["values"]:
-            value, stamp = _value(pair, where)
-            samples.append((stamp, value))
-        series.append(Series(metric, tuple(samples)))
+        series.append(Series(metric, _pairs(raw["values"], where)))
     warnings = body.get("warnings") or []
     if not isinstance(warnings, list):
         warnings = [str(warnings)]
     for warning in warnings:  # kept on the result; its reader logs them on change
         log.debug("Prometheus warns about %r: %s", expr, warning)
     return RangeResult(expr, tuple(series), tuple(str(w) for w in warnings))
+
+
+_STAMPS = (int, float)
+
+
+def _pairs(values: list[object], where: str) -> tuple[tuple[float, float], ...]:
+    """A matrix series' ``[[<unix time>, "<value>"], ...]`` as (time, value) pairs. The common
+    case goes through in one comprehension (a long rebuild reads millions of samples: a third
+    of the time of a call per pair); anything odd is re-read by ``_value`` for a precise error."""
+    try:
+        rows = cast("list[tuple[float, str]]", values)  # checked pair by pair below
+        pairs = [(float(t), float(v)) for t, v in rows if type(v) is str and type(t) in _STAMPS]
+        if len(pairs) == len(values):
+            return tuple(pairs)
+    except (TypeError, ValueError):
+        pass
+    out = []
+    for pair in values:
+        value, stamp = _value(pair, where)
+        out.append((stamp, value))
+    return tuple(out)
 
 
 def _api_error(body: Mapping[str, object]) -> str:
@@ -280,6 +299,35 @@ def _api_error(body: Mapping[str, object]) -> str:
 
 
 _T = TypeVar("_T")
+
+
+class _GcPause:
+    """The cyclic garbage collector paused while an answer is decoded and parsed (threads may
+    overlap: the last one out restores it). A decoded answer holds no reference cycles, but the
+    lists and tuples it is made of trigger collections that walk the whole live heap: with a
+    long rebuild's summary in memory that made decoding ten times slower
+    (bench/rebuild_scale.py, docs/benchmarks.md)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pauses = 0
+        self.was_enabled = False
+
+    def __enter__(self) -> None:
+        with self.lock:
+            if self.pauses == 0:
+                self.was_enabled = gc.isenabled()
+                gc.disable()
+            self.pauses += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.pauses -= 1
+            if self.pauses == 0 and self.was_enabled:
+                gc.enable()
+
+
+gc_paused = _GcPause()
 
 
 class CycleBudget:
@@ -390,7 +438,8 @@ class PrometheusClient:
         expr, raw, status, shown = await self._read_answer(expr, form)
 
         def work() -> _T:
-            return parse(expr, _decode(expr, shown, status, raw), shown)
+            with gc_paused:
+                return parse(expr, _decode(expr, shown, status, raw), shown)
 
         if len(raw) < OFF_LOOP_BYTES:
             return work()

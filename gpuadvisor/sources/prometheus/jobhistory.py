@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import compress
+from operator import itemgetter, sub
 from typing import Protocol
 
 from gpuadvisor.errors import InputError
@@ -74,6 +75,10 @@ WAITING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOL
 UNAVAILABLE_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "MAINT", "NOT_RESPONDING", "POWER")
 """A node whose scheduler state starts with one of these (``DRAINED``, ``DRAINING``,
 ``POWERED_DOWN``…) is missing capacity; ``DRAINING`` still runs its jobs but takes no new one."""
+UNAVAILABLE_MATCHER = '{state=~"(?i)(' + "|".join(UNAVAILABLE_NODE_STATES) + ').*"}'
+"""Only the node states ``add_node_states`` keeps are read (the server's regular expressions
+are anchored): a month of every node's ``mixed``/``idle`` samples is a third of the raw
+samples a rebuild would otherwise decode (bench/rebuild_scale.py)."""
 STALE_S = 300.0
 
 
@@ -104,6 +109,26 @@ class Runs:
         else:
             self.runs.append([t, t])
 
+    def extend(self, samples: Sequence[tuple[float, float]]) -> None:
+        """``add`` of every sample's time, for samples in time order: the gaps over
+        ``STALE_S`` are found in C, then one ``add`` per run (a month is millions of samples)."""
+        times = list(map(itemgetter(0), samples))
+        start = 0
+        for cut in compress(range(1, len(times)), map(_STALE, map(sub, times[1:], times))):
+            self._run(times[start], times[cut - 1])
+            start = cut
+        if times:
+            self._run(times[start], times[-1])
+
+    def _run(self, first: float, last: float) -> None:
+        self.add(first)
+        self.runs[-1][1] = max(self.runs[-1][1], last)
+
+
+_STALE = STALE_S.__lt__
+"""A gap over ``STALE_S``."""
+_POSITIVE = (0.0).__lt__
+
 
 @dataclass
 class JobHistory:
@@ -124,9 +149,10 @@ class JobHistory:
         return job
 
     def _gaps(self, samples: tuple[tuple[float, float], ...]) -> None:
-        for (a, _), (b, _) in pairwise(samples):
-            if 0 < b - a < self.smallest_gap_s:
-                self.smallest_gap_s = b - a
+        if len(samples) > 1:  # the smallest step > 0, found in C
+            times = list(map(itemgetter(0), samples))
+            gap = min(filter(_POSITIVE, map(sub, times[1:], times)), default=float("inf"))
+            self.smallest_gap_s = min(self.smallest_gap_s, gap)
 
     def add_info(self, chunk: Iterable[Series]) -> None:
         """Samples of ``gpuadvisor_queue_job_info{job_id,user,partition,state}``."""
@@ -180,18 +206,14 @@ class JobHistory:
                 continue
             self._gaps(series.samples)
             self.node_gpus[key] = max(self.node_gpus.get(key, 0), int(series.samples[-1][1]))
-            runs = self.node_present.setdefault(key, Runs())
-            for t, _ in series.samples:
-                runs.add(t)
+            self.node_present.setdefault(key, Runs()).extend(series.samples)
 
     def add_node_states(self, chunk: Iterable[Series]) -> None:
         """The queue exporter's ``gpuadvisor_queue_node_info{node,state}``."""
         for series in chunk:
             node, state = series.label("node"), series.label("state").upper()
             if node and state.startswith(UNAVAILABLE_NODE_STATES):
-                runs = self.node_unavailable.setdefault(node, Runs())
-                for t, _ in series.samples:
-                    runs.add(t)
+                self.node_unavailable.setdefault(node, Runs()).extend(series.samples)
 
     @property
     def resolution_s(self) -> float:
@@ -332,12 +354,14 @@ async def read_history(
     sample in the stretch (no queue exporter scraped, or the wrong server)."""
     history = JobHistory()
 
-    def chunks(metric: str, *, latest: bool = False) -> AsyncIterator[tuple[Series, ...]]:
+    def chunks(
+        metric: str, *, latest: bool = False, matchers: str = ""
+    ) -> AsyncIterator[tuple[Series, ...]]:
         """Raw samples where their timing matters; else each chunk's latest value."""
         tick = None if progress is None else (lambda d, t: progress(metric, d, t))
         if latest:
             return read_latest(source, metric, plan, progress=tick)
-        return read_chunks(source, metric, plan, progress=tick)
+        return read_chunks(source, metric + matchers, plan, progress=tick)
 
     async for chunk in chunks(INFO):
         history.add_info(chunk)
@@ -355,6 +379,6 @@ async def read_history(
         history.add_node_info(chunk)
     async for chunk in chunks(NODE_GPUS):
         history.add_node_gpus(chunk)
-    async for chunk in chunks(QUEUE_NODE_INFO):
+    async for chunk in chunks(QUEUE_NODE_INFO, matchers=UNAVAILABLE_MATCHER):
         history.add_node_states(chunk)
     return history

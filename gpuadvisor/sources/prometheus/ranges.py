@@ -12,6 +12,8 @@ that fails is retried; one the server refuses as too large is read again in halv
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from bisect import bisect_right
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -146,11 +148,29 @@ async def _tiles(
     sleep: Callable[[float], Awaitable[None]],
 ) -> AsyncIterator[tuple[Series, ...]]:
     tiles = plan.chunks()
-    for done, (lo, hi) in enumerate(tiles, start=1):
-        for part in await _read(fetch, selector, lo, hi, plan, sleep):
-            yield part
-        if progress is not None:
-            progress(done, len(tiles))
+
+    def start(k: int) -> asyncio.Future[list[tuple[Series, ...]]] | None:
+        if k >= len(tiles):
+            return None
+        lo, hi = tiles[k]
+        return asyncio.ensure_future(_read(fetch, selector, lo, hi, plan, sleep))
+
+    # One chunk asked for ahead: the server answers it while this one is decoded and used
+    # (two chunks in memory at most, still bounded by the chunk).
+    ahead = start(0)
+    try:
+        for done in range(1, len(tiles) + 1):
+            current, ahead = ahead, start(done)
+            assert current is not None
+            for part in await current:
+                yield part
+            if progress is not None:
+                progress(done, len(tiles))
+    finally:
+        if ahead is not None and not ahead.done():
+            ahead.cancel()
+            with contextlib.suppress(asyncio.CancelledError, PrometheusError):
+                await ahead
 
 
 async def _read(
@@ -183,10 +203,23 @@ async def _read(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _time(sample: tuple[float, float]) -> float:
+    return sample[0]
+
+
 def _inside(series: tuple[Series, ...], lo: float, hi: float) -> tuple[Series, ...]:
+    """Each series cut to its samples with ``lo < t <= hi`` (samples are in time order: the
+    cut is found by bisection, and a series wholly inside, the common case, is kept as it is;
+    a sample on ``lo`` itself, which servers include in ``[window]``, is the previous chunk's)."""
     out = []
     for one in series:
-        kept = tuple(s for s in one.samples if lo < s[0] <= hi)
-        if kept:
-            out.append(Series(one.label_map, kept))
+        samples = one.samples
+        if not samples:
+            continue
+        first = 0 if samples[0][0] > lo else bisect_right(samples, lo, key=_time)
+        last = len(samples) if samples[-1][0] <= hi else bisect_right(samples, hi, key=_time)
+        if first == 0 and last == len(samples):
+            out.append(one)
+        elif first < last:
+            out.append(Series(one.label_map, samples[first:last]))
     return tuple(out)
