@@ -14,18 +14,20 @@
    names and labels of docs/metrics.md (the current exporter: final states and end times while
    Slurm lists a finished job, 300 s, and node states); every agent reports its node and, per
    busy GPU, ``gpuadvisor_gpu_job_info{gpu_uuid,job_id}``. Written one day at a time as
-   OpenMetrics (never the whole history in memory) and loaded by ``promtool tsdb
-   create-blocks-from openmetrics`` into one-day blocks, the day file deleted once loaded.
+   OpenMetrics (never the whole history in memory or on disk) and loaded by ``promtool tsdb
+   create-blocks-from openmetrics --max-block-duration=24h`` (12 h blocks with promtool 2.42)
+   while the next day is written; each day's file is deleted once loaded.
 3. **Server.** A real Prometheus on that TSDB, run as a site would: retention 90 d, the default
-   ``query.max-samples`` (50,000,000) and ``query.timeout`` (2 m); ``max-block-duration`` is set
-   to the blocks' day so that no compaction runs during the measurement.
+   ``query.max-samples`` (50,000,000) and ``query.timeout`` (2 m); its ``max-block-duration``
+   is 24 h so that no compaction runs during the measurement (a site's older blocks are
+   compacted into larger ones, which only makes its reads cheaper).
 4. **Rebuild.** ``read_prometheus`` (the code of ``gpuadvisor whatif --prometheus``, default
-   chunk 1 h) in a child process: its wall and CPU seconds and peak RSS (``ru_maxrss``) are its
-   own; Prometheus' CPU seconds meanwhile and the samples its queries loaded
-   (``prometheus_engine_query_samples_total``) are read from the server. The baseline
+   chunk 1 h) in a child process: its wall and CPU seconds and peak RSS (``ru_maxrss``) are
+   its own; Prometheus' CPU seconds meanwhile are read from /proc. The baseline
    (``--no-baseline`` skips it) sends the same queries, chunk by chunk, and only reads the
-   answers: the floor the server and the link set; ``÷fetch`` is the rebuild's wall over it,
-   measured in the same minutes of a possibly loaded machine.
+   answers (counting their series and samples): the floor the server and the link set;
+   ``÷fetch`` is the rebuild's wall over it, measured in the same minutes of a possibly
+   loaded machine.
 5. **Check.** Every job submitted before the last scrape is rebuilt with its submit, start and
    end within the scrape interval (exact where the exporter exported them, which it does here),
    its GPUs and nodes; a job still running or pending at the end has no end. The bench exits 1
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import http.client
 import json
 import os
@@ -57,11 +60,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+import orjson
+
 from gpuadvisor.cli.whatif_prometheus import read_prometheus
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES, generate_workload
 from gpuadvisor.sources.prometheus import client
+from gpuadvisor.sources.prometheus.jobhistory import UNAVAILABLE_MATCHER
 from gpuadvisor.sources.prometheus.ranges import ReadPlan
 
 DAY_S = 86400
@@ -363,13 +369,6 @@ class Prometheus:
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def samples_loaded(self) -> float | None:
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as answer:
-            for line in answer.read().decode().splitlines():
-                if line.startswith("prometheus_engine_query_samples_total "):
-                    return float(line.split()[1])
-        return None
-
     def stop(self) -> None:
         self.process.terminate()
         try:
@@ -393,13 +392,11 @@ class Measured:
     cpu_s: float
     rss_mib: float
     server_cpu_s: float
-    samples: float | None
     output: str
 
 
 def run_child(argv: Sequence[str], server: Prometheus) -> Measured:
     """``argv`` (this script in a child mode) with its own wall, CPU and peak RSS."""
-    before = server.samples_loaded()
     server_before = server.cpu_s()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     started = time.monotonic()
@@ -414,10 +411,8 @@ def run_child(argv: Sequence[str], server: Prometheus) -> Measured:
     if process.returncode:
         raise SystemExit(f"child {argv[0]} exited {process.returncode}")
     server_cpu = server.cpu_s() - server_before
-    after = server.samples_loaded()
-    samples = None if before is None or after is None else after - before
     cpu = usage.ru_utime + usage.ru_stime
-    return Measured(wall, cpu, usage.ru_maxrss / 1024, server_cpu, samples, output)
+    return Measured(wall, cpu, usage.ru_maxrss / 1024, server_cpu, output)
 
 
 def child_rebuild(url: str, since: float, until: float, chunk: float, out: Path) -> None:
@@ -448,7 +443,7 @@ READS = (
     ("gpuadvisor_gpu_job_info", True),
     ("gpuadvisor_node_info", True),
     ("gpuadvisor_node_gpus", False),
-    ("gpuadvisor_queue_node_info", False),
+    ("gpuadvisor_queue_node_info" + UNAVAILABLE_MATCHER, False),
 )
 """What ``read_history`` reads, in its order: (metric, latest value only)."""
 
@@ -457,7 +452,8 @@ def child_fetch(url: str, since: float, until: float, chunk: float) -> None:
     """The baseline: the rebuild's queries, chunk by chunk, answers read and dropped."""
     parts = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80)
-    total = 0
+    total = series = samples = 0
+    gc.disable()  # the answers hold no cycles
     for metric, latest in READS:
         for lo, hi in ReadPlan(since, until, chunk_s=chunk).chunks():
             window = f"{max(1, round((hi - lo) * 1000))}ms"
@@ -470,7 +466,10 @@ def child_fetch(url: str, since: float, until: float, chunk: float) -> None:
             if answer.status != 200:
                 raise SystemExit(f"{expr}: HTTP {answer.status}: {data[:300]!r}")
             total += len(data)
-    print(json.dumps({"bytes": total}))
+            for one in orjson.loads(data)["data"]["result"]:
+                series += 1
+                samples += len(one["values"]) if "values" in one else 1
+    print(json.dumps({"bytes": total, "series": series, "samples": samples}))
 
 
 def check(truth: Truth, rebuilt_path: Path, resolution_s: float) -> list[str]:
@@ -568,20 +567,20 @@ def run(args: argparse.Namespace) -> int:
         resolution = float(details["resolution_s"])
         problems = check(truth, rebuilt, resolution)
         jobs_rebuilt = sum(1 for _ in rebuilt.open())
-        samples_text = f"{rebuild.samples:,.0f}" if rebuild.samples is not None else "n/a"
         print(
             f"rebuild: {rebuild.wall_s:.1f} s wall, {rebuild.cpu_s:.1f} CPU s, peak RSS "
             f"{rebuild.rss_mib:.0f} MiB; Prometheus {rebuild.server_cpu_s:.1f} CPU s; "
-            f"samples loaded by its queries {samples_text}; {jobs_rebuilt:,} jobs rebuilt, "
+            f"{jobs_rebuilt:,} jobs rebuilt, "
             f"cluster {details['cluster_nodes']} nodes / {details['cluster_gpus']} GPUs, "
             f"resolution {resolution:g} s",
             flush=True,
         )
         if fetch is not None:
-            fetched = json.loads(fetch.output.strip().splitlines()[-1])["bytes"]
+            fetched = json.loads(fetch.output.strip().splitlines()[-1])
             print(
                 f"baseline (same queries, answers only read): {fetch.wall_s:.1f} s wall, "
-                f"{fetch.cpu_s:.1f} CPU s, {fetched / 2**20:.0f} MiB of JSON; Prometheus "
+                f"{fetch.cpu_s:.1f} CPU s, {fetched['bytes'] / 2**20:.0f} MiB of JSON, "
+                f"{fetched['series']:,} series, {fetched['samples']:,} samples; Prometheus "
                 f"{fetch.server_cpu_s:.1f} CPU s; "
                 f"rebuild ÷fetch {rebuild.wall_s / fetch.wall_s:.2f}",
                 flush=True,
