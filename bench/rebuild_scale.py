@@ -47,6 +47,7 @@ import json
 import os
 import pstats
 import random
+import resource
 import shutil
 import socket
 import subprocess
@@ -67,7 +68,8 @@ from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES, generate_workload
 from gpuadvisor.sources.prometheus import client
-from gpuadvisor.sources.prometheus.jobhistory import UNAVAILABLE_MATCHER
+from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.jobhistory import UNAVAILABLE_MATCHER, JobHistory
 from gpuadvisor.sources.prometheus.ranges import ReadPlan
 
 DAY_S = 86400
@@ -530,6 +532,8 @@ def run(args: argparse.Namespace) -> int:
         now_s=time.time(),
     )
     truth_s = time.monotonic() - started
+    if args.summary_only:
+        return summary_only(truth)
     running = [j for j in truth.jobs if j.start_s < truth.end_s]
     print(
         f"truth: {len(truth.jobs)} jobs on {truth.nodes}x{NODE_GPUS} GPUs over {args.days:g} d "
@@ -608,6 +612,68 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def summary_only(truth: Truth) -> int:
+    """The memory of the rebuild's running summary (``JobHistory``) alone, without a server:
+    every job's series, as one chunk of the reads gives them, fed to it in a child process."""
+    folder = Path(tempfile.mkdtemp(prefix="rebuild-summary-"))
+    try:
+        jobs = folder / "jobs.jsonl"
+        with jobs.open("w") as f:
+            for j in truth.jobs:
+                uuids = [gpu_uuid(n, g) for n, g in j.slots]
+                row = [j.job_id, j.user, j.gpus * j.nodes, j.nodes, j.submit_s, j.start_s]
+                f.write(json.dumps([*row, j.end_s, j.time_limit_s, j.state, uuids]) + "\n")
+        child = subprocess.run(
+            [sys.executable, __file__, "--child-summary", str(jobs)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        )
+        print(child.stdout.strip(), flush=True)
+        return 0
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def child_summary(path: Path) -> None:
+    history = JobHistory()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    batch: list[list[Any]] = []
+
+    def feed() -> None:
+        info, values, agents = [], [], []
+        for job_id, user, gpus, nodes, submit, start, end, limit, state, uuids in batch:
+            labels = {"job_id": job_id, "partition": "gpu", "user": user}
+            for phase, t in (("PENDING", submit), ("RUNNING", start), (state, end)):
+                info.append(Series({**labels, "state": phase}, ((t, 1.0), (t + 30.0, 1.0))))
+            for name, value in zip(
+                ("gpus", "nodes", "submit", "start", "end", "time_limit"),
+                (gpus, nodes, submit, start, end, limit),
+                strict=True,
+            ):
+                values.append((name, Series({"job_id": job_id}, ((end, float(value)),))))
+            agents += [Series({"gpu_uuid": u, "job_id": job_id}, ((end, 1.0),)) for u in uuids]
+        history.add_info(info)
+        for name, series in values:
+            history.add_values(name, (series,))
+        history.add_gpu_jobs(agents)
+        batch.clear()
+
+    with path.open() as f:
+        for line in f:
+            batch.append(json.loads(line))
+            if len(batch) == 2000:
+                feed()
+    feed()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"summary of {len(history.jobs):,} jobs: peak RSS {after:.0f} MiB, "
+        f"{after - before:.0f} MiB over the interpreter and imports ({before:.0f} MiB), "
+        f"{(after - before) * 2**20 / max(1, len(history.jobs)):.0f} bytes per job"
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--jobs", type=int, default=300_000)
@@ -623,6 +689,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--work", default=None, help="where the work folder goes (default: /tmp)")
     p.add_argument("--reuse", default=None, help="a kept work folder: its TSDB, same flags")
     p.add_argument("--profile", action="store_true", help="the rebuild under cProfile")
+    p.add_argument(
+        "--summary-only", action="store_true", help="only the summary's memory, no server"
+    )
     return p
 
 
@@ -639,6 +708,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stats = pstats.Stats(profiler, stream=sys.stderr)
         stats.sort_stats("tottime").print_stats(30)
         stats.sort_stats("cumulative").print_stats(30)
+        return 0
+    if argv[:1] == ["--child-summary"]:
+        child_summary(Path(argv[1]))
         return 0
     if argv[:1] == ["--child-fetch"]:
         url, since, until, chunk = argv[1:5]
