@@ -22,12 +22,12 @@
    is 24 h so that no compaction runs during the measurement (a site's older blocks are
    compacted into larger ones, which only makes its reads cheaper).
 4. **Rebuild.** ``read_prometheus`` (the code of ``gpuadvisor whatif --prometheus``, default
-   chunk 1 h) in a child process: its wall and CPU seconds and peak RSS (``ru_maxrss``) are
-   its own; Prometheus' CPU seconds meanwhile are read from /proc. The baseline
-   (``--no-baseline`` skips it) sends the same queries, chunk by chunk, and only reads the
-   answers (counting their series and samples): the floor the server and the link set;
-   ``÷fetch`` is the rebuild's wall over it, measured in the same minutes of a possibly
-   loaded machine.
+   chunk 1 h) in a child process: its wall and CPU seconds (``wait4``) and peak RSS (its
+   ``VmHWM``: ``ru_maxrss`` would keep the bench's own peak across the exec) are its own;
+   Prometheus' CPU seconds meanwhile are read from /proc. The baseline (``--no-baseline``
+   skips it) sends the same queries, chunk by chunk, and only reads the answers (counting
+   their series and samples): the floor the server and the link set; ``÷fetch`` is the
+   rebuild's wall over it, measured in the same minutes of a possibly loaded machine.
 5. **Check.** Every job submitted before the last scrape is rebuilt with its submit, start and
    end within the scrape interval (exact where the exporter exported them, which it does here),
    its GPUs and nodes; a job still running or pending at the end has no end. The bench exits 1
@@ -388,6 +388,15 @@ def _free_port() -> int:
         return port
 
 
+def peak_rss_mib() -> float:
+    """This process's own peak RSS (``VmHWM``): ``ru_maxrss`` of a child started by exec keeps
+    the peak of the process it was forked from (Linux), here the bench holding the truth."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 @dataclass(frozen=True, slots=True)
 class Measured:
     wall_s: float
@@ -414,7 +423,8 @@ def run_child(argv: Sequence[str], server: Prometheus) -> Measured:
         raise SystemExit(f"child {argv[0]} exited {process.returncode}")
     server_cpu = server.cpu_s() - server_before
     cpu = usage.ru_utime + usage.ru_stime
-    return Measured(wall, cpu, usage.ru_maxrss / 1024, server_cpu, output)
+    peak = json.loads(output.strip().splitlines()[-1])["peak_rss_mib"]
+    return Measured(wall, cpu, peak, server_cpu, output)
 
 
 def child_rebuild(url: str, since: float, until: float, chunk: float, out: Path) -> None:
@@ -430,6 +440,7 @@ def child_rebuild(url: str, since: float, until: float, chunk: float, out: Path)
         "cluster_nodes": len(nodes),
         "cluster_gpus": sum(n.gpus for n in nodes),
         **record.details,
+        "peak_rss_mib": peak_rss_mib(),
     }
     print(json.dumps(details))
 
@@ -471,7 +482,11 @@ def child_fetch(url: str, since: float, until: float, chunk: float) -> None:
             for one in orjson.loads(data)["data"]["result"]:
                 series += 1
                 samples += len(one["values"]) if "values" in one else 1
-    print(json.dumps({"bytes": total, "series": series, "samples": samples}))
+    print(
+        json.dumps(
+            {"bytes": total, "series": series, "samples": samples, "peak_rss_mib": peak_rss_mib()}
+        )
+    )
 
 
 def check(truth: Truth, rebuilt_path: Path, resolution_s: float) -> list[str]:
@@ -638,7 +653,7 @@ def summary_only(truth: Truth) -> int:
 
 def child_summary(path: Path) -> None:
     history = JobHistory()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    before = peak_rss_mib()
     batch: list[list[Any]] = []
 
     def feed() -> None:
@@ -666,7 +681,7 @@ def child_summary(path: Path) -> None:
             if len(batch) == 2000:
                 feed()
     feed()
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    after = peak_rss_mib()
     print(
         f"summary of {len(history.jobs):,} jobs: peak RSS {after:.0f} MiB, "
         f"{after - before:.0f} MiB over the interpreter and imports ({before:.0f} MiB), "
