@@ -5,10 +5,10 @@
     diff before.txt after.txt                                   # empty: byte-identical
 
 Each line is one replay (trace, order, placement, estimates) and a SHA-256 over every job's
-start, end, allocation and overtake count and the run's totals, printed with ``repr`` so that
-floats compare bit for bit. The traces are small generated ones of every mix that stresses a
-different path (multi-node gangs, fractional shares, the Philly sizes), on clusters with and without
-topology groups.
+start, end, allocation and overtake count and the run's totals (those set), printed with
+``repr`` so that floats compare bit for bit. The traces are small generated ones of every mix
+that stresses a different path (multi-node gangs, fractional shares, the Philly sizes), on
+clusters with and without topology groups.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import random
-from dataclasses import astuple
+from dataclasses import fields
 
 from gpuadvisor.model import Cluster
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
@@ -61,7 +61,13 @@ def fingerprint(
     digest = hashlib.sha256()
     for item in (result.start_s, result.end_s, result.allocations, result.overtook):
         digest.update(repr(item).encode())
-    digest.update(repr(astuple(result.totals)).encode())
+    # every total that is set (a field added later as None does not change old fingerprints)
+    totals = result.totals
+    digest.update(
+        repr(
+            [(f.name, v) for f in fields(totals) if (v := getattr(totals, f.name)) is not None]
+        ).encode()
+    )
     return digest.hexdigest()[:16]
 
 
