@@ -23,6 +23,7 @@ with the jobs and nodes, never with the samples. Rules:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -131,7 +132,43 @@ _POSITIVE = (0.0).__lt__
 
 
 @dataclass
-class JobHistory:
+class ScrapedHistory(ABC):
+    """What the Slurm and the pod histories share: the scrape interval seen, and the capacity
+    that was there, from the nodes each knows and their outages."""
+
+    smallest_gap_s: float = float("inf")
+    """The shortest step between two samples of one series: the scrape interval."""
+
+    def _gaps(self, samples: tuple[tuple[float, float], ...]) -> None:
+        if len(samples) > 1:  # the smallest step > 0, found in C
+            times = list(map(itemgetter(0), samples))
+            gap = min(filter(_POSITIVE, map(sub, times[1:], times)), default=float("inf"))
+            self.smallest_gap_s = min(self.smallest_gap_s, gap)
+
+    @property
+    def resolution_s(self) -> float:
+        """The scrape interval seen (15 s where no series had two samples)."""
+        return self.smallest_gap_s if self.smallest_gap_s < float("inf") else 15.0
+
+    @abstractmethod
+    def cluster(self) -> Cluster | None:
+        """Every node seen with GPUs, with the most it had (None: none)."""
+
+    @abstractmethod
+    def availability(self, start_s: float, end_s: float) -> Availability:
+        """Each node's outages over ``[start_s, end_s)``."""
+
+    def capacity(self, start_s: float, end_s: float) -> dict[str, float]:
+        """GPU-seconds of ``[start_s, end_s)`` that were there and those missing
+        (``availability``)."""
+        cluster = self.cluster()
+        if cluster is None or end_s <= start_s:
+            return Availability().capacity(Cluster(()), start_s, max(start_s, end_s))
+        return self.availability(start_s, end_s).capacity(cluster, start_s, end_s)
+
+
+@dataclass
+class JobHistory(ScrapedHistory):
     """The running summary of every job and node seen so far; feed it chunks, then ask."""
 
     jobs: dict[str, _Job] = field(default_factory=dict)
@@ -139,20 +176,12 @@ class JobHistory:
     node_present: dict[str, Runs] = field(default_factory=dict)
     node_unavailable: dict[str, Runs] = field(default_factory=dict)
     instance_node: dict[str, str] = field(default_factory=dict)
-    smallest_gap_s: float = float("inf")
-    """The shortest step between two samples of one series: the scrape interval."""
 
     def _job(self, job_id: str) -> _Job:
         job = self.jobs.get(job_id)
         if job is None:
             job = self.jobs[job_id] = _Job()
         return job
-
-    def _gaps(self, samples: tuple[tuple[float, float], ...]) -> None:
-        if len(samples) > 1:  # the smallest step > 0, found in C
-            times = list(map(itemgetter(0), samples))
-            gap = min(filter(_POSITIVE, map(sub, times[1:], times)), default=float("inf"))
-            self.smallest_gap_s = min(self.smallest_gap_s, gap)
 
     def add_info(self, chunk: Iterable[Series]) -> None:
         """Samples of ``gpuadvisor_queue_job_info{job_id,user,partition,state}``."""
@@ -214,11 +243,6 @@ class JobHistory:
             node, state = series.label("node"), series.label("state").upper()
             if node and state.startswith(UNAVAILABLE_NODE_STATES):
                 self.node_unavailable.setdefault(node, Runs()).extend(series.samples)
-
-    @property
-    def resolution_s(self) -> float:
-        """The scrape interval seen (15 s where no series had two samples)."""
-        return self.smallest_gap_s if self.smallest_gap_s < float("inf") else 15.0
 
     def finished(self, read_end_s: float) -> tuple[list[FinishedJob], dict[str, int]]:
         """The jobs as accounting records, and the jobs left out by reason. A job whose last
@@ -289,14 +313,6 @@ class JobHistory:
             for key in self.node_gpus
         }
         return node_outages(nodes, self.resolution_s, start_s, end_s, absent=UNSCRAPED)
-
-    def capacity(self, start_s: float, end_s: float) -> dict[str, float]:
-        """GPU-seconds of ``[start_s, end_s)`` that were there (agent up, node neither down
-        nor drained), and those missing (``availability``)."""
-        cluster = self.cluster()
-        if cluster is None or end_s <= start_s:
-            return Availability().capacity(Cluster(()), start_s, max(start_s, end_s))
-        return self.availability(start_s, end_s).capacity(cluster, start_s, end_s)
 
 
 UNSCRAPED = "agent not scraped"

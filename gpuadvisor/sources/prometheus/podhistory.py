@@ -30,7 +30,6 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
-from itertools import pairwise
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
@@ -42,6 +41,7 @@ from gpuadvisor.sources.prometheus.jobhistory import (
     HistorySource,
     MetricProgress,
     Runs,
+    ScrapedHistory,
     node_outages,
 )
 from gpuadvisor.sources.prometheus.ranges import (
@@ -130,7 +130,7 @@ def pod_key(series: Series) -> str:
 
 
 @dataclass
-class PodHistory:
+class PodHistory(ScrapedHistory):
     """The running summary of every GPU pod and GPU node seen so far; feed it chunks, then ask."""
 
     pods: dict[str, _Pod] = field(default_factory=dict)
@@ -138,13 +138,6 @@ class PodHistory:
     node_present: dict[str, Runs] = field(default_factory=dict)
     node_cordoned: dict[str, Runs] = field(default_factory=dict)
     node_not_ready: dict[str, Runs] = field(default_factory=dict)
-    smallest_gap_s: float = float("inf")
-    """The shortest step between two samples of one series: the scrape interval."""
-
-    def _gaps(self, samples: tuple[tuple[float, float], ...]) -> None:
-        for (a, _), (b, _) in pairwise(samples):
-            if 0 < b - a < self.smallest_gap_s:
-                self.smallest_gap_s = b - a
 
     def add_gpu_requests(self, chunk: Iterable[Series], *, limits: bool = False) -> None:
         """A container's latest ``nvidia_com_gpu`` request (or limit): this makes a GPU pod.
@@ -236,11 +229,6 @@ class PodHistory:
         spans = sorted((p.first_stamp - reach_s, p.last_stamp, key) for key, p in self.pods.items())
         return _Alive(spans).selectors
 
-    @property
-    def resolution_s(self) -> float:
-        """The scrape interval seen (15 s where no series had two samples)."""
-        return self.smallest_gap_s if self.smallest_gap_s < float("inf") else 15.0
-
     def finished(self, read_end_s: float) -> tuple[list[FinishedJob], dict[str, int]]:
         """The GPU pods as accounting records, and the pods left out by reason. A pod active
         within ``STALE_S`` of ``read_end_s`` and in no final phase has not finished."""
@@ -309,14 +297,6 @@ class PodHistory:
             for node in self.node_gpus
         }
         return node_outages(nodes, self.resolution_s, start_s, end_s, absent="not exported")
-
-    def capacity(self, start_s: float, end_s: float) -> dict[str, float]:
-        """GPU-seconds of ``[start_s, end_s)`` that were there (node exported, schedulable and
-        ready), and those missing (``availability``)."""
-        cluster = self.cluster()
-        if cluster is None or end_s <= start_s:
-            return Availability().capacity(Cluster(()), start_s, max(start_s, end_s))
-        return self.availability(start_s, end_s).capacity(cluster, start_s, end_s)
 
 
 @dataclass
