@@ -27,6 +27,7 @@ from gpuadvisor.config.simulate import (
 from gpuadvisor.config.values import duration_text, non_negative
 from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
 from gpuadvisor.model import Cluster, Job
+from gpuadvisor.model.availability import Availability
 from gpuadvisor.simulation.compare import BASELINE, PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.generator import generate_workload
@@ -44,6 +45,7 @@ from gpuadvisor.sinks.report.tables import (
     results_json,
 )
 from gpuadvisor.sources.traces import read_nodes, read_trace
+from gpuadvisor.sources.traces.outages import read as read_outages
 
 
 def add_parser(sub: Any) -> None:
@@ -152,6 +154,13 @@ def run(args: argparse.Namespace) -> int:
         prepare_file(output_schedule, "--output-schedule")
     elif settings.schedule_policy is not None:
         raise GpuAdvisorError("--schedule-policy needs --output-schedule")
+    if settings.outages is not None:
+        if settings.protocol != "replay":
+            raise GpuAdvisorError("--outages needs --protocol replay (inflation has no clock)")
+        if settings.load is not None:
+            raise GpuAdvisorError(
+                "--outages keeps the trace's own clock; --load would move the arrivals off it"
+            )
     if settings.trace and settings.limits != "tight":
         raise GpuAdvisorError("--limits shapes a generated workload; a trace keeps its own limits")
     if settings.trace and settings.light_share:
@@ -162,6 +171,9 @@ def run(args: argparse.Namespace) -> int:
     if sharing.on and settings.protocol != "replay":
         raise GpuAdvisorError("--share needs --protocol replay")
     cluster = load_cluster(settings)
+    availability = Availability()
+    if settings.outages is not None:
+        availability = read_outages(settings.outages, cluster)
     jobs = load_jobs(settings, cluster)
     trace = _path(settings.trace)
     if not jobs:
@@ -195,16 +207,37 @@ def run(args: argparse.Namespace) -> int:
         f"{len(jobs)} jobs on {len(cluster.nodes)} nodes / {cluster.gpus} GPUs, "
         f"offered load {offered_load(jobs, cluster.gpus):.2f}"
     )
-    runs = run_replay(console, jobs, cluster, configs)
-    report(console, runs, settings, meta={"jobs": len(jobs), "cluster_gpus": cluster.gpus})
+    meta: dict[str, object] = {"jobs": len(jobs), "cluster_gpus": cluster.gpus}
+    if settings.outages is not None:
+        console.print(
+            f"{len(availability.outages)} node outages ({settings.outages}), "
+            f"{len(availability.nodes)} nodes out at times, kept out of every replay"
+        )
+        meta["outages"] = {
+            "file": settings.outages,
+            "outages": len(availability.outages),
+            "nodes_out": list(availability.nodes),
+        }
+    runs = run_replay(console, jobs, cluster, configs, availability)
+    report(console, runs, settings, meta=meta)
     return 0
 
 
 def run_replay(
-    console: Console, jobs: list[Job], cluster: Cluster, configs: list[SimulationConfig]
+    console: Console,
+    jobs: list[Job],
+    cluster: Cluster,
+    configs: list[SimulationConfig],
+    availability: Availability | None = None,
 ) -> list[PolicyRun]:
     with progress_bar(console) as tick:
-        return compare(jobs, cluster, configs, progress=lambda label, d, t: tick(d, t))
+        return compare(
+            jobs,
+            cluster,
+            configs,
+            progress=lambda label, d, t: tick(d, t),
+            availability=availability,
+        )
 
 
 def report(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import io
 import json
 import math
 import sys
@@ -23,6 +22,7 @@ from rich.console import Console
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, given
 from gpuadvisor.cli.outputs import prepare_file, write_atomically
+from gpuadvisor.cli.whatif_files import nodes_text, outages_text, trace_text
 from gpuadvisor.cli.whatif_prometheus import no_cluster_error, read_prometheus
 from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.config.values import resolve_instant
@@ -52,7 +52,7 @@ from gpuadvisor.sources.slurm.config import parse_scheduler_config
 from gpuadvisor.sources.slurm.node_events import node_availability, parse_node_events
 from gpuadvisor.sources.slurm.sacct import SacctResult, parse_sacct
 from gpuadvisor.sources.traces import read_nodes
-from gpuadvisor.sources.traces.generic import write as write_trace
+from gpuadvisor.sources.traces.alibaba import spot_nodes_unwritable
 
 STDIN = "-"
 
@@ -146,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         "--report": settings.report,
         "--output-json": settings.output_json,
         "--output-trace": settings.output_trace,
+        "--output-nodes": settings.output_nodes,
+        "--output-outages": settings.output_outages,
     }
     for flag, name in outputs.items():
         if name is not None:
@@ -237,6 +239,13 @@ def run(args: argparse.Namespace) -> int:
             f"({', '.join(unknown[:5])}): give the cluster with --nodes FILE in the site's "
             "own node names (columns gpu_model,gpu_capacity_num,cpu_num,node_name)"
         )
+    if settings.output_nodes:
+        unwritable = spot_nodes_unwritable(cluster)
+        if unwritable:
+            raise GpuAdvisorError(
+                f"--output-nodes: {unwritable}, which a node list cannot hold; give gpuadvisor "
+                "simulate the same --cluster or --nodes as this run instead"
+            )
     window = rebuilt.window
     missing = availability.missing_gpu_s(cluster, window.start_s, window.end_s)
     console.print(
@@ -278,6 +287,10 @@ def run(args: argparse.Namespace) -> int:
         texts[settings.report] = render_report(json.loads(json_text), pngs)
     if settings.output_trace:
         texts[settings.output_trace] = trace_text(rebuilt, source)
+    if settings.output_nodes:
+        texts[settings.output_nodes] = nodes_text(cluster, source)
+    if settings.output_outages:
+        texts[settings.output_outages] = outages_text(availability, capacity_source)
     print_as_run(console, chosen_as_run)
     print_summary(console, document)
     for name, data in texts.items():
@@ -370,29 +383,6 @@ def report_pngs(
         [r.result for r in chosen], [r.metrics for r in chosen], names=["idle_breakdown.png"]
     )["idle_breakdown.png"]
     return {"allocation": allocation, "waits": waits, "waits_by_size": by_size, "waste": waste}
-
-
-def trace_text(rebuilt: Rebuilt, source: str) -> str:
-    stream = io.StringIO()
-    write_trace(
-        rebuilt.jobs,
-        stream,
-        comments=(
-            f"rebuilt by gpuadvisor whatif from {source}",
-            "times are Unix seconds (UTC); start_time/end_time: when the job really ran",
-            f"{len(rebuilt.left_queue)} jobs that left the queue before starting are not listed",
-            *(
-                [
-                    f"{rebuilt.censored} jobs still running when the record was read end at "
-                    f"{rebuilt.read_end_s:.0f} (the runtime known so far, a lower bound)"
-                ]
-                if rebuilt.censored
-                else []
-            ),
-        ),
-        ran={r.job.job_id: (r.start_s, r.end_s) for r in rebuilt.ran},
-    )
-    return stream.getvalue()
 
 
 def print_capacity(console: Console, document: dict[str, Any], cluster: Cluster) -> None:

@@ -49,6 +49,7 @@ class SimulateSettings:
     jobs: int = 10_000
     cluster: str = "16x8"
     nodes: str | None = None
+    outages: str | None = None
     policies: str = "fifo,easy,advisor"
     protocol: str = "replay"
     load: float | None = None
@@ -103,6 +104,14 @@ SIMULATE_SETTINGS: tuple[Setting, ...] = (
         "node list file (Alibaba or Tiresias format)",
         metavar="FILE",
         group="cluster",
+    ),
+    Setting(
+        "outages",
+        "--outages",
+        optional_path,
+        "replay only: node outages (node,start_time,end_time,reason, on the trace's clock, "
+        "as whatif --output-outages writes them); every policy's replay keeps those nodes out",
+        metavar="FILE",
     ),
     Setting(
         "policies",

@@ -51,6 +51,8 @@ class WhatifSettings:
     report: str | None = None
     output_json: str | None = None
     output_trace: str | None = None
+    output_nodes: str | None = None
+    output_outages: str | None = None
 
     @property
     def fallback_order(self) -> str:
@@ -185,6 +187,22 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         "--output-trace",
         optional_path,
         "write the rebuilt jobs as a generic CSV trace (with start_time, end_time) here",
+        metavar="FILE",
+    ),
+    Setting(
+        "output_nodes",
+        "--output-nodes",
+        optional_path,
+        "write the cluster replayed as a node list (gpu_model,gpu_capacity_num,cpu_num,"
+        "node_name) here, for gpuadvisor simulate --nodes",
+        metavar="FILE",
+    ),
+    Setting(
+        "output_outages",
+        "--output-outages",
+        optional_path,
+        "write the node outages the replays ran with (node,start_time,end_time,reason; the "
+        "times on --output-trace's clock) here, for gpuadvisor simulate --outages",
         metavar="FILE",
     ),
 )

@@ -130,6 +130,11 @@ def summary_cells(rows: Rows, *, baseline: str | None) -> tuple[list[str], list[
         "idle frag %",
         "idle cap %",
         "frag %",
+    ]
+    missing = any("missing_capacity_ratio" in m for _, m in rows)
+    if missing:
+        headers.append("missing %")
+    headers += [
         "wait mean",
         "wait p95",
         "wait max",
@@ -152,6 +157,7 @@ def summary_cells(rows: Rows, *, baseline: str | None) -> tuple[list[str], list[
             _format_percent(_number(m, "fragmentation_loss_ratio")),
             _format_percent(_number(m, "capacity_shortfall_ratio")),
             _format_percent(_number(m, "fragmentation_ratio_mean")),
+            *([_format_percent(_number(m, "missing_capacity_ratio"))] if missing else []),
             format_duration(_number(m, "wait_mean_s")),
             format_duration(_number(m, "wait_p95_s")),
             format_duration(_number(m, "wait_max_s")),
@@ -248,10 +254,13 @@ def render_table(rows: Rows, *, baseline: str | None) -> Table:
     """The headline table for a terminal: allocation, idle-while-waiting split, waits."""
     headers, cells = summary_cells(rows, baseline=baseline)
     table = _rich_table(headers, cells, title="Simulated policies")
-    table.caption = (
+    caption = (
         "% of GPU capacity from first to last arrival. idle ord / frag / cap: GPUs idle while jobs"
         " wait, through queue order, fragmentation, too little capacity. frag: mean fragmentation."
     )
+    if "missing %" in headers:
+        caption += " missing: free GPUs of nodes out (node outages), neither idle nor allocated."
+    table.caption = caption
     return table
 
 

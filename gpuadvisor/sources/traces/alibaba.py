@@ -20,11 +20,14 @@ cpu_num,node_name`` (cluster-trace-v2026-spot-gpu, ``cpu_num`` in cores).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import IO
 
-from gpuadvisor.errors import InputError
+from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job, Node
 from gpuadvisor.sources.table import Header, Row, open_table
+from gpuadvisor.sources.traces.generic import csv_text
 from gpuadvisor.sources.traces.trace import Trace, read_job_table
 
 FORMAT = "alibaba"
@@ -131,3 +134,40 @@ def _spot_node(row: Row) -> Node:
         gpu_model=row.cell("gpu_model"),
         cpu_milli=round(row.number("cpu_num") * 1000),
     )
+
+
+def spot_nodes_unwritable(cluster: Cluster) -> str:
+    """Why ``cluster`` cannot be written as a spot-GPU node list without losing something (its
+    nodes' topology groups or memory, which the list has no column for); empty when it can."""
+    for node in cluster.nodes:
+        if node.topology_groups:
+            return f"node {node.name!r} has topology groups"
+        if node.memory_mib:
+            return f"node {node.name!r} has its memory modelled"
+    return ""
+
+
+def write_spot_nodes(cluster: Cluster, stream: IO[str], *, comments: Iterable[str] = ()) -> None:
+    """Write ``cluster`` as a spot-GPU node list (``gpu_model,gpu_capacity_num,cpu_num,
+    node_name``, ``cpu_num`` in cores), which ``read_nodes`` reads back as the same nodes in the
+    same order; each comment as a leading ``# `` line. Raises ``ModelError`` for a cluster the
+    list cannot hold (``spot_nodes_unwritable``)."""
+    reason = spot_nodes_unwritable(cluster)
+    if reason:
+        raise ModelError(f"the cluster cannot be written as a node list: {reason}")
+    for comment in comments:
+        stream.write(f"# {comment}\n")
+    stream.write(",".join(SPOT_NODE_COLUMNS) + "\n")
+    for node in cluster.nodes:
+        cells = (
+            csv_text(node.gpu_model),
+            str(node.gpus),
+            _cores(node.cpu_milli),
+            csv_text(node.name),
+        )
+        stream.write(",".join(cells) + "\n")
+
+
+def _cores(cpu_milli: int) -> str:
+    whole, rest = divmod(cpu_milli, 1000)
+    return str(whole) if not rest else repr(cpu_milli / 1000)

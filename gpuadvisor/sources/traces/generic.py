@@ -83,14 +83,14 @@ def write(
     stream.write(",".join((*COLUMNS, *labels, *times)) + "\n")
     for job in jobs:
         cells = (
-            _csv_text(job.job_id),
-            _seconds(job.submit_time_s),
-            "" if job.runtime_s is None else _seconds(job.runtime_s),
+            csv_text(job.job_id),
+            seconds_text(job.submit_time_s),
+            "" if job.runtime_s is None else seconds_text(job.runtime_s),
             str(job.total_gpus),
-            _csv_text(job.user),
-            "" if job.time_limit_s is None else _seconds(job.time_limit_s),
+            csv_text(job.user),
+            "" if job.time_limit_s is None else seconds_text(job.time_limit_s),
             "" if job.gpu_milli == MILLI_PER_GPU else str(job.gpu_milli),
-            *(_csv_text(getattr(job, c)) for c in labels),
+            *(csv_text(getattr(job, c)) for c in labels),
             *_ran_cells(ran, job.job_id),
         )
         stream.write(",".join(cells) + "\n")
@@ -100,14 +100,14 @@ def _ran_cells(ran: Mapping[str, tuple[float, float]] | None, job_id: str) -> tu
     if ran is None:
         return ()
     span = ran.get(job_id)
-    return ("", "") if span is None else (_seconds(span[0]), _seconds(span[1]))
+    return ("", "") if span is None else (seconds_text(span[0]), seconds_text(span[1]))
 
 
-def _seconds(value: float) -> str:
+def seconds_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def _csv_text(value: str) -> str:
+def csv_text(value: str) -> str:
     if any(c in value for c in ',"\n\r') or value != value.strip():
         return '"' + value.replace('"', '""') + '"'
     return value
