@@ -215,6 +215,54 @@ def test_prometheus_rebuilds_the_true_trace(
     check_rebuild(code, err, out)
 
 
+def test_the_trace_nodes_and_outages_replay_again_under_simulate_as_whatif_replayed(
+    prometheus: PrometheusServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    nodes, outages = tmp_path / "out" / "nodes.csv", tmp_path / "out" / "outages.csv"
+    code, err, out = run_whatif(
+        capsys,
+        prometheus.url,
+        tmp_path,
+        *("--since", str(BASE), "--until", str(UNTIL)),
+        *("--output-nodes", str(nodes), "--output-outages", str(outages)),
+    )
+    assert code == 0, err
+    # the agents' nodes in their own names, and the outages the replays ran with, on the
+    # trace's clock (Unix seconds)
+    assert [line for line in nodes.read_text().splitlines() if not line.startswith("#")] == [
+        "gpu_model,gpu_capacity_num,cpu_num,node_name",
+        ",8,0,n1",
+        ",8,0,n2",
+        ",4,0,n3",
+    ]
+    rows = list(
+        csv.DictReader(line for line in outages.read_text().splitlines() if line[:1] != "#")
+    )
+    assert [(r["node"], float(r["start_time"]), float(r["end_time"])) for r in rows] == [
+        ("n2", BASE + 3600, BASE + 5400),
+        ("n3", BASE + 9000, BASE + 10800),
+    ]
+    document = json.loads((out / "whatif.json").read_text())
+    result = gpuadvisor(
+        capsys,
+        "simulate",
+        *("--trace", str(out / "trace.csv"), "--nodes", str(nodes), "--outages", str(outages)),
+        *("--policies", "fifo,easy", "--output-json", str(tmp_path / "simulate.json")),
+    )
+    assert result.code == 0, result.err
+    replayed = {
+        r["policy"]: r for r in json.loads((tmp_path / "simulate.json").read_text())["results"]
+    }
+    fifo = document["counterfactual"]["policies"][0]
+    assert fifo["policy"] == "fifo"
+    for key in ("wait_mean_s", "wait_p95_s", "ordering_loss_ratio", "missing_capacity_ratio"):
+        assert replayed["fifo"][key] == fifo[key], key
+    fidelity = document["fidelity"]  # the as-run replay: easy
+    assert replayed["easy"]["wait_mean_s"] == fidelity["replayed_wait_mean_s"]
+    assert replayed["easy"]["wait_p95_s"] == fidelity["replayed_wait_p95_s"]
+    assert replayed["easy"]["missing_capacity_ratio"] > 0
+
+
 def test_victoriametrics_gives_the_same_trace(
     victoria: VictoriaMetricsServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
