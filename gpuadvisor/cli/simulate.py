@@ -16,7 +16,7 @@ from gpuadvisor.analysis.scheduling.orders import OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, argparse_type, given
-from gpuadvisor.cli.outputs import prepare_file, prepare_folder
+from gpuadvisor.cli.outputs import prepare_file, prepare_folder, write_atomically
 from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.config.simulate import (
     GENERATED_LOAD,
@@ -257,7 +257,7 @@ def report(
     output_json, plots = _path(settings.output_json), _path(settings.plots)
     output_schedule = _path(settings.output_schedule)
     if output_json:
-        output_json.write_text(results_json(rows, meta={**meta, "seed": settings.seed}))
+        write_atomically(output_json, results_json(rows, meta={**meta, "seed": settings.seed}))
         console.print(f"results: {output_json}")
     if plots:
         for path in write_plots([r.result for r in runs], plots):
@@ -304,8 +304,8 @@ def run_inflation_protocol(
         )
     output_json = _path(settings.output_json)
     if output_json:
-        output_json.write_text(
-            results_json(rows, meta={"protocol": "inflation", "seed": settings.seed})
+        write_atomically(
+            output_json, results_json(rows, meta={"protocol": "inflation", "seed": settings.seed})
         )
         console.print(f"results: {output_json}")
     return 0
