@@ -211,6 +211,44 @@ def test_prometheus_rebuilds_the_true_pods(
     check_rebuild(code, err, out)
 
 
+def test_the_pods_nodes_and_outages_replay_again_under_simulate_as_whatif_replayed(
+    prometheus: PrometheusServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    nodes, outages = tmp_path / "out" / "nodes.csv", tmp_path / "out" / "outages.csv"
+    code, err, out = run_whatif(
+        capsys,
+        prometheus.url,
+        tmp_path,
+        *("--since", str(BASE), "--until", str(UNTIL)),
+        *("--output-nodes", str(nodes), "--output-outages", str(outages)),
+    )
+    assert code == 0, err
+    rows = list(
+        csv.DictReader(line for line in outages.read_text().splitlines() if line[:1] != "#")
+    )
+    assert [(r["node"], float(r["start_time"]), float(r["end_time"])) for r in rows] == [
+        ("k2", BASE + 3600, BASE + 5400),
+        ("k3", BASE + 9000, BASE + 10800),
+    ]
+    document = json.loads((out / "whatif.json").read_text())
+    result = gpuadvisor(
+        capsys,
+        "simulate",
+        *("--trace", str(out / "trace.csv"), "--nodes", str(nodes), "--outages", str(outages)),
+        *("--policies", "fifo-skip,fifo,easy", "--output-json", str(tmp_path / "simulate.json")),
+    )
+    assert result.code == 0, result.err
+    replayed = {
+        r["policy"]: r for r in json.loads((tmp_path / "simulate.json").read_text())["results"]
+    }
+    for entry in document["counterfactual"]["policies"]:
+        for key in ("wait_mean_s", "wait_p95_s", "ordering_loss_ratio", "missing_capacity_ratio"):
+            assert replayed[entry["policy"]][key] == entry[key], (entry["policy"], key)
+    fidelity = document["fidelity"]  # the as-run replay: fifo-skip, kube-scheduler's way
+    assert replayed["fifo-skip"]["wait_mean_s"] == fidelity["replayed_wait_mean_s"]
+    assert replayed["fifo-skip"]["wait_p95_s"] == fidelity["replayed_wait_p95_s"]
+
+
 def test_victoriametrics_gives_the_same_pods(
     victoria: VictoriaMetricsServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
