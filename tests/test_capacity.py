@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +13,7 @@ from gpuadvisor.analysis.idle import split_idle
 from gpuadvisor.analysis.scheduling.placement import PlacementContext, first_fit
 from gpuadvisor.analysis.scheduling.plans import Ending, Reservation
 from gpuadvisor.analysis.scheduling.reservations import WholeGpuWalk, capacity_reservation
-from gpuadvisor.model import Allocation, Cluster, Job
+from gpuadvisor.model import Allocation, Cluster, Job, Node
 from tests.builders import make_capacity, make_cluster, make_job, on
 
 
@@ -221,3 +222,18 @@ def test_fits_withholding_skips_nodes_held_whole() -> None:
     job = make_job("j", gpus=4)
     assert capacity.fits_withholding(job, {0: {0, 1, 2, 3}})
     assert not capacity.fits_withholding(job, {0: {0, 1, 2, 3}, 1: {2}})
+
+
+def test_copies_of_a_cluster_with_cpu_and_memory_keep_their_own_free_cpu_and_memory() -> None:
+    """Free CPU and memory lists are shared by copies only where no node models them."""
+    cluster = Cluster((Node("a", 4, cpu_milli=8000, memory_mib=64000), Node("b", 4)))
+    capacity = Capacity(cluster)
+    copy = capacity.copy()
+    job = replace(make_job("x", gpus=1), cpu_milli=2000, memory_mib=1000)
+    copy.allocate(job, on(0, 0))
+    assert (copy.cpu_free[0], copy.mem_free[0]) == (6000, 63000)
+    assert (capacity.cpu_free[0], capacity.mem_free[0]) == (8000, 64000)
+    capacity.withhold(job, on(0, 1))
+    assert copy.cpu_free[0] == 6000 and capacity.cpu_free[0] == 6000
+    plain = Capacity(make_cluster(2, 4))
+    assert plain.copy().cpu_free is plain.cpu_free  # nothing to write: shared

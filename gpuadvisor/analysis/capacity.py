@@ -18,6 +18,10 @@ kind (GPUs, model, topology groups, CPU, memory), free milli per GPU, free CPU a
 A string, so that its hash is computed once however often it is looked up."""
 
 
+_NAMES_LIMIT = 100_000
+"""Node-state names kept at most (cleared when full: CPU and memory levels can be many)."""
+
+
 class Capacity:
     """Free GPU milli per (node, GPU), free whole GPUs per node, free CPU and memory per node."""
 
@@ -25,8 +29,10 @@ class Capacity:
         "_classes",
         "_classes_owned",
         "_kind",
+        "_names",
         "_owned",
         "_state_of",
+        "_static_cpu_mem",
         "_version",
         "_watch",
         "cluster",
@@ -68,6 +74,12 @@ class Capacity:
             )
             for n in nodes
         ]
+        # No node models CPU or memory: the free CPU and memory lists are never written, so
+        # copies share them.
+        self._static_cpu_mem = not any(n.cpu_milli or n.memory_mib for n in nodes)
+        # Node-state names by (kind, free milli..., CPU, memory), shared by every copy: a name
+        # is built once, not at every change of a node (``node_state``).
+        self._names: dict[tuple[int, ...], NodeState] = {}
         self._state_of: list[NodeState] | None = None  # built on first use of state_classes()
         self._classes: dict[NodeState, dict[int, None]] | None = None
         # The states whose member dict this capacity owns: it changes those in place, and
@@ -88,8 +100,12 @@ class Capacity:
         new._owned = bytearray(len(self.free_milli))
         self._owned = bytearray(len(self.free_milli))
         new.whole_free = list(self.whole_free)
-        new.cpu_free = list(self.cpu_free)
-        new.mem_free = list(self.mem_free)
+        if self._static_cpu_mem:
+            new.cpu_free, new.mem_free = self.cpu_free, self.mem_free
+        else:
+            new.cpu_free, new.mem_free = list(self.cpu_free), list(self.mem_free)
+        new._static_cpu_mem = self._static_cpu_mem
+        new._names = self._names
         new.model_of = self.model_of
         new.hist = {k: list(v) for k, v in self.hist.items()}
         new.idle_nodes = {k: list(v) for k, v in self.idle_nodes.items()}
@@ -283,8 +299,16 @@ class Capacity:
 
     def node_state(self, node: int) -> NodeState:
         """Everything a placement can see of a node, less its name and index, as one key."""
-        free = ",".join(map(str, self.free_milli[node]))
-        return f"{self._kind[node]}|{free}|{self.cpu_free[node]}|{self.mem_free[node]}"
+        key = (self._kind[node], *self.free_milli[node], self.cpu_free[node], self.mem_free[node])
+        name = self._names.get(key)
+        if name is None:
+            if len(self._names) >= _NAMES_LIMIT:
+                self._names.clear()
+            free = ",".join(map(str, self.free_milli[node]))
+            name = self._names[key] = (
+                f"{self._kind[node]}|{free}|{self.cpu_free[node]}|{self.mem_free[node]}"
+            )
+        return name
 
     def state_classes(self) -> dict[NodeState, dict[int, None]]:
         """Nodes grouped by identical state (read-only view, kept up to date by every change).
