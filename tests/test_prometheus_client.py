@@ -530,7 +530,9 @@ def test_a_matrix_answer_gives_time_value_pairs_and_names_any_odd_sample() -> No
         return {"status": "success", "data": {"resultType": "matrix", "result": result}}
 
     answer = parse_matrix("m[1h]", matrix([10, "1"], [40.5, "NaN"], [70, "+Inf"]), "srv")
-    ((labels, samples),) = answer.series
+    ((labels, times, _),) = answer.series
+    samples = answer.series[0].samples
+    assert times == (10.0, 40.5, 70.0)
     assert labels == {"job_id": "7"}
     assert samples[0] == (10.0, 1.0) and samples[2] == (70.0, float("inf"))
     assert samples[1][0] == 40.5 and samples[1][1] != samples[1][1]  # NaN
