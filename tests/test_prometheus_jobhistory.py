@@ -8,6 +8,7 @@ ends is replayed up to it."""
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 from gpuadvisor.model.availability import Outage
 from gpuadvisor.simulation.rebuild import rebuild
@@ -116,9 +117,11 @@ def test_runs_extended_by_a_chunk_equal_runs_added_sample_by_sample() -> None:
         for t in times:
             by_sample.add(t)
         cut = rng.randrange(0, len(times) + 1)  # two chunks, in time order
+        with_steps = Runs()
         for part in (times[:cut], times[cut:]):
             by_chunk.extend(tuple(part))
-        assert by_chunk.runs == by_sample.runs
+            with_steps.extend(part, [b - a for a, b in pairwise(part)])
+        assert by_chunk.runs == by_sample.runs == with_steps.runs
 
 
 def test_the_resolution_is_the_smallest_step_of_any_series() -> None:

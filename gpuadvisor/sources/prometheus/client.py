@@ -290,14 +290,18 @@ _TEXT_TYPES = frozenset({str})
 def _columns(rows: list[object], where: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """A matrix series' ``[[<unix time>, "<value>"], ...]`` as its times and its values. The
     common case goes through in C (``zip``, ``map``; a long rebuild reads millions of samples,
-    and a Python step per sample was most of its time); a value text seen many times (a 0/1
-    or constant series) is parsed once. Anything odd is re-read by ``_value`` for a precise
-    error."""
+    and a Python step per sample was most of its time), and a value text seen many times (a
+    0/1 or constant series, most of what a rebuild reads) is parsed once. Anything odd is
+    re-read by ``_value`` for a precise error."""
     try:
         stamps, texts = zip(*rows, strict=True)
-        if _STAMP_TYPES.issuperset(map(type, stamps)) and _TEXT_TYPES.issuperset(map(type, texts)):
-            distinct = set(texts)
-            if len(distinct) * 4 <= len(texts):
+        distinct = set(texts)  # a list among them (unhashable) goes the slow way
+        if _STAMP_TYPES.issuperset(map(type, stamps)) and _TEXT_TYPES.issuperset(
+            map(type, distinct)
+        ):
+            if len(distinct) == 1:
+                values: tuple[float, ...] = (float(texts[0]),) * len(texts)
+            elif len(distinct) * 4 <= len(texts):
                 parsed = {text: float(text) for text in distinct}
                 values = tuple(map(parsed.__getitem__, texts))
             else:

@@ -110,15 +110,22 @@ class Runs:
         else:
             self.runs.append([t, t])
 
-    def extend(self, times: Sequence[float]) -> None:
-        """``add`` of every time, for times in order: the gaps over ``STALE_S`` are found in
-        C, then one ``add`` per run (a month is millions of samples)."""
+    def extend(self, times: Sequence[float], steps: Sequence[float] | None = None) -> None:
+        """``add`` of every time, for times in order (``steps``: between consecutive times,
+        where already known): the gaps over ``STALE_S`` are found in C, then one ``add`` per
+        run (a month is millions of samples; most chunks of a series are one run)."""
+        if not times:
+            return
+        if steps is None:
+            steps = list(map(sub, times[1:], times))
+        if not steps or max(steps) <= STALE_S:
+            self._run(times[0], times[-1])
+            return
         start = 0
-        for cut in compress(range(1, len(times)), map(_STALE, map(sub, times[1:], times))):
+        for cut in compress(range(1, len(times)), map(_STALE, steps)):
             self._run(times[start], times[cut - 1])
             start = cut
-        if times:
-            self._run(times[start], times[-1])
+        self._run(times[start], times[-1])
 
     def _run(self, first: float, last: float) -> None:
         self.add(first)
@@ -138,10 +145,15 @@ class ScrapedHistory(ABC):
     smallest_gap_s: float = float("inf")
     """The shortest step between two samples of one series: the scrape interval."""
 
-    def _gaps(self, times: Sequence[float]) -> None:
-        if len(times) > 1:  # the smallest step > 0, found in C
-            gap = min(filter(_POSITIVE, map(sub, times[1:], times)), default=float("inf"))
+    def _gaps(self, times: Sequence[float]) -> list[float]:
+        """The steps between consecutive times; the smallest > 0 is kept (found in C)."""
+        steps = list(map(sub, times[1:], times))
+        if steps:
+            gap = min(steps)
+            if gap <= 0:  # a repeated time (or out of order): the smallest step > 0
+                gap = min(filter(_POSITIVE, steps), default=float("inf"))
             self.smallest_gap_s = min(self.smallest_gap_s, gap)
+        return steps
 
     @property
     def resolution_s(self) -> float:
@@ -233,9 +245,9 @@ class JobHistory(ScrapedHistory):
             times = series.times
             if not key or not times:
                 continue
-            self._gaps(times)
+            steps = self._gaps(times)
             self.node_gpus[key] = max(self.node_gpus.get(key, 0), int(series.values[-1]))
-            self.node_present.setdefault(key, Runs()).extend(times)
+            self.node_present.setdefault(key, Runs()).extend(times, steps)
 
     def add_node_states(self, chunk: Iterable[Series]) -> None:
         """The queue exporter's ``gpuadvisor_queue_node_info{node,state}``."""
