@@ -661,14 +661,14 @@ def child_summary(path: Path) -> None:
         for job_id, user, gpus, nodes, submit, start, end, limit, state, uuids in batch:
             labels = {"job_id": job_id, "partition": "gpu", "user": user}
             for phase, t in (("PENDING", submit), ("RUNNING", start), (state, end)):
-                info.append(Series({**labels, "state": phase}, ((t, 1.0), (t + 30.0, 1.0))))
+                info.append(Series({**labels, "state": phase}, (t, t + 30.0), (1.0, 1.0)))
             for name, value in zip(
                 ("gpus", "nodes", "submit", "start", "end", "time_limit"),
                 (gpus, nodes, submit, start, end, limit),
                 strict=True,
             ):
-                values.append((name, Series({"job_id": job_id}, ((end, float(value)),))))
-            agents += [Series({"gpu_uuid": u, "job_id": job_id}, ((end, 1.0),)) for u in uuids]
+                values.append((name, Series({"job_id": job_id}, (end,), (float(value),))))
+            agents += [Series({"gpu_uuid": u, "job_id": job_id}, (end,), (1.0,)) for u in uuids]
         history.add_info(info)
         for name, series in values:
             history.add_values(name, (series,))

@@ -15,7 +15,7 @@ END = 10_000.0
 
 
 def series(labels: dict[str, str], *points: tuple[float, float]) -> Series:
-    return Series(labels, tuple(points))
+    return Series.of(labels, points)
 
 
 def every(start: float, stop: float, value: float = 1.0) -> tuple[tuple[float, float], ...]:

@@ -530,7 +530,9 @@ def test_a_matrix_answer_gives_time_value_pairs_and_names_any_odd_sample() -> No
         return {"status": "success", "data": {"resultType": "matrix", "result": result}}
 
     answer = parse_matrix("m[1h]", matrix([10, "1"], [40.5, "NaN"], [70, "+Inf"]), "srv")
-    ((labels, samples),) = answer.series
+    ((labels, times, _),) = answer.series
+    samples = answer.series[0].samples
+    assert times == (10.0, 40.5, 70.0)
     assert labels == {"job_id": "7"}
     assert samples[0] == (10.0, 1.0) and samples[2] == (70.0, float("inf"))
     assert samples[1][0] == 40.5 and samples[1][1] != samples[1][1]  # NaN
@@ -553,3 +555,31 @@ def test_a_matrix_answer_gives_time_value_pairs_and_names_any_odd_sample() -> No
             continue
         with pytest.raises(PrometheusError, match=f"srv: query 'm\\[1h\\]': {message}"):
             parse_matrix("m[1h]", matrix([5, "2"], odd), "srv")
+
+
+def test_a_matrix_series_decodes_the_same_whatever_its_values_repeat() -> None:
+    """Constant, few-valued and all-distinct series (each decoded its own way) give the times
+    and values that a pair-by-pair reading gives; a bad text among repeated ones still fails."""
+
+    def matrix(values: list[list[object]]) -> dict[str, object]:
+        result = [{"metric": {}, "values": values}]
+        return {"status": "success", "data": {"resultType": "matrix", "result": result}}
+
+    for texts in (
+        ["8"] * 12,
+        ["0", "1", "1", "0"] * 5,
+        [str(k / 7) for k in range(12)],
+        ["1"],
+        ["NaN", "NaN", "+Inf", "NaN", "NaN", "NaN", "NaN", "NaN"],
+    ):
+        stamps = [1000 + 30 * k if k % 2 else 1000.5 + 30 * k for k in range(len(texts))]
+        rows: list[list[object]] = [[t, text] for t, text in zip(stamps, texts, strict=True)]
+        (series,) = parse_matrix("m[1h]", matrix(rows), "srv").series
+        assert series.times == tuple(map(float, stamps))
+        assert all(type(t) is float and type(v) is float for t, v in series.samples)
+        assert [repr(v) for v in series.values] == [repr(float(t)) for t in texts]
+    assert parse_matrix("m[1h]", matrix([]), "srv").series[0].times == ()
+    with pytest.raises(PrometheusError, match="srv: query 'm\\[1h\\]': value 'x' is not a number"):
+        parse_matrix("m[1h]", matrix([[k, "x"] for k in range(10)]), "srv")
+    with pytest.raises(PrometheusError, match=r'expected \[time, "value"\], got \[3, \[1\]\]'):
+        parse_matrix("m[1h]", matrix([[1, "1"], [2, "1"], [3, [1]]]), "srv")

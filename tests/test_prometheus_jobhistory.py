@@ -8,6 +8,7 @@ ends is replayed up to it."""
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 from gpuadvisor.model.availability import Outage
 from gpuadvisor.simulation.rebuild import rebuild
@@ -20,7 +21,7 @@ STEP = 15.0
 def series(labels: dict[str, str], start: float, end: float, value: float = 1.0) -> Series:
     """Samples every ``STEP`` from ``start`` up to, not including, ``end``."""
     n = int((end - start) // STEP)
-    return Series(labels, tuple((start + k * STEP, value) for k in range(n)))
+    return Series.of(labels, ((start + k * STEP, value) for k in range(n)))
 
 
 def info(job_id: str, state: str, start: float, end: float) -> Series:
@@ -116,15 +117,17 @@ def test_runs_extended_by_a_chunk_equal_runs_added_sample_by_sample() -> None:
         for t in times:
             by_sample.add(t)
         cut = rng.randrange(0, len(times) + 1)  # two chunks, in time order
+        with_steps = Runs()
         for part in (times[:cut], times[cut:]):
-            by_chunk.extend(tuple((t, 1.0) for t in part))
-        assert by_chunk.runs == by_sample.runs
+            by_chunk.extend(tuple(part))
+            with_steps.extend(part, [b - a for a, b in pairwise(part)])
+        assert by_chunk.runs == by_sample.runs == with_steps.runs
 
 
 def test_the_resolution_is_the_smallest_step_of_any_series() -> None:
     history = JobHistory()
-    history._gaps(((0.0, 1.0), (30.0, 1.0), (30.0, 1.0), (90.0, 1.0)))
+    history._gaps((0.0, 30.0, 30.0, 90.0))
     assert history.resolution_s == 30.0
-    history._gaps(((100.0, 1.0),))
-    history._gaps(((0.0, 1.0), (15.0, 1.0)))
+    history._gaps((100.0,))
+    history._gaps((0.0, 15.0))
     assert history.resolution_s == 15.0

@@ -41,7 +41,7 @@ class Store:
             raise PrometheusError(
                 "http://p: HTTP 422: execution: query processing would load too many samples"
             )
-        return RangeResult(selector, (Series({"job_id": "1"}, tuple(points)),) if points else ())
+        return RangeResult(selector, (Series.of({"job_id": "1"}, points),) if points else ())
 
     async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult:
         """``last_over_time(m[<n>ms])``: the value of the latest sample in the window (the

@@ -30,7 +30,7 @@ class Store:
             points = tuple((t, 1.0) for t in times if time_s - window_s <= t <= time_s)
             if points:
                 labels = {"__name__": SCHEDULER_INFO, "scheduler_type": kind, "job": "queue"}
-                found.append(Series(labels, points))
+                found.append(Series.of(labels, points))
         return RangeResult(selector, tuple(found))
 
 

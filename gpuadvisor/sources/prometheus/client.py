@@ -21,10 +21,10 @@ import contextvars
 import gc
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import NamedTuple, Protocol, TypeVar, cast
+from typing import NamedTuple, Protocol, TypeVar
 
 import aiohttp
 import orjson
@@ -221,14 +221,28 @@ def parse_response(expr: str, body: object, source: str) -> QueryResult:
 
 
 class Series(NamedTuple):
-    """One series of a range-vector answer: its labels and its ``(time, value)`` samples in
-    time order."""
+    """One series of a range-vector answer: its labels, and its samples' times and values in
+    time order (``values[k]`` is the value at ``times[k]``). Two columns rather than a pair per
+    sample: the rebuild reads most series for their timing only, and a long one reads
+    millions of samples (bench/rebuild_scale.py)."""
 
     label_map: Mapping[str, str]
-    samples: tuple[tuple[float, float], ...]
+    times: tuple[float, ...]
+    values: tuple[float, ...]
 
     def label(self, name: str, default: str = "") -> str:
         return self.label_map.get(name, default)
+
+    @property
+    def samples(self) -> tuple[tuple[float, float], ...]:
+        """``(time, value)`` pairs (made on each call)."""
+        return tuple(zip(self.times, self.values, strict=True))
+
+    @classmethod
+    def of(cls, label_map: Mapping[str, str], samples: Iterable[tuple[float, float]]) -> Series:
+        """A series from ``(time, value)`` pairs in time order."""
+        pairs = tuple(samples)
+        return cls(label_map, tuple(t for t, _ in pairs), tuple(v for _, v in pairs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +274,7 @@ def parse_matrix(expr: str, body: object, source: str) -> RangeResult:
         metric = raw.get("metric", {})
         if type(metric) is not dict or not all(type(v) is str for v in metric.values()):
             raise PrometheusError(f"{where}: labels must map strings to strings: {metric!r:.200}")
-        series.append(Series(metric, _pairs(raw["values"], where)))
+        series.append(Series(metric, *_columns(raw["values"], where)))
     warnings = body.get("warnings") or []
     if not isinstance(warnings, list):
         warnings = [str(warnings)]
@@ -269,25 +283,39 @@ def parse_matrix(expr: str, body: object, source: str) -> RangeResult:
     return RangeResult(expr, tuple(series), tuple(str(w) for w in warnings))
 
 
-_STAMPS = (int, float)
+_STAMP_TYPES = frozenset({int, float})
+_TEXT_TYPES = frozenset({str})
 
 
-def _pairs(values: list[object], where: str) -> tuple[tuple[float, float], ...]:
-    """A matrix series' ``[[<unix time>, "<value>"], ...]`` as (time, value) pairs. The common
-    case goes through in one comprehension (a long rebuild reads millions of samples: a third
-    of the time of a call per pair); anything odd is re-read by ``_value`` for a precise error."""
+def _columns(rows: list[object], where: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A matrix series' ``[[<unix time>, "<value>"], ...]`` as its times and its values. The
+    common case goes through in C (``zip``, ``map``; a long rebuild reads millions of samples,
+    and a Python step per sample was most of its time), and a value text seen many times (a
+    0/1 or constant series, most of what a rebuild reads) is parsed once. Anything odd is
+    re-read by ``_value`` for a precise error."""
     try:
-        rows = cast("list[tuple[float, str]]", values)  # checked pair by pair below
-        pairs = [(float(t), float(v)) for t, v in rows if type(v) is str and type(t) in _STAMPS]
-        if len(pairs) == len(values):
-            return tuple(pairs)
+        stamps, texts = zip(*rows, strict=True)
+        distinct = set(texts)  # a list among them (unhashable) goes the slow way
+        if _STAMP_TYPES.issuperset(map(type, stamps)) and _TEXT_TYPES.issuperset(
+            map(type, distinct)
+        ):
+            if len(distinct) == 1:
+                values: tuple[float, ...] = (float(texts[0]),) * len(texts)
+            elif len(distinct) * 4 <= len(texts):
+                parsed = {text: float(text) for text in distinct}
+                values = tuple(map(parsed.__getitem__, texts))
+            else:
+                values = tuple(map(float, texts))
+            return tuple(map(float, stamps)), values
     except (TypeError, ValueError):
         pass
-    out = []
-    for pair in values:
-        value, stamp = _value(pair, where)
-        out.append((stamp, value))
-    return tuple(out)
+    times: list[float] = []
+    values_read: list[float] = []
+    for row in rows:
+        value, stamp = _value(row, where)
+        times.append(stamp)
+        values_read.append(value)
+    return tuple(times), tuple(values_read)
 
 
 def _api_error(body: Mapping[str, object]) -> str:

@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import itemgetter, sub
+from operator import sub
 from typing import Protocol
 
 from gpuadvisor.errors import InputError
@@ -110,16 +110,22 @@ class Runs:
         else:
             self.runs.append([t, t])
 
-    def extend(self, samples: Sequence[tuple[float, float]]) -> None:
-        """``add`` of every sample's time, for samples in time order: the gaps over
-        ``STALE_S`` are found in C, then one ``add`` per run (a month is millions of samples)."""
-        times = list(map(itemgetter(0), samples))
+    def extend(self, times: Sequence[float], steps: Sequence[float] | None = None) -> None:
+        """``add`` of every time, for times in order (``steps``: between consecutive times,
+        where already known): the gaps over ``STALE_S`` are found in C, then one ``add`` per
+        run (a month is millions of samples; most chunks of a series are one run)."""
+        if not times:
+            return
+        if steps is None:
+            steps = list(map(sub, times[1:], times))
+        if not steps or max(steps) <= STALE_S:
+            self._run(times[0], times[-1])
+            return
         start = 0
-        for cut in compress(range(1, len(times)), map(_STALE, map(sub, times[1:], times))):
+        for cut in compress(range(1, len(times)), map(_STALE, steps)):
             self._run(times[start], times[cut - 1])
             start = cut
-        if times:
-            self._run(times[start], times[-1])
+        self._run(times[start], times[-1])
 
     def _run(self, first: float, last: float) -> None:
         self.add(first)
@@ -139,11 +145,15 @@ class ScrapedHistory(ABC):
     smallest_gap_s: float = float("inf")
     """The shortest step between two samples of one series: the scrape interval."""
 
-    def _gaps(self, samples: tuple[tuple[float, float], ...]) -> None:
-        if len(samples) > 1:  # the smallest step > 0, found in C
-            times = list(map(itemgetter(0), samples))
-            gap = min(filter(_POSITIVE, map(sub, times[1:], times)), default=float("inf"))
+    def _gaps(self, times: Sequence[float]) -> list[float]:
+        """The steps between consecutive times; the smallest > 0 is kept (found in C)."""
+        steps = list(map(sub, times[1:], times))
+        if steps:
+            gap = min(steps)
+            if gap <= 0:  # a repeated time (or out of order): the smallest step > 0
+                gap = min(filter(_POSITIVE, steps), default=float("inf"))
             self.smallest_gap_s = min(self.smallest_gap_s, gap)
+        return steps
 
     @property
     def resolution_s(self) -> float:
@@ -187,14 +197,15 @@ class JobHistory(ScrapedHistory):
         """Samples of ``gpuadvisor_queue_job_info{job_id,user,partition,state}``."""
         for series in chunk:
             job_id = series.label("job_id")
-            if not job_id or not series.samples:
+            times = series.times
+            if not job_id or not times:
                 continue
-            self._gaps(series.samples)
+            self._gaps(times)
             job = self._job(job_id)
             job.user = series.label("user") or job.user
             job.partition = series.label("partition") or job.partition
             state = series.label("state").upper()
-            first, last = series.samples[0][0], series.samples[-1][0]
+            first, last = times[0], times[-1]
             job.first_seen = min(job.first_seen, first)
             job.last_seen = max(job.last_seen, last)
             if state in FINAL_STATES:
@@ -210,14 +221,14 @@ class JobHistory(ScrapedHistory):
         """Samples of one per-job value series (``VALUE_METRICS[name]``): the latest wins."""
         for series in chunk:
             job_id = series.label("job_id")
-            if job_id and series.samples:
-                self._job(job_id).values[name] = series.samples[-1][1]
+            if job_id and series.values:
+                self._job(job_id).values[name] = series.values[-1]
 
     def add_gpu_jobs(self, chunk: Iterable[Series]) -> None:
         """Samples of the agents' ``gpuadvisor_gpu_job_info{gpu_uuid,job_id}``."""
         for series in chunk:
             job_id, uuid = series.label("job_id"), series.label("gpu_uuid")
-            if job_id and uuid and series.samples:
+            if job_id and uuid and series.times:
                 self._job(job_id).agent_gpus.add(uuid)
 
     def add_node_info(self, chunk: Iterable[Series]) -> None:
@@ -231,18 +242,19 @@ class JobHistory(ScrapedHistory):
         """The agents' ``gpuadvisor_node_gpus``, one series per agent."""
         for series in chunk:
             key = series.label("node") or series.label("instance")
-            if not key or not series.samples:
+            times = series.times
+            if not key or not times:
                 continue
-            self._gaps(series.samples)
-            self.node_gpus[key] = max(self.node_gpus.get(key, 0), int(series.samples[-1][1]))
-            self.node_present.setdefault(key, Runs()).extend(series.samples)
+            steps = self._gaps(times)
+            self.node_gpus[key] = max(self.node_gpus.get(key, 0), int(series.values[-1]))
+            self.node_present.setdefault(key, Runs()).extend(times, steps)
 
     def add_node_states(self, chunk: Iterable[Series]) -> None:
         """The queue exporter's ``gpuadvisor_queue_node_info{node,state}``."""
         for series in chunk:
             node, state = series.label("node"), series.label("state").upper()
             if node and state.startswith(UNAVAILABLE_NODE_STATES):
-                self.node_unavailable.setdefault(node, Runs()).extend(series.samples)
+                self.node_unavailable.setdefault(node, Runs()).extend(series.times)
 
     def finished(self, read_end_s: float) -> tuple[list[FinishedJob], dict[str, int]]:
         """The jobs as accounting records, and the jobs left out by reason. A job whose last

@@ -144,13 +144,13 @@ class PodHistory(ScrapedHistory):
         The ``node`` label changes when the pod is bound: the latest value per container wins."""
         for series in chunk:
             key = pod_key(series)
-            if not key or not series.samples:
+            if not key or not series.times:
                 continue
             pod = self.pods.get(key)
             if pod is None:
                 pod = self.pods[key] = _Pod(series.label("namespace"), series.label("pod"))
             held = pod.limits if limits else pod.requests
-            stamp, held[series.label("container")] = series.samples[-1]
+            stamp, held[series.label("container")] = series.times[-1], series.values[-1]
             pod.first_stamp = min(pod.first_stamp, stamp)
             pod.last_stamp = max(pod.last_stamp, stamp)
 
@@ -161,7 +161,7 @@ class PodHistory(ScrapedHistory):
             pod = self.pods.get(pod_key(series))
             if pod is None:
                 continue
-            self._gaps(series.samples)
+            self._gaps(series.times)
             phase = series.label("phase")
             for t, value in series.samples:
                 if value != 1:
@@ -177,15 +177,15 @@ class PodHistory(ScrapedHistory):
         """``kube_pod_status_phase`` for Succeeded and Failed, each chunk's latest value."""
         for series in chunk:
             pod = self.pods.get(pod_key(series))
-            if pod is not None and series.samples and series.samples[-1][1] == 1:
+            if pod is not None and series.values and series.values[-1] == 1:
                 pod.final = series.label("phase")
 
     def add_values(self, name: str, chunk: Iterable[Series]) -> None:
         """One per-pod value series (``VALUE_METRICS[name]``): the latest wins."""
         for series in chunk:
             pod = self.pods.get(pod_key(series))
-            if pod is not None and series.samples:
-                pod.values[name] = series.samples[-1][1]
+            if pod is not None and series.values:
+                pod.values[name] = series.values[-1]
 
     def add_pod_info(self, chunk: Iterable[Series]) -> None:
         """``kube_pod_info{priority_class}``."""
@@ -198,13 +198,13 @@ class PodHistory(ScrapedHistory):
         """``kube_node_status_allocatable{node,resource="nvidia_com_gpu"}``, raw."""
         for series in chunk:
             node = series.label("node")
-            if not node or not series.samples:
+            if not node or not series.times:
                 continue
-            self._gaps(series.samples)
-            gpus = int(max(v for _, v in series.samples))
+            self._gaps(series.times)
+            gpus = int(max(series.values))
             self.node_gpus[node] = max(self.node_gpus.get(node, 0), gpus)
             runs = self.node_present.setdefault(node, Runs())
-            for t, _ in series.samples:
+            for t in series.times:
                 runs.add(t)
 
     def add_node_flags(self, chunk: Iterable[Series], *, unavailable_when: float) -> None:

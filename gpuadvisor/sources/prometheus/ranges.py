@@ -134,7 +134,7 @@ async def read_latest(
     async def fetch(lo: float, hi: float) -> tuple[Series, ...]:
         window = f"{max(1, round((hi - lo) * 1000))}ms"
         result = await source.query(f"last_over_time({selector}[{window}])", time_s=hi)
-        return tuple(Series(s.label_map, ((s.timestamp_s, s.value),)) for s in result.samples)
+        return tuple(Series(s.label_map, (s.timestamp_s,), (s.value,)) for s in result.samples)
 
     async for chunk in _tiles(fetch, selector, plan, progress, sleep):
         yield chunk
@@ -203,23 +203,19 @@ async def _read(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _time(sample: tuple[float, float]) -> float:
-    return sample[0]
-
-
 def _inside(series: tuple[Series, ...], lo: float, hi: float) -> tuple[Series, ...]:
     """Each series cut to its samples with ``lo < t <= hi`` (samples are in time order: the
     cut is found by bisection, and a series wholly inside, the common case, is kept as it is;
     a sample on ``lo`` itself, which servers include in ``[window]``, is the previous chunk's)."""
     out = []
     for one in series:
-        samples = one.samples
-        if not samples:
+        times = one.times
+        if not times:
             continue
-        first = 0 if samples[0][0] > lo else bisect_right(samples, lo, key=_time)
-        last = len(samples) if samples[-1][0] <= hi else bisect_right(samples, hi, key=_time)
-        if first == 0 and last == len(samples):
+        first = 0 if times[0] > lo else bisect_right(times, lo)
+        last = len(times) if times[-1] <= hi else bisect_right(times, hi)
+        if first == 0 and last == len(times):
             out.append(one)
         elif first < last:
-            out.append(Series(one.label_map, samples[first:last]))
+            out.append(Series(one.label_map, times[first:last], one.values[first:last]))
     return tuple(out)

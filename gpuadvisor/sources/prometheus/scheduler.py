@@ -41,7 +41,7 @@ async def read_scheduler(source: RawSamples, plan: ReadPlan) -> SeenScheduler | 
         latest: SeenScheduler | None = None
         async for chunk in read_chunks(source, SCHEDULER_INFO, one):
             for series in chunk:
-                time_s = series.samples[-1][0]
+                time_s = series.times[-1]
                 if latest is None or time_s > latest.time_s:
                     latest = SeenScheduler(SchedulerConfig.of_labels(series.label_map), time_s)
         if latest is not None:
