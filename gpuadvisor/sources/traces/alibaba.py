@@ -27,7 +27,7 @@ from typing import IO
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job, Node
 from gpuadvisor.sources.table import Header, Row, open_table
-from gpuadvisor.sources.traces.generic import csv_text
+from gpuadvisor.sources.traces.generic import csv_text, write_table
 from gpuadvisor.sources.traces.trace import Trace, read_job_table
 
 FORMAT = "alibaba"
@@ -155,17 +155,11 @@ def write_spot_nodes(cluster: Cluster, stream: IO[str], *, comments: Iterable[st
     reason = spot_nodes_unwritable(cluster)
     if reason:
         raise ModelError(f"the cluster cannot be written as a node list: {reason}")
-    for comment in comments:
-        stream.write(f"# {comment}\n")
-    stream.write(",".join(SPOT_NODE_COLUMNS) + "\n")
-    for node in cluster.nodes:
-        cells = (
-            csv_text(node.gpu_model),
-            str(node.gpus),
-            _cores(node.cpu_milli),
-            csv_text(node.name),
-        )
-        stream.write(",".join(cells) + "\n")
+    rows = (
+        (csv_text(node.gpu_model), str(node.gpus), _cores(node.cpu_milli), csv_text(node.name))
+        for node in cluster.nodes
+    )
+    write_table(stream, SPOT_NODE_COLUMNS, rows, comments=comments)
 
 
 def _cores(cpu_milli: int) -> str:

@@ -77,12 +77,9 @@ def write(
     """
     jobs = list(jobs)
     labels = [c for c in LABELS if any(getattr(job, c) for job in jobs)]
-    for comment in comments:
-        stream.write(f"# {comment}\n")
     times = (*RAN,) if ran is not None else ()
-    stream.write(",".join((*COLUMNS, *labels, *times)) + "\n")
-    for job in jobs:
-        cells = (
+    rows = (
+        (
             csv_text(job.job_id),
             seconds_text(job.submit_time_s),
             "" if job.runtime_s is None else seconds_text(job.runtime_s),
@@ -93,6 +90,24 @@ def write(
             *(csv_text(getattr(job, c)) for c in labels),
             *_ran_cells(ran, job.job_id),
         )
+        for job in jobs
+    )
+    write_table(stream, (*COLUMNS, *labels, *times), rows, comments=comments)
+
+
+def write_table(
+    stream: IO[str],
+    header: Iterable[str],
+    rows: Iterable[Iterable[str]],
+    *,
+    comments: Iterable[str] = (),
+) -> None:
+    """A CSV table of cells already written as text (``csv_text``, ``seconds_text``): each
+    comment as a leading ``# `` line, then the header and the rows."""
+    for comment in comments:
+        stream.write(f"# {comment}\n")
+    stream.write(",".join(header) + "\n")
+    for cells in rows:
         stream.write(",".join(cells) + "\n")
 
 

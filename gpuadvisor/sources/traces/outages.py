@@ -18,7 +18,7 @@ from typing import IO
 from gpuadvisor.model import Cluster
 from gpuadvisor.model.availability import Availability, Outage
 from gpuadvisor.sources.table import Row, open_table
-from gpuadvisor.sources.traces.generic import csv_text, seconds_text
+from gpuadvisor.sources.traces.generic import csv_text, seconds_text, write_table
 
 COLUMNS = ("node", "start_time", "end_time", "reason")
 REQUIRED = COLUMNS[:3]
@@ -57,14 +57,8 @@ def _outage(row: Row, names: set[str]) -> Outage:
 def write(availability: Availability, stream: IO[str], *, comments: Iterable[str] = ()) -> None:
     """Write ``availability``'s outages, by node then start, each comment as a leading ``# ``
     line. Times are written exactly."""
-    for comment in comments:
-        stream.write(f"# {comment}\n")
-    stream.write(",".join(COLUMNS) + "\n")
-    for o in availability.outages:
-        cells = (
-            csv_text(o.node),
-            seconds_text(o.start_s),
-            seconds_text(o.end_s),
-            csv_text(o.reason),
-        )
-        stream.write(",".join(cells) + "\n")
+    rows = (
+        (csv_text(o.node), seconds_text(o.start_s), seconds_text(o.end_s), csv_text(o.reason))
+        for o in availability.outages
+    )
+    write_table(stream, COLUMNS, rows, comments=comments)
