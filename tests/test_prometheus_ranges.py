@@ -6,6 +6,7 @@ raises naming the series and the stretch. The source is a small in-memory store 
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
 
 import pytest
@@ -107,3 +108,30 @@ def test_latest_values_are_one_point_per_series_and_chunk() -> None:
         return out
 
     assert asyncio.run(run()) == [(1200.0, 1200.0), (2400.0, 2400.0), (3600.0, 3600.0)]
+
+
+def test_a_chunk_read_ahead_that_failed_too_is_not_left_unretrieved() -> None:
+    """Every chunk fails: the current chunk's error is raised, and the one read ahead of it,
+    failed as well, is retrieved, so asyncio never reports an exception nobody retrieved."""
+    reported: list[dict[str, object]] = []
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _, context: reported.append(context)
+        )
+        store = Store([0.0, 15.0, 30.0], failures=100)
+
+        async def no_sleep(_: float) -> None:
+            await asyncio.sleep(0)  # lets the chunk read ahead fail meanwhile
+
+        with pytest.raises(PrometheusError, match="connection refused"):
+            async for _ in read_chunks(
+                store, "m", ReadPlan(0.0, 30.0, chunk_s=10.0, retries=2), sleep=no_sleep
+            ):
+                pass
+        gc.collect()  # an unretrieved exception is reported when its task is collected
+        await asyncio.sleep(0)
+
+    asyncio.run(run())
+    gc.collect()
+    assert reported == []

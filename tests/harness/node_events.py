@@ -26,8 +26,11 @@ class DrainedNode:
     node: str
     drained_s: float
     """The harness's clock just before its ``scontrol update state=drain``."""
+    resuming_s: float
+    """The harness's clock just before its ``scontrol update state=resume``."""
     resumed_s: float
-    """The harness's clock just after its ``scontrol update state=resume``."""
+    """The harness's clock just after it (the resume happened in between: under load the
+    command alone can take more than a second)."""
     before_id: str
     """Running when the node was drained."""
     during_id: str
@@ -58,6 +61,7 @@ def run_drain(cluster: SlurmAccountingCluster, *, drain_s: float = 4.0) -> Drain
     cluster.wait_accounted([before], timeout_s=60.0)  # it ran to its end: the node is drained
     during = cluster.submit("during", 1, 5, 2)
     time.sleep(drain_s)
+    resuming = time.time()
     cluster.scontrol("update", f"nodename={node}", "state=resume")
     resumed = time.time()
     cluster.wait_accounted([before, during], timeout_s=90.0)
@@ -67,6 +71,7 @@ def run_drain(cluster: SlurmAccountingCluster, *, drain_s: float = 4.0) -> Drain
     return DrainedNode(
         node=node,
         drained_s=drained,
+        resuming_s=resuming,
         resumed_s=resumed,
         before_id=before,
         during_id=during,

@@ -167,10 +167,15 @@ async def _tiles(
             if progress is not None:
                 progress(done, len(tiles))
     finally:
-        if ahead is not None and not ahead.done():
-            ahead.cancel()
-            with contextlib.suppress(asyncio.CancelledError, PrometheusError):
-                await ahead
+        if ahead is not None:
+            if not ahead.done():
+                ahead.cancel()
+                with contextlib.suppress(asyncio.CancelledError, PrometheusError):
+                    await ahead
+            elif not ahead.cancelled():
+                # failed too while this chunk failed or the reader stopped: retrieved here, or
+                # asyncio reports "Task exception was never retrieved" when it is collected
+                ahead.exception()
 
 
 async def _read(
