@@ -144,6 +144,10 @@ class ScrapedHistory(ABC):
 
     smallest_gap_s: float = float("inf")
     """The shortest step between two samples of one series: the scrape interval."""
+    node_gpus: dict[str, int] = field(default_factory=dict)
+    """The most GPUs each node (or agent) reported."""
+    node_present: dict[str, Runs] = field(default_factory=dict)
+    """When each node's series were there."""
 
     def _gaps(self, times: Sequence[float]) -> list[float]:
         """The steps between consecutive times; the smallest > 0 is kept (found in C)."""
@@ -182,8 +186,6 @@ class JobHistory(ScrapedHistory):
     """The running summary of every job and node seen so far; feed it chunks, then ask."""
 
     jobs: dict[str, _Job] = field(default_factory=dict)
-    node_gpus: dict[str, int] = field(default_factory=dict)
-    node_present: dict[str, Runs] = field(default_factory=dict)
     node_unavailable: dict[str, Runs] = field(default_factory=dict)
     instance_node: dict[str, str] = field(default_factory=dict)
 

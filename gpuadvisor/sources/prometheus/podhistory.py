@@ -134,8 +134,6 @@ class PodHistory(ScrapedHistory):
     """The running summary of every GPU pod and GPU node seen so far; feed it chunks, then ask."""
 
     pods: dict[str, _Pod] = field(default_factory=dict)
-    node_gpus: dict[str, int] = field(default_factory=dict)
-    node_present: dict[str, Runs] = field(default_factory=dict)
     node_cordoned: dict[str, Runs] = field(default_factory=dict)
     node_not_ready: dict[str, Runs] = field(default_factory=dict)
 
