@@ -22,7 +22,6 @@ back the engine schedules. Without outages nothing of this runs.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 import random
@@ -42,11 +41,14 @@ from gpuadvisor.analysis.scheduling.orders import (
     OrderSettings,
     Plan,
     QueueView,
+    plans_with_bounds,
+    time_limit,
 )
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.model.availability import Availability
+from gpuadvisor.simulation.endings import EndingList, bound_end
 from gpuadvisor.simulation.outages import NodeOutages
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint, Totals
 from gpuadvisor.simulation.sharing import ShareRun, Sharing
@@ -205,9 +207,10 @@ class _Engine:
         # per node, the running jobs' expected ends by job index, and the latest of them
         self.node_ends: list[dict[int, float]] = [{} for _ in cluster.nodes]
         self.busy_until: list[float] = [-math.inf] * len(cluster.nodes)
-        # running jobs by expected end: parallel lists of keys and endings
-        self.running_keys: list[tuple[float, int]] = []
-        self.running: list[Ending] = []
+        # running jobs by expected end; and by their limits, for passes that plan with bounds
+        self.running = EndingList()
+        self.bounded: EndingList | None = EndingList() if self.order.bounds_when_starved else None
+        self.planned_with_bounds = False  # how the last pass planned
         self.node_fragment = [
             self.ctx.fragment(free, cluster.nodes[i].gpu_model)
             for i, free in enumerate(self.capacity.free_milli)
@@ -340,23 +343,21 @@ class _Engine:
         never = self.never_ends
         if never and i in never:  # listed as never ending (a node of it is out)
             never.discard(i)
-            at = bisect.bisect_left(self.running_keys, (math.inf, i))
-        else:
-            at = bisect.bisect_left(self.running_keys, (self._expected_end(i), i))
-        ending = self.running[at]
-        del self.running_keys[at]
-        del self.running[at]
-        return ending
+            return self.running.remove(i, math.inf)
+        return self.running.remove(i, self._expected_end(i))
 
-    def _list_running(self, i: int, ending: Ending) -> None:
-        at = bisect.bisect(self.running_keys, (ending.expected_end_s, i))
-        self.running_keys.insert(at, (ending.expected_end_s, i))
-        self.running.insert(at, ending)
+    def _bound_end(self, i: int) -> float:
+        """Job ``i``'s end by its time limit, as listed in ``bounded``."""
+        if i in self.never_ends:
+            return math.inf
+        return bound_end(self.start_s[i], self.jobs[i].time_limit_s)
 
     def _complete(self, i: int, now: float, events: list[tuple[float, int, int]]) -> None:
         job = self.jobs[i]
         if self.share is not None:
             self._move_ends(self.share.finish(i, job, self.start_s[i], now), events)
+        if self.bounded is not None:
+            self.bounded.remove(i, self._bound_end(i))
         ending = self._leave_running(i)
         self.capacity.release(job, ending.allocation)
         outages = self.outages
@@ -395,9 +396,9 @@ class _Engine:
         outages = self.outages
         if outages is not None and any(outages.is_out[n] for n, _ in allocation.parts):
             self.never_ends.add(i)  # planned anew while a node of it is out
-            self._list_running(i, replace(ending, expected_end_s=math.inf))
+            self.running.add(i, replace(ending, expected_end_s=math.inf))
         else:
-            self._list_running(i, ending)
+            self.running.add(i, ending)
         for node, _ in allocation.parts:
             self.node_ends[node][i] = ending.expected_end_s
             self.busy_until[node] = max(self.busy_until[node], ending.expected_end_s)
@@ -417,17 +418,37 @@ class _Engine:
         if not self.queue:
             self.last_plan = None
             return
-        view = QueueView(
-            now,
-            self.queue.jobs,
-            self.running,
-            self.capacity,
-            self.estimate,
-            self.queue,
-            self.busy_until,
-            in_place=True,  # the pass allocates each start on self.capacity
-        )
         settings = self.settings
+        pending = self.queue.jobs
+        bounds = self.bounded is not None and plans_with_bounds(pending[0], now, settings)
+        if bounds:
+            # the oldest job starved: plan with the limits, ranked by the estimates (no
+            # buckets: their classes group by estimate, not by limit)
+            view = QueueView(
+                now,
+                pending,
+                self.bounded.endings if self.bounded is not None else (),
+                self.capacity,
+                time_limit,
+                None,
+                self.busy_until,
+                in_place=True,
+                rank=self.estimate,
+            )
+        else:
+            view = QueueView(
+                now,
+                pending,
+                self.running.endings,
+                self.capacity,
+                self.estimate,
+                self.queue,
+                self.busy_until,
+                in_place=True,  # the pass allocates each start on self.capacity
+            )
+        if bounds != self.planned_with_bounds:
+            arrived_only = None  # the last plan's reservations were made the other way
+            self.planned_with_bounds = bounds
         if arrived_only is not None and self.last_plan is not None:
             plan = self.order.plan_arrivals(
                 view, arrived_only, self.last_plan, self.placement, self.ctx, settings
@@ -461,6 +482,8 @@ class _Engine:
                     self.totals.reservation_slip_max_s, now - promised
                 )
             ending = self._run_until(i, start.allocation, events)
+            if self.bounded is not None:
+                self.bounded.add(i, Ending(self._bound_end(i), job, start.allocation))
             self.queue.remove(self.queue_key[i], self.estimate_class[i])
             self.waiting_count[job.fit_key] -= 1
             self._refresh_fragment(ending)
@@ -482,9 +505,10 @@ class _Engine:
         node = outages.take_out(k, self.capacity)
         for i in list(self.node_ends[node]):
             if i not in self.never_ends:
-                ending = self._leave_running(i)
+                if self.bounded is not None:
+                    self.bounded.move(i, self._bound_end(i), math.inf)
+                self.running.move(i, self._expected_end(i), math.inf)
                 self.never_ends.add(i)
-                self._list_running(i, replace(ending, expected_end_s=math.inf))
         self._refresh_node(node)
 
     def _node_back(self, outages: NodeOutages, k: int) -> None:
@@ -495,8 +519,10 @@ class _Engine:
             allocation = self.allocation[i]
             assert allocation is not None
             if i in self.never_ends and not any(outages.is_out[n] for n, _ in allocation.parts):
-                ending = self._leave_running(i)
-                self._list_running(i, replace(ending, expected_end_s=self._expected_end(i)))
+                self.never_ends.discard(i)
+                self.running.move(i, math.inf, self._expected_end(i))
+                if self.bounded is not None:
+                    self.bounded.move(i, math.inf, self._bound_end(i))
         self._refresh_node(node)
 
     def _refresh_node(self, node: int) -> None:

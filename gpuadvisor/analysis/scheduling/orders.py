@@ -9,11 +9,17 @@ Every order is one configuration of a single backfilling scheduler pass:
   not delay it (they end before it, or use GPUs it does not need).
 - ``conservative``: every blocked job gets a reservation (up to ``max_reservations``).
 - ``sjf``: shortest estimated runtime first, skipping what does not fit (no reservations).
-- ``advisor``: EASY plus a starvation bound: a job that has waited longer than
-  ``starvation_s`` also gets a reservation (and is tried in queue order). Among the other jobs
-  behind the head, those that fill the most idle GPUs start first (largest first, then queue
-  order), so idle capacity is packed rather than nibbled. Placement is the caller's (in a
-  replay the advisor's is ``end-fit``: it keeps nodes on their way to becoming whole).
+- ``advisor``: EASY plus a starvation bound. A job that has waited longer than
+  ``starvation_s`` (a day) is starved: behind the head, starved jobs are tried first in queue
+  order (and up to ``max_starved_reservations`` of them get a reservation besides the head's).
+  Among the other jobs behind the head, with the users' limits those that fill the most idle
+  GPUs start first (largest first, then queue order), so idle capacity is packed rather than
+  nibbled; with learned predictions the shortest expected first (EASY++'s shortest-job
+  backfilled first). While the oldest job is starved, the pass plans with the jobs' time
+  limits (ranked still by the predictions), so the head's reservation cannot slip: EASY's
+  guarantee, from the moment the wait grows long (``plans_with_bounds``). Placement is the
+  caller's (in a replay the advisor's is ``end-fit``: it keeps nodes on their way to
+  becoming whole).
 
 A policy returns a ``Plan`` (starts and reservations); the caller applies it.
 """
@@ -34,6 +40,8 @@ from gpuadvisor.analysis.scheduling.plans import (
     QueueView,
     Reservation,
     Start,
+    plans_with_bounds,
+    time_limit,
 )
 from gpuadvisor.analysis.scheduling.reservations import reservation_placement
 from gpuadvisor.model import Job
@@ -50,9 +58,11 @@ __all__ = [
     "QueueView",
     "Reservation",
     "Start",
+    "plans_with_bounds",
     "reservation_placement",
     "shortest_key",
     "submit_key",
+    "time_limit",
 ]
 
 DEFAULT_SETTINGS = OrderSettings()
@@ -96,6 +106,8 @@ class Order:
     reserve: ReserveRule
     description: str
     fill_largest_first: bool = False
+    bounds_when_starved: bool = False
+    """Plan with the jobs' time limits while the oldest job is starved (``plans_with_bounds``)."""
 
     @property
     def submit_ordered(self) -> bool:
@@ -150,6 +162,7 @@ ORDERS: dict[str, Order] = {
         _reserve_head_or_starved,
         "EASY + starvation bound, largest-fill backfill, end-fit placement",
         fill_largest_first=True,
+        bounds_when_starved=True,
     ),
 }
 

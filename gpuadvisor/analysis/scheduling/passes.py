@@ -226,8 +226,9 @@ class SchedulingPass:
         self._shortest_first([j for j in window if j.submit_time_s > cut and j.gpus])
 
     def _shortest_first(self, jobs: Sequence[Job]) -> None:
-        """Try ``jobs`` shortest expected runtime first (ties: queue order), as backfill."""
-        estimate = self.view.estimate
+        """Try ``jobs`` shortest expected runtime first (ties: queue order), as backfill: by
+        ``view.rank`` where given, else by the estimates."""
+        estimate = self.view.rank or self.view.estimate
         position = {id(job): i for i, job in enumerate(jobs)}
 
         def shortest(job: Job) -> tuple[float, int]:

@@ -69,7 +69,10 @@ class QueueView:
     ``busy_until``, when given, is per node the latest expected end of its running jobs
     (``-inf``: none run), for placements that place by time (``end-fit``).
     ``in_place``: the pass applies its starts to ``capacity`` itself instead of to a copy (the
-    replay engine, which would apply the same starts right after, saves an O(nodes) copy)."""
+    replay engine, which would apply the same starts right after, saves an O(nodes) copy).
+    ``rank``, when given, is what shortest-first backfill sorts by instead of ``estimate``: a
+    pass that plans with the time limits (``plans_with_bounds``) still tries first the jobs
+    that are expected to be short."""
 
     now_s: float
     pending: Sequence[Job]
@@ -79,6 +82,7 @@ class QueueView:
     buckets: PendingBuckets | None = None
     busy_until: Sequence[float] | None = None
     in_place: bool = False
+    rank: Estimate | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,17 +90,34 @@ class OrderSettings:
     """Tunables of a scheduling pass.
 
     ``backfill_depth`` bounds how many jobs past the first blocked one are tried (Slurm's
-    ``bf_max_job_test``). The advisor reserves for the head and for at most
-    ``max_starved_reservations`` jobs that waited over ``starvation_s``. ``explain`` computes
+    ``bf_max_job_test``). A job that waited over ``starvation_s`` is starved: the advisor tries
+    starved jobs first, in queue order, and reserves for the head and for at most
+    ``max_starved_reservations`` starved jobs besides it; while the oldest job is starved it
+    plans with the jobs' time limits (``plans_with_bounds``). ``explain`` computes
     reservations even when nothing could start (the live advisor wants them, the simulator
     does not). ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime
     first instead of largest first (EASY++'s shortest-job backfilled first), for estimates
     learned from history; with the users' limits largest first packs better
     (bench/estimates.py)."""
 
-    starvation_s: float = 6 * 3600.0
-    max_starved_reservations: int = 2
+    starvation_s: float = 24 * 3600.0
+    max_starved_reservations: int = 0
     max_reservations: int = 32
     backfill_depth: int = 1000
     explain: bool = False
     fill_shortest_first: bool = False
+
+
+def time_limit(job: Job) -> float | None:
+    """A job's time limit as an ``Estimate``: the latest it can run (the scheduler kills it
+    there), never exceeded, unlike a prediction."""
+    return job.time_limit_s
+
+
+def plans_with_bounds(oldest: Job, now_s: float, settings: OrderSettings) -> bool:
+    """Whether a pass plans with the time limits (``time_limit``) rather than its estimates:
+    once the oldest waiting job has waited ``starvation_s``. A reservation made on the limits
+    of the running jobs, with backfill checked on the limits of the jobs that start, never
+    slips (EASY's guarantee), so a starved job's wait stops growing with the errors of
+    predictions; before that, predictions let short jobs through sooner."""
+    return now_s - oldest.submit_time_s >= settings.starvation_s
