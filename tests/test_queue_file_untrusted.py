@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from gpuadvisor.sources.queuefile import (
     QueueFileSource,
     combine_surrogates,
     hostlist_size,
+    parse_queue_bytes,
     parse_queue_file,
 )
 from gpuadvisor.sources.slurm.hostlist import expand_hostlist
@@ -233,3 +235,91 @@ async def test_a_json_queue_file_with_an_emoji_is_served_whole(tmp_path: Path) -
         await client.close()
     assert f'user="{EMOJI} alice"' in text
     assert "gpuadvisor_queue_up 1.0" in text
+
+
+# -- any byte string: records or a clear error, with work bounded by its size ---------------------
+
+JOB_TEXT = (
+    '{"job_id": "7", "user": "u", "partition": "p", "state": "R", "submit_time": 1, '
+    '"node_names": "n[1-3]", "gpus": 3, "priority": 1e3, "time_limit": null}'
+)
+FRAGMENTS = [
+    "jobs:",
+    "\n  - ",
+    "{",
+    "}",
+    "[",
+    "]",
+    ", ",
+    ": ",
+    "job_id",
+    "&a ",
+    "*a",
+    "!!str ",
+    '"\\ud83d"',
+    '"\\ud83d\\ude00"',
+    "n[0-99999999]",
+    "9" * 30,
+    "\t",
+    "\r",
+    "\u2028",
+    "#",
+    "---\n",
+    JOB_TEXT,
+]
+QUEUE_BYTES = (
+    st.binary(max_size=400)
+    | st.lists(st.sampled_from(FRAGMENTS), max_size=40).map(lambda parts: "".join(parts).encode())
+    | st.lists(st.sampled_from(FRAGMENTS), max_size=40).map(
+        lambda parts: f'{{"jobs": [{JOB_TEXT}, {"".join(parts)}]}}'.encode()
+    )
+)
+PEAK_BYTES_PER_INPUT_BYTE = 1000
+"""PyYAML builds an event, a node and two marks for a scalar of one character and a comma:
+some 300 bytes per input byte at worst (``[0,0,0,…]``), measured with tracemalloc."""
+PEAK_BASE_BYTES = 256 * 1024
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=QUEUE_BYTES)
+def test_any_bytes_give_records_or_a_clear_error_with_work_bounded_by_their_size(
+    data: bytes,
+) -> None:
+    tracemalloc.start()
+    try:
+        try:
+            snapshot = parse_queue_bytes(data, path="queue.json", time_s=NOW)
+        except InputError as exc:
+            assert str(exc).startswith("queue.json"), exc
+            assert len(str(exc)) < 1000
+            snapshot = None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak <= PEAK_BASE_BYTES + PEAK_BYTES_PER_INPUT_BYTE * len(data), (peak, len(data))
+    if snapshot is not None:
+        entries = snapshot.entries
+        assert len(entries) * 40 <= len(data)  # a job needs its five required keys
+        assert sum(len(e.node_names) for e in entries) <= MAX_NODE_NAMES + len(data)
+        render(entries)  # and the exporter serves whatever was read
+
+
+def test_a_file_that_is_not_utf8_names_its_line() -> None:
+    with pytest.raises(InputError, match=r"^queue.json, line 3: not UTF-8 text"):
+        parse_queue_bytes(b"jobs:\n  - \n  \xff\n", path="queue.json", time_s=NOW)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("submit_time", "1" + "0" * 5000, "expected a finite number, got '1000"),
+        ("priority", "1" + "0" * 400, "expected a finite number"),
+        ("gpus", "1" + "0" * 400, "must be 0 to 1000000000"),
+        ("gpus", "1" + "0" * 5000, "must be 0 to 1000000000"),
+    ],
+)
+def test_numbers_too_large_for_their_field_are_errors(field: str, value: str, message: str) -> None:
+    text = as_json(job(**{field: "PLACEHOLDER"})).replace('"PLACEHOLDER"', value)
+    with pytest.raises(InputError, match=rf"jobs\[0\]\.{field}: {message}") as caught:
+        parse(text)
+    assert len(str(caught.value)) < 300

@@ -73,6 +73,10 @@ MAX_NODE_NAMES = 16_384
 the nodes of the largest machines (El Capitan, 11,136; Aurora, 10,624), so a real queue file never
 meets it, while ``n[0-99999999]`` is refused before a name is built."""
 
+MAX_COUNT = 1_000_000_000
+"""Largest count (GPUs, nodes, GPU index) accepted: far beyond any cluster, and exactly
+representable wherever it is exported."""
+
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _PAIR = re.compile("([\ud800-\udbff])([\udc00-\udfff])")
 _LONE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
@@ -85,6 +89,11 @@ _Entries = dict[str, tuple[yaml.Node, yaml.Node]]
 
 def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
+
+
+def _cut(text: str, chars: int = 60) -> str:
+    """``text`` cut to ``chars`` characters for an error message, with a visible marker."""
+    return text if len(text) <= chars else f"{text[:chars]}… ({len(text)} characters)"
 
 
 def combine_surrogates(text: str) -> str:
@@ -176,24 +185,33 @@ class _File:
         """The raw text of a scalar whose resolved type is one of ``kinds`` (``int``, ``str``…)."""
         if isinstance(node, yaml.ScalarNode) and node.tag.removeprefix(_TAG) in kinds:
             return self.unicode(node, field, str(node.value))
-        shown = node.value if isinstance(node, yaml.ScalarNode) else "a list or mapping"
-        raise self.error(node, field, f"expected {what}, got {shown!r}")
+        if isinstance(node, yaml.ScalarNode):
+            shown = repr(_cut(self.unicode(node, field, str(node.value))))
+        else:
+            shown = repr("a list or mapping")
+        raise self.error(node, field, f"expected {what}, got {shown}")
 
     def text(self, node: yaml.Node, field: str) -> str:
         return self.scalar(node, field, ("str", "int"), "a string")
 
     def number(self, node: yaml.Node, field: str) -> float:
         raw = self.scalar(node, field, ("int", "float"), "a number")
-        value = float(yaml.SafeLoader("").construct_object(node))
+        try:
+            value = float(yaml.SafeLoader("").construct_object(node))
+        except (ValueError, OverflowError):  # over 4300 digits, or beyond a float's range
+            value = math.inf
         if not math.isfinite(value):
-            raise self.error(node, field, f"expected a finite number, got {raw!r}")
+            raise self.error(node, field, f"expected a finite number, got {_cut(raw)!r}")
         return value
 
     def count(self, node: yaml.Node, field: str) -> int:
         raw = self.scalar(node, field, ("int",), "a whole number")
-        value = int(yaml.SafeLoader("").construct_object(node))
-        if value < 0:
-            raise self.error(node, field, f"must be >= 0, got {raw}")
+        try:
+            value = int(yaml.SafeLoader("").construct_object(node))
+        except ValueError:  # over 4300 digits
+            value = MAX_COUNT + 1
+        if not 0 <= value <= MAX_COUNT:
+            raise self.error(node, field, f"must be 0 to {MAX_COUNT}, got {_cut(raw)}")
         return value
 
     def timestamp(self, node: yaml.Node, field: str) -> float:
@@ -353,12 +371,20 @@ def read_queue_file(path: str | Path, *, time_s: float) -> QueueSnapshot:
     """Read and parse the queue file at ``path``."""
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from exc
+    return parse_queue_bytes(data, path=name, time_s=time_s)
+
+
+def parse_queue_bytes(data: bytes, *, path: str, time_s: float) -> QueueSnapshot:
+    """The queue in a queue file's raw bytes (UTF-8; ``path`` names it in errors)."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc.reason}", path=name) from exc
-    return parse_queue_file(text, path=name, time_s=time_s)
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"not UTF-8 text: {exc.reason}", path=path, line=line) from exc
+    return parse_queue_file(text, path=path, time_s=time_s)
 
 
 class QueueFileSource:
