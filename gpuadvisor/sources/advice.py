@@ -4,7 +4,9 @@ file, a client certificate), under one deadline for the whole answer: a server t
 answer a byte at a time cannot hold a cron run for longer than the timeout.
 
 Reading is strict (errors name the source and the field, such as
-``recommendations[2].commands[0]``), because a half-understood recommendation must not run.
+``recommendations[2].commands[0]``), because a half-understood recommendation must not run. A
+document with recommendations must say when it was made (``generated_at``, a time string): it
+caps every ``valid_until``, so a saved or forged file cannot be replayed later.
 Fields this version does not know are ignored: the format only ever adds fields.
 """
 
@@ -137,6 +139,13 @@ def parse_recommendations(text: str, origin: str) -> tuple[Advice, ...]:
         _timestamp(generated, "generated_at", origin) if isinstance(generated, str) else None
     )
     advices = tuple(_advice(item, index, origin, generated_s) for index, item in enumerate(items))
+    if advices and generated_s is None:
+        got = "missing" if "generated_at" not in document else f"got {_type(generated)}"
+        raise InputError(
+            f"generated_at: {got}; a document with recommendations needs the ISO-8601 time the "
+            "advisor made it, which caps every valid_until (nothing runs without it)",
+            path=origin,
+        )
     seen: dict[str, int] = {}
     for advice in advices:
         if advice.id in seen:
