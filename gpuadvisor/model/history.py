@@ -19,7 +19,9 @@ class FinishedJob:
     none (a job cancelled before it started); ``elapsed_s`` is the scheduler's own count of
     seconds run (suspended time excluded), None where the record has none.
     ``eligible_time_s`` is when the job could first start (after holds, dependencies and
-    ``--begin``), None where the record does not say.
+    ``--begin``), None where the record does not say. ``tasks`` is how many jobs alike the record
+    stands for: the tasks of a job array that never started (``1234_[0-99]``: 100), counted,
+    never built one by one; 1 for every other record.
     """
 
     job: Job
@@ -28,6 +30,7 @@ class FinishedJob:
     end_time_s: float | None
     elapsed_s: float | None = None
     eligible_time_s: float | None = None
+    tasks: int = 1
 
     @property
     def job_id(self) -> str:
