@@ -7,6 +7,24 @@ from dataclasses import dataclass
 
 from gpuadvisor.model.job import Job
 
+BAD_RECORD_REASONS = (
+    "encoding",
+    "line_too_long",
+    "columns",
+    "job_id",
+    "array",
+    "state",
+    "time",
+    "number",
+    "tres",
+    "text",
+    "field",
+)
+"""Why a record was left out: not UTF-8, a line too long, the wrong number of columns, a job id
+or array task set of no Slurm shape, an unknown state, a time, number or TRES list that cannot
+be read or is out of range, a name with control characters or too long, another ill-typed field
+(``sacct --json``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class FinishedJob:

@@ -12,27 +12,12 @@ from dataclasses import dataclass, field
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Job
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.history import BAD_RECORD_REASONS, FinishedJob
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
 from gpuadvisor.sources.slurm.jobid import array_task_count, task_set_text
 
-BAD_RECORD_REASONS = (
-    "encoding",
-    "line_too_long",
-    "columns",
-    "job_id",
-    "array",
-    "state",
-    "time",
-    "number",
-    "tres",
-    "text",
-    "field",
-)
-"""Why a record was left out: not UTF-8, a line too long, the wrong number of columns, a job id
-or array task set of no Slurm shape, an unknown state, a time, number or TRES list that cannot
-be read or is out of range, a name with control characters or too long, another ill-typed field
-(``sacct --json``)."""
+__all__ = ["BAD_RECORD_REASONS", "RecordChecks", "SacctRecord", "SacctResult"]
+
 MAX_TIME_S = 32_503_680_000
 """Times after 3000-01-01 (Unix seconds) are out of range."""
 MAX_JOB_GPUS = 1_000_000
