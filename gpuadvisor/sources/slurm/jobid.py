@@ -28,7 +28,8 @@ MAX_HET_COMPONENTS = 128
 _JOB_ID = re.compile(
     r"(?P<job>\d{1,10})"
     r"(?:_(?:(?P<task>\d{1,7})|\[(?P<tasks>[0-9,:%\-]{1,4096})\])|\+(?P<het>\d{1,3}))?"
-    r"(?:\.(?P<step>[A-Za-z0-9_+\-]{1,64}))?"
+    r"(?:\.(?P<step>[A-Za-z0-9_+\-]{1,64}))?",
+    re.ASCII,  # ``\d`` is 0-9 only, not every Unicode digit
 )
 
 
@@ -117,11 +118,11 @@ def array_task_count(spec: str) -> int:
         return mask.bit_count()
     count = 0
     for part in body.split(","):
-        span, _, step = part.partition(":")
-        low_text, _, high_text = span.partition("-")
+        span, colon, step = part.partition(":")
+        low_text, dash, high_text = span.partition("-")
         low = _index(low_text, spec)
-        high = _index(high_text, spec) if high_text else low
-        stride = _index(step, spec) if step else 1
+        high = _index(high_text, spec) if dash else low
+        stride = _index(step, spec) if colon else 1
         if high < low or stride < 1:
             raise ValueError(f"cannot read array task indices from {spec[:64]!r}")
         count += (high - low) // stride + 1
