@@ -423,7 +423,9 @@ def test_a_missing_field_is_named(field: str) -> None:
     ("job_id", "problem"),
     [("99", "expected an integer"), (0, "not a Slurm job id"), (1 << 32, "not a Slurm job id")],
 )
-def test_a_job_id_of_no_slurm_shape_is_left_out_and_named_once(job_id: object, problem: str) -> None:
+def test_a_job_id_of_no_slurm_shape_is_left_out_and_named_once(
+    job_id: object, problem: str
+) -> None:
     doc = load("22.05")
     doc["jobs"][0]["job_id"] = job_id
     doc["jobs"][1]["job_id"] = job_id

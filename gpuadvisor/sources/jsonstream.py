@@ -39,7 +39,7 @@ def nested_deeper(value: object, limit: int = MAX_DEPTH) -> bool:
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):
-            children: list[object] | None = list(node.values())
+            children: list[object] = list(node.values())
         elif isinstance(node, list):
             children = node
         else:

@@ -141,7 +141,7 @@ def task_set_text(spec: str) -> str:
     if body[:2].lower() != "0x":
         return body
     bits = bin(int(body[2:], 16))[:1:-1]  # bit 0 first
-    runs = []
+    runs: list[str] = []
     for match in re.finditer("1+", bits):
         if len(runs) == MAX_TASK_RUNS_SHOWN:
             return body

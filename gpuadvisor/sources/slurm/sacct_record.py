@@ -80,7 +80,9 @@ def check_text(text: str) -> str:
     return ""
 
 
-def check_counts(nodes: float | None, gpus: int, elapsed_s: float | None, limit: float | None) -> str:
+def check_counts(
+    nodes: float | None, gpus: int, elapsed_s: float | None, limit: float | None
+) -> str:
     """Why a record's counts are out of range, or ``""``."""
     if nodes is not None and nodes > MAX_HOSTS:
         return f"{nodes:.0f} nodes, more than {MAX_HOSTS}"

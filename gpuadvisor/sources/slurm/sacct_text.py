@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
@@ -119,45 +119,45 @@ def _whole(text: str, *, unset: frozenset[str] = _UNSET_TEXT) -> float | None:
     return float(value)
 
 
+class _RecordError(Exception):
+    """One line that is no record: why (``BAD_RECORD_REASONS``), the column, the problem."""
+
+    def __init__(self, reason: str, column: str | None, problem: str) -> None:
+        super().__init__(problem)
+        self.reason, self.column, self.problem = reason, column, problem
+
+
+def _read(values: Mapping[str, str], column: str, reason: str, job_id: str, read: Any) -> Any:
+    try:
+        return read(values.get(column, ""))
+    except ValueError as exc:
+        raise _RecordError(reason, column, f"job {job_id}: {exc}") from None
+
+
 def _row(values: Mapping[str, str], checks: RecordChecks) -> FinishedJob | None:
-    """The job of one line; None for a step line (counted) or a bad one (``checks.fail``)."""
+    """The job of one line; None for a step line (counted). Raises ``_RecordError``."""
     job_id = values["JobID"].strip()
     try:
         parsed = parse_job_id(job_id)
     except ValueError as exc:
-        return checks.fail("job_id", "JobID", str(exc))
+        raise _RecordError("job_id", "JobID", str(exc)) from None
     if parsed.step is not None:
         checks.steps += 1
         return None
-    times: dict[str, float | None] = {}
-    for column in ("Submit", "Start", "End", "Eligible"):
-        try:
-            times[column] = parse_time(values.get(column, ""))
-        except ValueError as exc:
-            return checks.fail("time", column, f"job {job_id}: {exc}")
-    numbers: dict[str, float | None] = {}
-    for column in ("ElapsedRaw", "TimelimitRaw", "NNodes"):
-        try:
-            numbers[column] = _whole(values.get(column, ""))
-        except ValueError as exc:
-            return checks.fail("number", column, f"job {job_id}: {exc}")
-    gpus: dict[str, int | None] = {}
-    for column in ("AllocTRES", "ReqTRES"):
-        try:
-            gpus[column] = tres_gpus(values.get(column, ""))
-        except ValueError as exc:
-            return checks.fail("tres", column, f"job {job_id}: {exc}")
+    times = {c: _read(values, c, "time", job_id, parse_time) for c in _TIME_COLUMNS}
+    numbers = {c: _read(values, c, "number", job_id, _whole) for c in _NUMBER_COLUMNS}
+    gpus = {c: _read(values, c, "tres", job_id, tres_gpus) for c in ("AllocTRES", "ReqTRES")}
     for column in ("State", "User", "Account", "Partition"):
         text = values.get(column, "")
         problem = check_state(text) if column == "State" else check_text(text)
         if problem:
             reason = "state" if column == "State" else "text"
-            return checks.fail(reason, column, f"job {job_id}: {problem}")
+            raise _RecordError(reason, column, f"job {job_id}: {problem}")
     nodes = numbers["NNodes"]
     total = gpus["AllocTRES"] if gpus["AllocTRES"] is not None else gpus["ReqTRES"]
     problem = check_counts(nodes, total or 0, numbers["ElapsedRaw"], numbers["TimelimitRaw"])
     if problem:
-        return checks.fail("number", None, f"job {job_id}: {problem}")
+        raise _RecordError("number", None, f"job {job_id}: {problem}")
     record = SacctRecord(
         user=values["User"],
         account=values.get("Account", ""),
@@ -178,7 +178,12 @@ def _row(values: Mapping[str, str], checks: RecordChecks) -> FinishedJob | None:
     try:
         return record.one_job(parsed.base, array_job, parsed.task, parsed.tasks or "")
     except ValueError as exc:  # ModelError is one
-        return checks.fail("array" if parsed.tasks else "number", "JobID", f"job {job_id}: {exc}")
+        reason = "array" if parsed.tasks else "number"
+        raise _RecordError(reason, "JobID", f"job {job_id}: {exc}") from None
+
+
+_TIME_COLUMNS = ("Submit", "Start", "End", "Eligible")
+_NUMBER_COLUMNS = ("ElapsedRaw", "TimelimitRaw", "NNodes")
 
 
 class _Lines:
@@ -255,7 +260,11 @@ def parsable_jobs(
         if len(cells) != len(header):
             checks.fail("columns", None, f"{len(cells)} columns, the header names {len(header)}")
             continue
-        job = _row(dict(zip(header, cells, strict=True)), checks)
+        try:
+            job = _row(dict(zip(header, cells, strict=True)), checks)
+        except _RecordError as bad:
+            checks.fail(bad.reason, bad.column, bad.problem)
+            continue
         if job is not None:
             out.append(job)
     return checks.result(out, "parsable2", warnings)
