@@ -13,7 +13,6 @@ Fields this version does not know are ignored: the format only ever adds fields.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Final
 import aiohttp
 
 from gpuadvisor.errors import ConfigError, InputError
+from gpuadvisor.sources.jsonstream import loads
 from gpuadvisor.transport.secret import SecretError
 from gpuadvisor.transport.session import HttpSession
 from gpuadvisor.transport.settings import HttpSettings
@@ -123,12 +123,7 @@ def parse_recommendations(text: str, origin: str) -> tuple[Advice, ...]:
 
     Fields this version does not know are ignored (the format only ever adds fields).
     """
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"not valid JSON: {exc.msg} (column {exc.colno})", path=origin, line=exc.lineno
-        ) from exc
+    document = loads(text, origin)  # nesting bounded: no RecursionError, exit 2 naming the line
     if not isinstance(document, dict) or "recommendations" not in document:
         raise InputError('expected a JSON object with a "recommendations" list', path=origin)
     items = document["recommendations"]
