@@ -209,7 +209,7 @@ def test_unit_exposure_is_at_most_2(runnable_units: Path, command: str) -> None:
 
 def manifests() -> list[Manifest]:
     found: list[Manifest] = []
-    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+    for path in sorted((DEPLOY / "kubernetes").rglob("*.yaml")):
         if path.name != "kustomization.yaml":
             found += [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
     return found
@@ -235,9 +235,10 @@ def port(spec: dict[str, Any], name: str) -> int:
 
 
 CLUSTER_SCOPED = {"Namespace", "PriorityClass"}
-NEEDS_OPERATOR = {"podmonitor.yaml", "prometheusrule.yaml"}
-"""Manifests of the Prometheus operator's kinds: not in the kustomization, which must apply
-where the CRDs are absent."""
+OPERATOR = DEPLOY / "kubernetes" / "prometheus-operator"
+"""Manifests of the Prometheus operator's kinds: a kustomization of their own, since the
+workloads' must apply where the CRDs are absent."""
+KUBE_PROMETHEUS_STACK = DEPLOY / "kubernetes" / "kube-prometheus-stack"
 KUSTOMIZATION = DEPLOY / "kubernetes" / "kustomization.yaml"
 
 
@@ -248,16 +249,19 @@ def test_manifests_are_namespaced_and_the_kustomization_lists_them() -> None:
             assert m["metadata"]["namespace"] == NAMESPACE, m["metadata"]["name"]
         else:
             assert "namespace" not in m["metadata"], m["metadata"]["name"]
-    kustomization = yaml.safe_load(KUSTOMIZATION.read_text())
-    listed = set(kustomization["resources"])
-    on_disk = {p.name for p in (DEPLOY / "kubernetes").glob("*.yaml")}
-    assert listed == on_disk - {"kustomization.yaml", *NEEDS_OPERATOR}
+    for folder in (DEPLOY / "kubernetes", OPERATOR):
+        kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+        listed = set(kustomization["resources"])
+        on_disk = {p.name for p in folder.glob("*.yaml")} - {"kustomization.yaml"}
+        assert listed == on_disk, folder
+    base = {m["apiVersion"].split("/")[0] for m in kustomized()}
+    assert "monitoring.coreos.com" not in base, "the workloads must apply without the CRDs"
 
 
-def kustomized() -> list[Manifest]:
-    """``kubectl kustomize deploy/kubernetes``: what ``kubectl apply -k`` would send."""
+def kustomized(folder: Path = DEPLOY / "kubernetes") -> list[Manifest]:
+    """``kubectl kustomize FOLDER``: what ``kubectl apply -k`` would send."""
     done = subprocess.run(
-        [require_binary("kubectl"), "kustomize", str(DEPLOY / "kubernetes")],
+        [require_binary("kubectl"), "kustomize", str(folder)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -309,7 +313,7 @@ def test_the_advisor_has_a_disruption_budget_that_lets_a_drain_proceed() -> None
 def test_the_prometheus_rule_is_the_rules_file() -> None:
     """deploy/kubernetes/prometheusrule.yaml is ``scripts/render_rules.py --prometheus-rule``:
     regenerate it when the rules change."""
-    path = DEPLOY / "kubernetes" / "prometheusrule.yaml"
+    path = OPERATOR / "prometheusrule.yaml"
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "render_rules.py"), "--prometheus-rule"],
         capture_output=True,
@@ -321,6 +325,46 @@ def test_the_prometheus_rule_is_the_rules_file() -> None:
     rule = one("PrometheusRule", "gpuadvisor")
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     assert rule["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
+
+
+def advisor_cluster_label() -> str:
+    """The ``cluster`` label the advisor's ConfigMap gives its Alertmanager advice."""
+    data = one("ConfigMap", "gpuadvisor-advisor")["data"]["advisor.yaml"]
+    (sink,) = yaml.safe_load(data)["sinks"]["alertmanager"]
+    label: str = sink["labels"]["cluster"]
+    return label
+
+
+def cluster_relabeling(endpoint: dict[str, Any]) -> str:
+    """The value a PodMonitor endpoint's relabelings give the ``cluster`` label."""
+    (rule,) = [r for r in endpoint.get("relabelings", []) if r.get("targetLabel") == "cluster"]
+    assert rule.get("action", "replace") == "replace" and "sourceLabels" not in rule, rule
+    value: str = rule["replacement"]
+    return value
+
+
+def test_kube_prometheus_stack_selects_the_monitors_and_rules_and_every_series_has_a_cluster() -> (
+    None
+):
+    """kube-prometheus-stack's Prometheus selects PodMonitors and PrometheusRules labelled
+    ``release: <release>`` only; the overlay labels them so, and every endpoint relabels a
+    ``cluster`` onto its series: the advisor's own cluster label, so that advice and health
+    alerts of one cluster inhibit and group together."""
+    built = kustomized(KUBE_PROMETHEUS_STACK)
+    kinds = sorted(m["kind"] for m in built)
+    assert kinds == ["PodMonitor", "PodMonitor", "PrometheusRule"]
+    release = yaml.safe_load((KUBE_PROMETHEUS_STACK / "kustomization.yaml").read_text())
+    (pairs,) = [entry["pairs"] for entry in release["labels"]]
+    assert pairs == {"release": "kube-prometheus-stack"}  # the chart's default release name
+    for m in built:
+        assert m["metadata"]["labels"]["release"] == "kube-prometheus-stack", m["metadata"]
+        assert m["metadata"]["labels"]["app.kubernetes.io/part-of"] == "gpuadvisor"
+        if m["kind"] == "PodMonitor":
+            assert "release" not in m["spec"]["selector"]["matchLabels"], "pods have none"
+            for endpoint in m["spec"]["podMetricsEndpoints"]:
+                assert cluster_relabeling(endpoint) == advisor_cluster_label()
+    for m in kustomized(OPERATOR):
+        assert "release" not in m["metadata"]["labels"], "the plain operator folder sets none"
 
 
 @pytest.mark.parametrize(("kind", "name"), [("DaemonSet", "agent"), ("Deployment", "advisor")])
@@ -539,3 +583,74 @@ def test_kubernetes_relabelling_scrapes_the_agent_as_gpuadvisor_agent(
         assert info["metric"]["node"] == "sim-node", "the agent's node label survives"
         assert not query(url, 'up{kubernetes_pod="not-annotated"}')
     assert not http_ok(f"{url}/-/ready")
+
+
+_OPERATOR_KEYS = {
+    "sourceLabels": "source_labels",
+    "targetLabel": "target_label",
+    "replacement": "replacement",
+    "regex": "regex",
+    "separator": "separator",
+    "modulus": "modulus",
+    "action": "action",
+}
+
+
+def relabel_config(rule: dict[str, Any]) -> dict[str, Any]:
+    """A PodMonitor relabeling as the operator writes it into Prometheus' configuration."""
+    unknown = set(rule) - set(_OPERATOR_KEYS)
+    assert not unknown, unknown
+    return {_OPERATOR_KEYS[k]: (v.lower() if k == "action" else v) for k, v in rule.items()}
+
+
+@pytest.mark.e2e
+def test_the_kube_prometheus_stack_pod_monitor_gives_the_agents_series_a_cluster(
+    tmp_path: Path, sim_agent: int
+) -> None:
+    """The overlay's agent PodMonitor, as the operator turns it into a scrape job (the pod's
+    ``app.kubernetes.io/name`` as ``job``, then the endpoint's relabelings), run by a real
+    Prometheus: the agent's own series carry the cluster label, which the dashboards and the
+    per-cluster rules read."""
+    (monitor,) = [
+        m
+        for m in kustomized(KUBE_PROMETHEUS_STACK)
+        if m["kind"] == "PodMonitor" and m["metadata"]["name"] == "gpuadvisor-agent"
+    ]
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    agent = one("DaemonSet", "gpuadvisor-agent")
+    job_label = sanitized(monitor["spec"]["jobLabel"])
+    job = {
+        "job_name": "podMonitor/gpuadvisor/gpuadvisor-agent/0",
+        "scrape_interval": "1s",
+        "metrics_path": endpoint["path"],
+        "static_configs": [pod_target(f"127.0.0.1:{sim_agent}", agent, "gpuadvisor-agent-x")],
+        "relabel_configs": [
+            {"source_labels": [f"__meta_kubernetes_pod_label_{job_label}"], "target_label": "job"},
+            *[relabel_config(rule) for rule in endpoint["relabelings"]],
+        ],
+    }
+    folder = tmp_path / "prometheus"
+    folder.mkdir()
+    (folder / "prometheus.yml").write_text(
+        yaml.safe_dump({"scrape_configs": [job], "rule_files": [str(RULES)]}, sort_keys=False)
+    )
+    promtool_check_config(folder / "prometheus.yml")
+    prometheus_port = free_port()
+    with ManagedProcess(
+        [
+            require_binary("prometheus"),
+            f"--config.file={folder / 'prometheus.yml'}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address=127.0.0.1:{prometheus_port}",
+        ],
+        folder / "prometheus.log",
+        cwd=folder,
+    ) as process:
+        url = f"http://127.0.0.1:{prometheus_port}"
+        process.wait_http(f"{url}/-/ready")
+        cluster = advisor_cluster_label()
+        (target,) = wait_query(url, f'up{{job="gpuadvisor-agent",cluster="{cluster}"}} == 1')
+        assert target["metric"]["instance"] == f"127.0.0.1:{sim_agent}"
+        (info,) = wait_query(url, f'gpuadvisor_node_gpus{{cluster="{cluster}"}}')
+        assert info["metric"]["job"] == "gpuadvisor-agent"
+        assert not query(url, 'gpuadvisor_node_gpus{cluster=""}'), "a series without a cluster"
