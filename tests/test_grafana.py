@@ -542,7 +542,8 @@ def test_query_answers_with_data_from_real_exporters(
         # No cluster label anywhere: the variable has no values (Grafana's label_values lists
         # none) and "All" (.*) matches the missing label.
         assert not [s for s in answer(prometheus, expr) if s["metric"].get("cluster")], expr
-        assert re.fullmatch(variables(load(ROOT / "grafana" / query.board))["cluster"]["allValue"], "")
+        cluster = variables(load(ROOT / "grafana" / query.board))["cluster"]
+        assert re.fullmatch(cluster["allValue"], "")
         return
     result = answer(prometheus, expr)
     assert result, f"{query}: no data for {expr}"
