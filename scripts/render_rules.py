@@ -5,7 +5,8 @@ Usage::
     python scripts/render_rules.py \\
         --selector agent='job="gpu-nodes"' --selector queue='job="slurm",role="queue"' \\
         --runbook-url https://wiki.example/gpuadvisor/runbooks.md > gpuadvisor.rules.yml
-    python scripts/render_rules.py --prometheus-rule > deploy/kubernetes/prometheus-operator/prometheusrule.yaml
+    python scripts/render_rules.py --prometheus-rule \\
+        > deploy/kubernetes/prometheus-operator/prometheusrule.yaml
 
 ``--prometheus-rule`` wraps the same groups in a Prometheus-operator ``PrometheusRule``
 (``deploy/kubernetes/prometheus-operator/prometheusrule.yaml`` is this output with the defaults;
@@ -15,8 +16,8 @@ The monitoring mixins keep their selectors in one ``_config`` object; this is th
 without jsonnet: the shipped file uses the defaults of ``SELECTORS`` and ``RUNBOOK_URL``, and this
 script replaces them (and nothing else). Only the target-down and target-absent alerts select on
 the job: every other rule reads gpuadvisor's own metric names. ``tests/test_alert_rules.py``
-runs promtool on a rendered file. Exits 2 with a message on an unknown selector name or a file whose defaults are
-not where they should be.
+runs promtool on a rendered file. Exits 2 with a message on an unknown selector name or a file
+whose defaults are not where they should be.
 """
 
 from __future__ import annotations

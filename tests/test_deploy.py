@@ -34,6 +34,8 @@ from gpuadvisor.cli.agent import agent_config
 from gpuadvisor.cli.listen import ADVISOR_PORT, AGENT_PORT, QUEUE_PORT, parse_listen_address
 from gpuadvisor.cli.queue import queue_config
 from gpuadvisor.config.advisor import load_advisor_config
+from gpuadvisor.sources.slurm.sacct import parse_sacct
+from tests.fake_squeue import write_fake_squeue
 from tests.harness.process import ManagedProcess, http_ok, require_binary
 from tests.ports import free_port
 from tests.test_alert_rules import RULES, load_rules
@@ -46,6 +48,9 @@ UNITS = {
     "advisor": DEPLOY / "systemd" / "gpuadvisor-advisor.service",
 }
 PORTS = {"agent": AGENT_PORT, "queue": QUEUE_PORT, "advisor": ADVISOR_PORT}
+SACCT_SERVICE = DEPLOY / "systemd" / "gpuadvisor-sacct.service"
+SACCT_TIMER = DEPLOY / "systemd" / "gpuadvisor-sacct.timer"
+SACCT = "/usr/bin/sacct"
 BINARY = "/opt/gpuadvisor/bin/gpuadvisor"
 NAMESPACE = "gpuadvisor"
 
@@ -167,15 +172,18 @@ def runnable_units(tmp_path_factory: pytest.TempPathFactory) -> Path:
     installed = Path(sys.executable).with_name("gpuadvisor")
     assert installed.exists(), f"{installed}: install the package (make test does)"
     folder = tmp_path_factory.mktemp("units")
-    for path in UNITS.values():
+    for path in (*UNITS.values(), SACCT_SERVICE, SACCT_TIMER):
         (folder / path.name).write_text(path.read_text().replace(BINARY, str(installed)))
     return folder
 
 
 def test_units_pass_systemd_analyze_verify(runnable_units: Path) -> None:
     analyze = require_binary("systemd-analyze")
+    require_binary("sacct")  # verify checks that ExecStart's programs exist
+    units = sorted(str(p) for p in runnable_units.iterdir())
+    assert len(units) == len(UNITS) + 2
     result = subprocess.run(
-        [analyze, "verify", *sorted(str(p) for p in runnable_units.glob("*.service"))],
+        [analyze, "verify", *units],
         check=False,
         capture_output=True,
         text=True,
@@ -185,16 +193,17 @@ def test_units_pass_systemd_analyze_verify(runnable_units: Path) -> None:
     assert not result.stderr.strip(), result.stderr  # unknown keys are only warnings
 
 
-@pytest.mark.parametrize("command", sorted(UNITS))
+@pytest.mark.parametrize("command", [*sorted(UNITS), "sacct"])
 def test_unit_exposure_is_at_most_2(runnable_units: Path, command: str) -> None:
     analyze = require_binary("systemd-analyze")
+    unit = SACCT_SERVICE if command == "sacct" else UNITS[command]
     result = subprocess.run(
         [
             analyze,
             "security",
             "--offline=true",
             "--threshold=20",
-            str(runnable_units / UNITS[command].name),
+            str(runnable_units / unit.name),
         ],
         check=False,
         capture_output=True,
@@ -202,6 +211,109 @@ def test_unit_exposure_is_at_most_2(runnable_units: Path, command: str) -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stdout[-1500:] + result.stderr
+
+
+# ---------------------------------------------------------------------------- the sacct feed
+
+
+def history_file() -> Path:
+    """The job history deploy/advisor.yaml reads (``history.sacct_file``)."""
+    doc = yaml.safe_load((DEPLOY / "advisor.yaml").read_text())
+    return Path(doc["history"]["sacct_file"])
+
+
+def sacct_script() -> str:
+    """The shell script the sacct unit's ``ExecStart=/bin/sh -c '...'`` runs, as the shell gets
+    it: systemd turns ``$$`` into ``$``; a lone ``$NAME`` or a ``%`` specifier it would expand
+    itself, so the unit has none."""
+    (line,) = parse_unit(SACCT_SERVICE.read_text())["Service"]["ExecStart"]
+    assert "%" not in line, "systemd expands % specifiers: write %%"
+    assert "$" not in line.replace("$$", ""), "systemd expands $NAME: write $$ for the shell"
+    shell, flag, script = shlex.split(line.replace("$$", "$"))
+    assert (shell, flag) == ("/bin/sh", "-c")
+    return script
+
+
+def test_the_sacct_unit_is_hardened_and_writes_only_where_the_advisor_reads() -> None:
+    service = parse_unit(SACCT_SERVICE.read_text())["Service"]
+
+    def value(key: str) -> str:
+        return service.get(key, [""])[-1]
+
+    assert value("Type") == "oneshot"
+    queue_user = parse_unit(UNITS["queue"].read_text())["Service"]["User"][-1]
+    assert value("User") == value("Group") == queue_user, "the sysusers account"
+    for key in ("NoNewPrivileges", "PrivateTmp", "PrivateDevices", "ProtectHome"):
+        assert value(key) == "yes", key
+    assert value("ProtectSystem") == "strict"
+    assert value("CapabilityBoundingSet") == "" and "CapabilityBoundingSet" in service
+    history = history_file()
+    assert service["ReadWritePaths"] == [str(history.parent)], "only the output directory"
+    assert service["StateDirectory"] == [history.parent.name]
+    assert history.parent.parent == Path("/var/lib"), "StateDirectory= is under /var/lib"
+    assert value("UMask") == "0027"
+    advisor = parse_unit(UNITS["advisor"].read_text())["Service"]
+    assert advisor["SupplementaryGroups"] == [value("Group")], "the advisor reads the file"
+    timer = parse_unit(SACCT_TIMER.read_text())
+    assert timer["Timer"]["Unit"] == [SACCT_SERVICE.name]
+    assert timer["Timer"]["OnUnitInactiveSec"] == ["10min"], "never two runs at once"
+    assert timer["Install"]["WantedBy"] == ["timers.target"]
+    script = sacct_script()
+    assert f"{SACCT} --allusers --allocations --starttime now-14days --json" in script
+    assert f"dir={history.parent};" in script and f'"$dir/{history.name}"' in script
+
+
+def run_sacct_unit(tmp_path: Path, sacct: Path) -> subprocess.CompletedProcess[str]:
+    """The unit's script, with ``sacct`` and the output directory replaced (``tmp_path``)."""
+    script = sacct_script().replace(SACCT, str(sacct))
+    script = script.replace(str(history_file().parent), str(tmp_path))
+    return subprocess.run(
+        ["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+RECORDED_JSON = ROOT / "tests" / "data" / "slurm" / "sacct-22.05.json"
+
+
+def test_the_sacct_unit_writes_the_json_atomically_where_the_advisor_reads(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    record = tmp_path / "record"
+    record.mkdir()
+    sacct = write_fake_squeue(tmp_path / "sacct", stdout_file=RECORDED_JSON, record_dir=record)
+    done = run_sacct_unit(out, sacct)
+    assert done.returncode == 0, done.stderr
+    written = out / history_file().name
+    assert sorted(p.name for p in out.iterdir()) == [written.name], "no temporary file left"
+    assert written.read_bytes() == RECORDED_JSON.read_bytes()
+    assert parse_sacct(written.read_bytes(), source=str(written)).jobs
+    assert written.stat().st_mode & 0o777 == 0o640
+    assert (record / "args").read_text().split() == [
+        "--allusers", "--allocations", "--starttime", "now-14days", "--json",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "stdout"),
+    [(1, '{"meta": {"plugin": '), (0, ""), (1, "")],
+    ids=["sacct-fails-half-way", "sacct-prints-nothing", "sacct-fails-silently"],
+)
+def test_a_failed_sacct_run_keeps_the_last_good_history(
+    tmp_path: Path, exit_code: int, stdout: str
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    good = out / history_file().name
+    good.write_bytes(RECORDED_JSON.read_bytes())
+    sacct = write_fake_squeue(
+        tmp_path / "sacct", stdout_text=stdout, stderr="sacct: error", exit_code=exit_code
+    )
+    done = run_sacct_unit(out, sacct)
+    assert done.returncode != 0, "systemd must see the run fail"
+    assert good.read_bytes() == RECORDED_JSON.read_bytes()
+    assert [p.name for p in out.iterdir()] == [good.name], "no temporary file left"
 
 
 # ---------------------------------------------------------------------------- Kubernetes
