@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
-from gpuadvisor.sinks.delivery.alertmanager import ALERTNAMES, alerts_json
+from gpuadvisor.sinks.delivery.alertmanager import ALERTNAMES, alert_labels, alerts_json
 from gpuadvisor.sinks.delivery.outbox import Active, Cycle
 from gpuadvisor.sinks.delivery.payload import iso_utc
 from tests.harness.alertmanager import AlertmanagerServer
@@ -55,13 +55,18 @@ def test_amtool_accepts_the_config_and_its_templates() -> None:
     assert "1 templates" in result.stdout
 
 
+def advice_labels(kind: Kind, severity: Severity = Severity.CRITICAL) -> dict[str, str]:
+    """The labels the advisor's own Alertmanager sink gives advice of ``kind`` (urgent advice,
+    the kind a pager route would catch if it carried ``severity="critical"``)."""
+    rec = Recommendation(kind, "4711", "gpu-07", "act", (), Gain(), (), severity=severity)
+    return alert_labels(rec, (("cluster", "a"),))
+
+
 ROUTES = [
-    *[
-        ({"alertname": name, "kind": str(kind), "cluster": "a"}, ADVICE)
-        for kind, name in ALERTNAMES.items()
-        if kind != Kind.RECLAIM_IDLE
-    ],
-    ({"alertname": "GpuAdvisorReclaimIdle", "kind": "reclaim-idle"}, "gpuadvisor-advice-webhook"),
+    *[(advice_labels(kind), ADVICE) for kind in ALERTNAMES if kind != Kind.RECLAIM_IDLE],
+    (advice_labels(Kind.RECLAIM_IDLE), "gpuadvisor-advice-webhook"),
+    # Advice from a sink configured with severity: critical still goes to chat, not the pager.
+    ({**advice_labels(Kind.START_NOW), "severity": "critical"}, ADVICE),
     ({"alertname": "GpuAdvisorXidCritical", "severity": "critical"}, "gpuadvisor-page"),
     ({"alertname": "GpuAdvisorInputStale", "severity": "warning"}, "gpuadvisor-ops"),
     ({"alertname": "GpuAdvisorAllocatedGpuIdle", "severity": "info"}, "gpuadvisor-ops"),
@@ -81,6 +86,33 @@ def test_amtool_routes_each_alert_to_its_receiver(labels: dict[str, str], receiv
         *args,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_advice_is_info_and_marked_so_a_sites_pager_route_does_not_catch_it(
+    tmp_path: Path,
+) -> None:
+    """A site's tree that pages on ``severity="critical"`` before anything else (the common
+    case): the advisor's most urgent advice still does not page; a critical health alert does."""
+    labels = advice_labels(Kind.START_NOW, Severity.CRITICAL)
+    assert labels["severity"] == "info" and labels["advice_severity"] == "critical"
+    assert labels["gpuadvisor_advice"] == "true"
+    site = {
+        "route": {
+            "receiver": "chat",
+            "routes": [{"receiver": "pager", "matchers": ['severity="critical"']}],
+        },
+        "receivers": [{"name": "chat"}, {"name": "pager"}],
+    }
+    config = tmp_path / "site.yml"
+    config.write_text(yaml.safe_dump(site))
+    for alert, receiver in (
+        (labels, "chat"),
+        ({"alertname": "GpuAdvisorXidCritical", "severity": "critical"}, "pager"),
+    ):
+        args = [f"{k}={v}" for k, v in alert.items()]
+        result = amtool("config", "routes", "test", f"--config.file={config}", *args)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == receiver, alert
 
 
 def test_every_alert_of_the_rules_reaches_a_receiver() -> None:

@@ -1,5 +1,5 @@
-"""The advisor's history of finished jobs: a ``sacct`` output file, written by cron
-(docs/advisor.md), read again whenever it changes.
+"""The advisor's history of finished jobs: a ``sacct`` output file, written by
+gpuadvisor-sacct.timer or cron (docs/advisor.md), read again whenever it changes.
 
 A change is a new (modification time, size, inode): writing the file anew, or moving a new one
 over it (``mv`` after writing a temporary file, so the advisor never reads half a file), is seen
