@@ -48,7 +48,7 @@ def is_swf(path: Path) -> bool:
 
 
 def _seconds(value: float) -> int:
-    return int(math.floor(value + 0.5))
+    return math.floor(value + 0.5)
 
 
 def swf_records(result: SimulationResult) -> Iterable[str]:

@@ -120,9 +120,9 @@ def read(path: str | Path) -> Trace:
     header: list[tuple[str, str]] = []
     try:
         opened = (
-            gzip.open(path, "rt", encoding="utf-8", newline="")
+            gzip.open(path, "rt", encoding="utf-8", newline="")  # noqa: SIM115 (with below)
             if is_gzip(path)
-            else Path(path).open(encoding="utf-8-sig", newline="")
+            else Path(path).open(encoding="utf-8-sig", newline="")  # noqa: SIM115
         )
     except OSError as exc:
         raise InputError(f"cannot read the file: {exc.strerror or exc}", path=name) from exc
@@ -276,9 +276,10 @@ def literature_filter(trace: Trace, machine_units: int) -> tuple[Trace, int]:
             continue
         assert job.runtime_s is not None and job.time_limit_s is not None
         if job.runtime_s > job.time_limit_s:
-            job = replace(job, runtime_s=job.time_limit_s)
+            kept.append(replace(job, runtime_s=job.time_limit_s))
             capped += 1
-        kept.append(job)
+        else:
+            kept.append(job)
     return replace(trace, jobs=tuple(kept), skip_reasons=dict(sorted(skips.items()))), capped
 
 
