@@ -254,14 +254,16 @@ def main(argv: list[str] | None = None) -> int:
             if stored and policy == "easy":
                 schedule = stored / "res_easy_backfill_scheduler_None_None.swf.gz"
                 if schedule.exists():
-                    print(f"<!-- {name} easy vs the peer: {compare_jobs(result, read_schedule(schedule))} -->")
+                    found = compare_jobs(result, read_schedule(schedule))
+                    print(f"<!-- {name} easy vs the peer: {found} -->")
         if args.peer and args.python2:
             timing.append(time_peer(log, path, args.peer, args.python2))
     if timing:
         print("\n| log | peer EASY (CPU, peak RSS) | ours simulate --policies easy | ratio |")
         print("|---|---|---|---|")
         print("\n".join(timing))
-    print(f"\nmax RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\nmax RSS of this process: {peak_mb:.0f} MB")
     return 0
 
 
