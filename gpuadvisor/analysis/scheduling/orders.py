@@ -9,6 +9,8 @@ Every order is one configuration of a single backfilling scheduler pass:
   not delay it (they end before it, or use GPUs it does not need).
 - ``conservative``: every blocked job gets a reservation (up to ``max_reservations``).
 - ``sjf``: shortest estimated runtime first, skipping what does not fit (no reservations).
+- ``easy-sjbf``: EASY (the head, in submit order, reserved), but the jobs behind it are tried
+  shortest estimate first (EASY-SJBF: Tsafrir, Etsion and Feitelson, IEEE TPDS 2007).
 - ``advisor``: EASY plus a starvation bound: a job that has waited longer than
   ``starvation_s`` also gets a reservation (and is tried in queue order). Among the other jobs
   behind the head, those that fill the most idle GPUs start first (largest first, then queue
@@ -96,6 +98,7 @@ class Order:
     reserve: ReserveRule
     description: str
     fill_largest_first: bool = False
+    backfill_shortest_first: bool = False
 
     @property
     def submit_ordered(self) -> bool:
@@ -143,6 +146,14 @@ ORDERS: dict[str, Order] = {
         "conservative", submit_key, False, _reserve_all, "conservative backfill (all reserved)"
     ),
     "sjf": Order("sjf", shortest_key, False, _reserve_none, "shortest estimated runtime first"),
+    "easy-sjbf": Order(
+        "easy-sjbf",
+        submit_key,
+        False,
+        _reserve_head,
+        "EASY backfill, shortest estimate backfilled first",
+        backfill_shortest_first=True,
+    ),
     "advisor": Order(
         "advisor",
         submit_key,
@@ -159,6 +170,7 @@ DEFAULT_PLACEMENT: dict[str, str] = {
     "easy": "first-fit",
     "conservative": "first-fit",
     "sjf": "first-fit",
+    "easy-sjbf": "first-fit",
     "advisor": "end-fit",
 }
 """The placement each order runs with unless told otherwise (the advisor's: ``end-fit``, which
