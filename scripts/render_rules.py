@@ -5,18 +5,19 @@ Usage::
     python scripts/render_rules.py \\
         --selector agent='job="gpu-nodes"' --selector queue='job="slurm",role="queue"' \\
         --runbook-url https://wiki.example/gpuadvisor/runbooks.md > gpuadvisor.rules.yml
-    python scripts/render_rules.py --prometheus-rule > deploy/kubernetes/prometheusrule.yaml
+    python scripts/render_rules.py --prometheus-rule \\
+        > deploy/kubernetes/prometheus-operator/prometheusrule.yaml
 
 ``--prometheus-rule`` wraps the same groups in a Prometheus-operator ``PrometheusRule``
-(``deploy/kubernetes/prometheusrule.yaml`` is this output with the defaults;
+(``deploy/kubernetes/prometheus-operator/prometheusrule.yaml`` is this output with the defaults;
 ``tests/test_deploy.py`` fails when it falls behind the rules).
 
 The monitoring mixins keep their selectors in one ``_config`` object; this is the same idea
 without jsonnet: the shipped file uses the defaults of ``SELECTORS`` and ``RUNBOOK_URL``, and this
-script replaces them (and nothing else). Only the target-down alerts select on the job: every
-other rule reads gpuadvisor's own metric names. ``tests/test_alert_rules.py`` runs promtool on
-a rendered file. Exits 2 with a message on an unknown selector name or a file whose defaults are
-not where they should be.
+script replaces them (and nothing else). Only the target-down and target-absent alerts select on
+the job: every other rule reads gpuadvisor's own metric names. ``tests/test_alert_rules.py``
+runs promtool on a rendered file. Exits 2 with a message on an unknown selector name or a file
+whose defaults are not where they should be.
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ def render(text: str, selectors: dict[str, str], runbook_url: str = RUNBOOK_URL)
 PROMETHEUS_RULE_HEADER = """\
 # The alerts and recording rules of alerts/gpuadvisor.rules.yml as a Prometheus-operator
 # PrometheusRule (docs/deploy.md). Generated: python scripts/render_rules.py --prometheus-rule
-# Not in kustomization.yaml: it needs the operator's CRDs. The operator loads it when the
-# labels match its Prometheus' ruleSelector (add yours, e.g. release: prometheus).
+# Not in deploy/kubernetes/kustomization.yaml: it needs the operator's CRDs. The operator loads
+# it when its labels match the Prometheus' ruleSelector: kubectl apply -k
+# deploy/kubernetes/kube-prometheus-stack adds kube-prometheus-stack's release label.
 """
 
 

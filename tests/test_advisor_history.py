@@ -58,9 +58,9 @@ def sacct_lines(runs: list[tuple[str, int, int]], first: int = 0) -> list[str]:
     for i, (state, start, end) in enumerate(runs, start=first):
         lines.append(
             f"{9000 + i}|ana|ml|gpu|{state}|{start - 60}|{start}|{end}|{max(0, end - start)}|1440|1"
-            f"|billing=16,cpu=16,gres/gpu=2,mem=64G,node=1|billing=16,cpu=16,gres/gpu=2|train"
+            f"|billing=16,cpu=16,gres/gpu=2,mem=64G,node=1|billing=16,cpu=16,gres/gpu=2"
         )
-        lines.append(f"{9000 + i}.batch||ml||{state}|{start}|{start}|{end}|0||1|cpu=16|||batch")
+        lines.append(f"{9000 + i}.batch||ml||{state}|{start}|{start}|{end}|0||1|cpu=16||")
     return lines
 
 

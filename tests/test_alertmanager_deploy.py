@@ -10,6 +10,7 @@ whose inputs are down. The advice alerts are built by the advisor's own Alertman
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import urllib.request
@@ -20,12 +21,13 @@ import pytest
 import yaml
 
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
-from gpuadvisor.sinks.delivery.alertmanager import ALERTNAMES, alerts_json
+from gpuadvisor.sinks.delivery.alertmanager import ALERTNAMES, alert_labels, alerts_json
 from gpuadvisor.sinks.delivery.outbox import Active, Cycle
 from gpuadvisor.sinks.delivery.payload import iso_utc
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.harness.process import require_binary
 from tests.harness.receiver import Received, Receiver
+from tests.hostile import HOSTILE
 from tests.test_alert_rules import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,13 +55,18 @@ def test_amtool_accepts_the_config_and_its_templates() -> None:
     assert "1 templates" in result.stdout
 
 
+def advice_labels(kind: Kind, severity: Severity = Severity.CRITICAL) -> dict[str, str]:
+    """The labels the advisor's own Alertmanager sink gives advice of ``kind`` (urgent advice,
+    the kind a pager route would catch if it carried ``severity="critical"``)."""
+    rec = Recommendation(kind, "4711", "gpu-07", "act", (), Gain(), (), severity=severity)
+    return alert_labels(rec, (("cluster", "a"),))
+
+
 ROUTES = [
-    *[
-        ({"alertname": name, "kind": str(kind), "cluster": "a"}, ADVICE)
-        for kind, name in ALERTNAMES.items()
-        if kind != Kind.RECLAIM_IDLE
-    ],
-    ({"alertname": "GpuAdvisorReclaimIdle", "kind": "reclaim-idle"}, "gpuadvisor-advice-webhook"),
+    *[(advice_labels(kind), ADVICE) for kind in ALERTNAMES if kind != Kind.RECLAIM_IDLE],
+    (advice_labels(Kind.RECLAIM_IDLE), "gpuadvisor-advice-webhook"),
+    # Advice from a sink configured with severity: critical still goes to chat, not the pager.
+    ({**advice_labels(Kind.START_NOW), "severity": "critical"}, ADVICE),
     ({"alertname": "GpuAdvisorXidCritical", "severity": "critical"}, "gpuadvisor-page"),
     ({"alertname": "GpuAdvisorInputStale", "severity": "warning"}, "gpuadvisor-ops"),
     ({"alertname": "GpuAdvisorAllocatedGpuIdle", "severity": "info"}, "gpuadvisor-ops"),
@@ -79,6 +86,33 @@ def test_amtool_routes_each_alert_to_its_receiver(labels: dict[str, str], receiv
         *args,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_advice_is_info_and_marked_so_a_sites_pager_route_does_not_catch_it(
+    tmp_path: Path,
+) -> None:
+    """A site's tree that pages on ``severity="critical"`` before anything else (the common
+    case): the advisor's most urgent advice still does not page; a critical health alert does."""
+    labels = advice_labels(Kind.START_NOW, Severity.CRITICAL)
+    assert labels["severity"] == "info" and labels["advice_severity"] == "critical"
+    assert labels["gpuadvisor_advice"] == "true"
+    site = {
+        "route": {
+            "receiver": "chat",
+            "routes": [{"receiver": "pager", "matchers": ['severity="critical"']}],
+        },
+        "receivers": [{"name": "chat"}, {"name": "pager"}],
+    }
+    config = tmp_path / "site.yml"
+    config.write_text(yaml.safe_dump(site))
+    for alert, receiver in (
+        (labels, "chat"),
+        ({"alertname": "GpuAdvisorXidCritical", "severity": "critical"}, "pager"),
+    ):
+        args = [f"{k}={v}" for k, v in alert.items()]
+        result = amtool("config", "routes", "test", f"--config.file={config}", *args)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == receiver, alert
 
 
 def test_every_alert_of_the_rules_reaches_a_receiver() -> None:
@@ -227,6 +261,76 @@ def test_advice_reaches_slack_and_the_webhook_unless_its_inputs_are_down(tmp_pat
         ]
         assert "~Start job 4711 (2 GPU) now on gpu-07~ withdrawn" in gone["text"]
         assert gone["color"] == "good"
+    finally:
+        server.stop()
+        receiver.stop()
+
+
+# ------------------------------------------------------------ hostile job fields (issue 17)
+
+_UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_RAW_AMPERSAND = re.compile(r"&(?!amp;|lt;|gt;)")
+
+
+def slack_escaped(value: str) -> str:
+    """What the templates' ``gpuadvisor.slack.escape`` makes of ``value``, written again in
+    Python: lone surrogates arrive as U+FFFD (Alertmanager's JSON decoder), cut at 1000
+    characters with "…", control characters and bidi overrides as U+FFFD, ``& < >`` as
+    entities."""
+    text = re.sub("[\ud800-\udfff]", "\ufffd", value)
+    if len(text) > 1000:
+        text = text[:1000] + "…"
+    text = _UNSHOWN.sub("\ufffd", text)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+@pytest.mark.e2e
+def test_hostile_job_fields_arrive_in_slack_escaped_through_a_real_alertmanager(
+    tmp_path: Path,
+) -> None:
+    """Every string of the shared corpus as a job id (so in the alert's labels, summary,
+    description and command), and as a health alert's description, through the shipped templates
+    in Debian's Alertmanager to a loopback Slack: nothing pings, links or controls a terminal."""
+    receiver = Receiver()
+    server = AlertmanagerServer(tmp_path / "am", "", config=local_config(tmp_path, receiver))
+    try:
+        server.start().wait_ready()
+        now_s = 3_999_999_000.0
+        recs = [advice(value, "gpu-07") for value in HOSTILE.values()]
+        cycle = Cycle(now_s, 30.0, active=tuple(Active(r, now_s) for r in recs))
+        body = alerts_json(cycle, (("cluster", "a"),))
+        for alert in body:
+            alert.pop("startsAt")
+            alert.pop("endsAt")
+        health = input_stale("<!here>")
+        health["annotations"]["description"] = HOSTILE["slack-ping-and-link"]
+        post(server.url, [*body, health])
+
+        def both(got: list[Received]) -> bool:
+            return len([a for r in got for a in r.json()["attachments"]]) >= 2
+
+        messages = receiver.wait_for(both, path="/slack", what="advice and health messages")
+        by_title = {a["title"]: a for m in messages for a in m.json()["attachments"]}
+        advice_title = f"{len(recs)} GPU recommendations · start-now · a"
+        health_title = "[FIRING:1] Advisor input stale or down · &lt;!here&gt;"
+        assert set(by_title) == {advice_title, health_title}, list(by_title)
+
+        text = by_title[advice_title]["text"]
+        assert "&lt;!channel&gt; &lt;https://evil.example|click&gt;" in text  # the issue's case
+        for rec in recs:
+            assert f"*{slack_escaped(rec.action)}*" in text, rec.job_id[:80]
+            assert f"`{slack_escaped(rec.command)}`" in text, rec.job_id[:80]
+        health_text = by_title[health_title]["text"]
+        assert health_text.startswith(
+            "• &lt;!channel&gt; &lt;https://evil.example|click&gt; <https://"
+        ), health_text
+        for attachment in (by_title[advice_title], by_title[health_title]):
+            for key in ("title", "text", "fallback"):
+                shown = attachment[key].replace("|runbook>", "").replace("<https://", "")
+                assert "<" not in shown and ">" not in shown, (key, shown[:300])
+                assert not _RAW_AMPERSAND.search(shown), (key, shown[:300])
+                assert not _UNSHOWN.search(shown.replace("\n", "")), (key, shown[:300])
+        assert len(text) < 2000 * len(recs)  # the 1 MB value is cut
     finally:
         server.stop()
         receiver.stop()

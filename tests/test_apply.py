@@ -25,8 +25,9 @@ from aiohttp import web
 
 from gpuadvisor.cli import main
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
-from gpuadvisor.sinks.delivery.payload import recommendation_json
+from gpuadvisor.sinks.delivery.payload import iso_utc, recommendation_json
 from tests.harness.slurm import SlurmCluster, submit_head_of_line
+from tests.hostile import HOSTILE
 from tests.ports import free_port
 
 Commands = tuple[tuple[str, ...], ...]
@@ -55,7 +56,7 @@ def advice(
 
 
 def document(*items: dict[str, Any]) -> str:
-    return json.dumps({"recommendations": list(items), "generated": "2026-11-30T15:00:00Z"})
+    return json.dumps({"recommendations": list(items), "generated_at": iso_utc(time.time())})
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -232,6 +233,18 @@ def with_field(**fields: Any) -> str:
         (with_field(kind=""), "recommendations[0].kind: expected a non-empty string"),
         (with_field(action=None), "recommendations[0].action: expected a non-empty string"),
         (document(advice("5"), {**advice("4"), "id": advice("5")["id"]}), "repeats"),
+        (
+            json.dumps({"recommendations": [advice("5")]}),
+            "generated_at: missing; a document with recommendations needs the ISO-8601 time",
+        ),
+        (
+            json.dumps({"recommendations": [advice("5")], "generated_at": 1764514800}),
+            "generated_at: got 1764514800;",
+        ),
+        (
+            json.dumps({"recommendations": [advice("5")], "generated_at": None}),
+            "generated_at: got None;",
+        ),
     ],
 )
 def test_bad_documents_exit_2_naming_the_field(
@@ -243,6 +256,53 @@ def test_bad_documents_exit_2_naming_the_field(
     assert message in err
     assert str(path) in err
     assert "would run" not in out
+
+
+def test_a_document_without_generated_at_but_without_advice_is_read(
+    tmp_path: Path, apply: Apply
+) -> None:
+    """The advisor answers ``generated_at: null`` before its first cycle, with no advice."""
+    path = write(tmp_path, json.dumps({"recommendations": [], "generated_at": None}))
+    code, out, _ = apply("--from", str(path), "--yes")
+    assert code == 0 and "0 recommendations" in out
+
+
+@pytest.mark.parametrize("value", HOSTILE.values(), ids=HOSTILE.keys())
+def test_apply_prints_no_control_sequence_from_the_document(
+    tmp_path: Path, apply: Apply, value: str
+) -> None:
+    """A hostile job id, action and subject: every line apply prints is printable, no line is
+    forged, a long value is cut, and the command is refused."""
+    item = advice("5")
+    item.update(job_id=value, action=f"Start job {value} now", subject=f"job {value}")
+    item["commands"] = [["scontrol", "top", value]]
+    code, out, err = apply("--from", str(write(tmp_path, document(item))))
+    if "\0" in value:  # no argument list holds a NUL: the document is refused before any print
+        assert code == 2 and "commands[0]" in err
+        assert all(line.isprintable() for line in err.splitlines()) and len(err) < 20_000
+        return
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert all(line.isprintable() for line in lines), [ln for ln in lines if not ln.isprintable()]
+    starts = ("  Start job ", "  refused: ", "  not run: scontrol top ")
+    assert all(line.startswith(start) for line, start in zip(lines[3:6], starts, strict=True))
+    assert len(lines) == 8, lines
+    assert not any(line.startswith("  would run") for line in lines) and "1 refused" in out
+    assert len(out) < 20_000  # a 1 MB value is cut
+    if len(value) > 1000:
+        assert "more characters)" in out
+
+
+def test_an_error_quoting_hostile_input_is_printable_and_bounded(
+    tmp_path: Path, apply: Apply
+) -> None:
+    item = advice("5")
+    item["valid_until"] = "\x1b]8;;https://evil.example\x07click\x1b]8;;\x07\x1b[2J" + "x" * 100_000
+    code, _, err = apply("--from", str(write(tmp_path, document(item))))
+    assert code == 2
+    assert "recommendations[0].valid_until" in err
+    assert "\x1b" not in err and "\x07" not in err
+    assert len(err) < 20_000
 
 
 def test_a_missing_field_is_named_with_its_index(tmp_path: Path, apply: Apply) -> None:

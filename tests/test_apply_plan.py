@@ -16,9 +16,20 @@ def advice(
     *commands: tuple[str, ...],
     kind: str = "start-now",
     valid_until_s: float = NOW + 60,
+    generated_at_s: float | None = NOW - 10,
 ) -> Advice:
     job = commands[0][2].removeprefix("JobId=") if commands else ""
-    return Advice(index, f"id{index}", kind, "", "do it", commands, valid_until_s, job)
+    return Advice(
+        index,
+        f"id{index}",
+        kind,
+        "",
+        "do it",
+        commands,
+        valid_until_s,
+        job,
+        generated_at_s=generated_at_s,
+    )
 
 
 def test_scontrol_top_of_one_job_is_allowed_and_nothing_else_by_default() -> None:
@@ -64,3 +75,19 @@ def test_share_advice_never_runs_even_when_selected_and_carrying_a_command() -> 
     policy = Policy(frozenset({"share"}))
     (step,) = plan((advice(0, ("scontrol", "top", "5"), kind="share"),), policy, NOW).steps
     assert step.verdict is Verdict.NO_COMMAND and "apply never acts on it" in step.reason
+
+
+def test_advice_whose_document_says_no_or_a_future_generated_at_never_runs() -> None:
+    """The one-hour cap rests on ``generated_at``: without it, or with one ahead of this clock,
+    a saved document could be replayed at any later time (issue 17)."""
+    top = ("scontrol", "top", "4711")
+    cases = {
+        "no generated_at": advice(0, top, generated_at_s=None),
+        "in the future": advice(1, top, generated_at_s=NOW + 3600),
+    }
+    for why, one in cases.items():
+        (step,) = plan([one], TOP, NOW).steps
+        assert step.verdict is Verdict.EXPIRED, why
+        assert why in step.reason
+    (near,) = plan([advice(2, top, generated_at_s=NOW + 60)], TOP, NOW).steps  # clock skew
+    assert near.verdict is Verdict.RUN

@@ -48,10 +48,21 @@ def test_the_shipped_example_reads_with_every_section() -> None:
     assert config.outbox.max_age_s == 900.0
     (am,) = config.alertmanagers
     assert am.static_labels == (("cluster", "a"),)
+    assert am.severity == "info"  # advice never pages by accident (docs/sinks.md)
     (slack,) = config.slack
     assert slack.webhook_url == ENV["GPUADVISOR_SLACK_WEBHOOK_URL"]
     (hook,) = config.webhooks
     assert hook.secret == "s3cret"
+
+
+def test_an_alertmanager_sink_sets_the_severity_of_its_advice(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "prometheus: {url: http://p:9090}\n"
+        "sinks:\n  alertmanager:\n    - url: http://am:9093\n      severity: warning\n",
+    )
+    (am,) = load_advisor_config(path, env={}).alertmanagers
+    assert am.severity == "warning"
 
 
 def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
@@ -133,6 +144,12 @@ def test_minimal_file_and_secrets_from_files(tmp_path: Path) -> None:
             "    - url: http://am:9093\n      labels: {alertname: x}\n",
             4,
             "set by the advisor",
+        ),
+        (
+            "prometheus: {url: http://p:9090}\nsinks:\n  alertmanager:\n"
+            "    - url: http://am:9093\n      severity: 'page me'\n",
+            4,
+            "sinks.alertmanager[0].severity: 'page me': give a label value",
         ),
         (
             "prometheus: {url: http://p:9090}\nshare:\n  busy_p95_ratio: 1.5\n",

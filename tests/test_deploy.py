@@ -34,6 +34,8 @@ from gpuadvisor.cli.agent import agent_config
 from gpuadvisor.cli.listen import ADVISOR_PORT, AGENT_PORT, QUEUE_PORT, parse_listen_address
 from gpuadvisor.cli.queue import queue_config
 from gpuadvisor.config.advisor import load_advisor_config
+from gpuadvisor.sources.slurm.sacct import parse_sacct
+from tests.fake_squeue import write_fake_squeue
 from tests.harness.process import ManagedProcess, http_ok, require_binary
 from tests.ports import free_port
 from tests.test_alert_rules import RULES, load_rules
@@ -46,6 +48,9 @@ UNITS = {
     "advisor": DEPLOY / "systemd" / "gpuadvisor-advisor.service",
 }
 PORTS = {"agent": AGENT_PORT, "queue": QUEUE_PORT, "advisor": ADVISOR_PORT}
+SACCT_SERVICE = DEPLOY / "systemd" / "gpuadvisor-sacct.service"
+SACCT_TIMER = DEPLOY / "systemd" / "gpuadvisor-sacct.timer"
+SACCT = "/usr/bin/sacct"
 BINARY = "/opt/gpuadvisor/bin/gpuadvisor"
 NAMESPACE = "gpuadvisor"
 
@@ -167,15 +172,18 @@ def runnable_units(tmp_path_factory: pytest.TempPathFactory) -> Path:
     installed = Path(sys.executable).with_name("gpuadvisor")
     assert installed.exists(), f"{installed}: install the package (make test does)"
     folder = tmp_path_factory.mktemp("units")
-    for path in UNITS.values():
+    for path in (*UNITS.values(), SACCT_SERVICE, SACCT_TIMER):
         (folder / path.name).write_text(path.read_text().replace(BINARY, str(installed)))
     return folder
 
 
 def test_units_pass_systemd_analyze_verify(runnable_units: Path) -> None:
     analyze = require_binary("systemd-analyze")
+    require_binary("sacct")  # verify checks that ExecStart's programs exist
+    units = sorted(str(p) for p in runnable_units.iterdir())
+    assert len(units) == len(UNITS) + 2
     result = subprocess.run(
-        [analyze, "verify", *sorted(str(p) for p in runnable_units.glob("*.service"))],
+        [analyze, "verify", *units],
         check=False,
         capture_output=True,
         text=True,
@@ -185,16 +193,17 @@ def test_units_pass_systemd_analyze_verify(runnable_units: Path) -> None:
     assert not result.stderr.strip(), result.stderr  # unknown keys are only warnings
 
 
-@pytest.mark.parametrize("command", sorted(UNITS))
+@pytest.mark.parametrize("command", [*sorted(UNITS), "sacct"])
 def test_unit_exposure_is_at_most_2(runnable_units: Path, command: str) -> None:
     analyze = require_binary("systemd-analyze")
+    unit = SACCT_SERVICE if command == "sacct" else UNITS[command]
     result = subprocess.run(
         [
             analyze,
             "security",
             "--offline=true",
             "--threshold=20",
-            str(runnable_units / UNITS[command].name),
+            str(runnable_units / unit.name),
         ],
         check=False,
         capture_output=True,
@@ -204,12 +213,115 @@ def test_unit_exposure_is_at_most_2(runnable_units: Path, command: str) -> None:
     assert result.returncode == 0, result.stdout[-1500:] + result.stderr
 
 
+# ---------------------------------------------------------------------------- the sacct feed
+
+
+def history_file() -> Path:
+    """The job history deploy/advisor.yaml reads (``history.sacct_file``)."""
+    doc = yaml.safe_load((DEPLOY / "advisor.yaml").read_text())
+    return Path(doc["history"]["sacct_file"])
+
+
+def sacct_script() -> str:
+    """The shell script the sacct unit's ``ExecStart=/bin/sh -c '...'`` runs, as the shell gets
+    it: systemd turns ``$$`` into ``$``; a lone ``$NAME`` or a ``%`` specifier it would expand
+    itself, so the unit has none."""
+    (line,) = parse_unit(SACCT_SERVICE.read_text())["Service"]["ExecStart"]
+    assert "%" not in line, "systemd expands % specifiers: write %%"
+    assert "$" not in line.replace("$$", ""), "systemd expands $NAME: write $$ for the shell"
+    shell, flag, script = shlex.split(line.replace("$$", "$"))
+    assert (shell, flag) == ("/bin/sh", "-c")
+    return script
+
+
+def test_the_sacct_unit_is_hardened_and_writes_only_where_the_advisor_reads() -> None:
+    service = parse_unit(SACCT_SERVICE.read_text())["Service"]
+
+    def value(key: str) -> str:
+        return service.get(key, [""])[-1]
+
+    assert value("Type") == "oneshot"
+    queue_user = parse_unit(UNITS["queue"].read_text())["Service"]["User"][-1]
+    assert value("User") == value("Group") == queue_user, "the sysusers account"
+    for key in ("NoNewPrivileges", "PrivateTmp", "PrivateDevices", "ProtectHome"):
+        assert value(key) == "yes", key
+    assert value("ProtectSystem") == "strict"
+    assert value("CapabilityBoundingSet") == "" and "CapabilityBoundingSet" in service
+    history = history_file()
+    assert service["ReadWritePaths"] == [str(history.parent)], "only the output directory"
+    assert service["StateDirectory"] == [history.parent.name]
+    assert history.parent.parent == Path("/var/lib"), "StateDirectory= is under /var/lib"
+    assert value("UMask") == "0027"
+    advisor = parse_unit(UNITS["advisor"].read_text())["Service"]
+    assert advisor["SupplementaryGroups"] == [value("Group")], "the advisor reads the file"
+    timer = parse_unit(SACCT_TIMER.read_text())
+    assert timer["Timer"]["Unit"] == [SACCT_SERVICE.name]
+    assert timer["Timer"]["OnUnitInactiveSec"] == ["10min"], "never two runs at once"
+    assert timer["Install"]["WantedBy"] == ["timers.target"]
+    script = sacct_script()
+    assert f"{SACCT} --allusers --allocations --starttime now-14days --json" in script
+    assert f"dir={history.parent};" in script and f'"$dir/{history.name}"' in script
+
+
+def run_sacct_unit(tmp_path: Path, sacct: Path) -> subprocess.CompletedProcess[str]:
+    """The unit's script, with ``sacct`` and the output directory replaced (``tmp_path``)."""
+    script = sacct_script().replace(SACCT, str(sacct))
+    script = script.replace(str(history_file().parent), str(tmp_path))
+    return subprocess.run(
+        ["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+RECORDED_JSON = ROOT / "tests" / "data" / "slurm" / "sacct-22.05.json"
+
+
+def test_the_sacct_unit_writes_the_json_atomically_where_the_advisor_reads(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    record = tmp_path / "record"
+    record.mkdir()
+    sacct = write_fake_squeue(tmp_path / "sacct", stdout_file=RECORDED_JSON, record_dir=record)
+    done = run_sacct_unit(out, sacct)
+    assert done.returncode == 0, done.stderr
+    written = out / history_file().name
+    assert sorted(p.name for p in out.iterdir()) == [written.name], "no temporary file left"
+    assert written.read_bytes() == RECORDED_JSON.read_bytes()
+    assert parse_sacct(written.read_bytes(), source=str(written)).jobs
+    assert written.stat().st_mode & 0o777 == 0o640
+    assert (record / "args").read_text().split() == [
+        "--allusers", "--allocations", "--starttime", "now-14days", "--json",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "stdout"),
+    [(1, '{"meta": {"plugin": '), (0, ""), (1, "")],
+    ids=["sacct-fails-half-way", "sacct-prints-nothing", "sacct-fails-silently"],
+)
+def test_a_failed_sacct_run_keeps_the_last_good_history(
+    tmp_path: Path, exit_code: int, stdout: str
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    good = out / history_file().name
+    good.write_bytes(RECORDED_JSON.read_bytes())
+    sacct = write_fake_squeue(
+        tmp_path / "sacct", stdout_text=stdout, stderr="sacct: error", exit_code=exit_code
+    )
+    done = run_sacct_unit(out, sacct)
+    assert done.returncode != 0, "systemd must see the run fail"
+    assert good.read_bytes() == RECORDED_JSON.read_bytes()
+    assert [p.name for p in out.iterdir()] == [good.name], "no temporary file left"
+
+
 # ---------------------------------------------------------------------------- Kubernetes
 
 
 def manifests() -> list[Manifest]:
     found: list[Manifest] = []
-    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+    for path in sorted((DEPLOY / "kubernetes").rglob("*.yaml")):
         if path.name != "kustomization.yaml":
             found += [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
     return found
@@ -235,9 +347,10 @@ def port(spec: dict[str, Any], name: str) -> int:
 
 
 CLUSTER_SCOPED = {"Namespace", "PriorityClass"}
-NEEDS_OPERATOR = {"podmonitor.yaml", "prometheusrule.yaml"}
-"""Manifests of the Prometheus operator's kinds: not in the kustomization, which must apply
-where the CRDs are absent."""
+OPERATOR = DEPLOY / "kubernetes" / "prometheus-operator"
+"""Manifests of the Prometheus operator's kinds: a kustomization of their own, since the
+workloads' must apply where the CRDs are absent."""
+KUBE_PROMETHEUS_STACK = DEPLOY / "kubernetes" / "kube-prometheus-stack"
 KUSTOMIZATION = DEPLOY / "kubernetes" / "kustomization.yaml"
 
 
@@ -248,16 +361,19 @@ def test_manifests_are_namespaced_and_the_kustomization_lists_them() -> None:
             assert m["metadata"]["namespace"] == NAMESPACE, m["metadata"]["name"]
         else:
             assert "namespace" not in m["metadata"], m["metadata"]["name"]
-    kustomization = yaml.safe_load(KUSTOMIZATION.read_text())
-    listed = set(kustomization["resources"])
-    on_disk = {p.name for p in (DEPLOY / "kubernetes").glob("*.yaml")}
-    assert listed == on_disk - {"kustomization.yaml", *NEEDS_OPERATOR}
+    for folder in (DEPLOY / "kubernetes", OPERATOR):
+        kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+        listed = set(kustomization["resources"])
+        on_disk = {p.name for p in folder.glob("*.yaml")} - {"kustomization.yaml"}
+        assert listed == on_disk, folder
+    base = {m["apiVersion"].split("/")[0] for m in kustomized()}
+    assert "monitoring.coreos.com" not in base, "the workloads must apply without the CRDs"
 
 
-def kustomized() -> list[Manifest]:
-    """``kubectl kustomize deploy/kubernetes``: what ``kubectl apply -k`` would send."""
+def kustomized(folder: Path = DEPLOY / "kubernetes") -> list[Manifest]:
+    """``kubectl kustomize FOLDER``: what ``kubectl apply -k`` would send."""
     done = subprocess.run(
-        [require_binary("kubectl"), "kustomize", str(DEPLOY / "kubernetes")],
+        [require_binary("kubectl"), "kustomize", str(folder)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -309,7 +425,7 @@ def test_the_advisor_has_a_disruption_budget_that_lets_a_drain_proceed() -> None
 def test_the_prometheus_rule_is_the_rules_file() -> None:
     """deploy/kubernetes/prometheusrule.yaml is ``scripts/render_rules.py --prometheus-rule``:
     regenerate it when the rules change."""
-    path = DEPLOY / "kubernetes" / "prometheusrule.yaml"
+    path = OPERATOR / "prometheusrule.yaml"
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "render_rules.py"), "--prometheus-rule"],
         capture_output=True,
@@ -321,6 +437,46 @@ def test_the_prometheus_rule_is_the_rules_file() -> None:
     rule = one("PrometheusRule", "gpuadvisor")
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     assert rule["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
+
+
+def advisor_cluster_label() -> str:
+    """The ``cluster`` label the advisor's ConfigMap gives its Alertmanager advice."""
+    data = one("ConfigMap", "gpuadvisor-advisor")["data"]["advisor.yaml"]
+    (sink,) = yaml.safe_load(data)["sinks"]["alertmanager"]
+    label: str = sink["labels"]["cluster"]
+    return label
+
+
+def cluster_relabeling(endpoint: dict[str, Any]) -> str:
+    """The value a PodMonitor endpoint's relabelings give the ``cluster`` label."""
+    (rule,) = [r for r in endpoint.get("relabelings", []) if r.get("targetLabel") == "cluster"]
+    assert rule.get("action", "replace") == "replace" and "sourceLabels" not in rule, rule
+    value: str = rule["replacement"]
+    return value
+
+
+def test_kube_prometheus_stack_selects_the_monitors_and_rules_and_every_series_has_a_cluster() -> (
+    None
+):
+    """kube-prometheus-stack's Prometheus selects PodMonitors and PrometheusRules labelled
+    ``release: <release>`` only; the overlay labels them so, and every endpoint relabels a
+    ``cluster`` onto its series: the advisor's own cluster label, so that advice and health
+    alerts of one cluster inhibit and group together."""
+    built = kustomized(KUBE_PROMETHEUS_STACK)
+    kinds = sorted(m["kind"] for m in built)
+    assert kinds == ["PodMonitor", "PodMonitor", "PrometheusRule"]
+    release = yaml.safe_load((KUBE_PROMETHEUS_STACK / "kustomization.yaml").read_text())
+    (pairs,) = [entry["pairs"] for entry in release["labels"]]
+    assert pairs == {"release": "kube-prometheus-stack"}  # the chart's default release name
+    for m in built:
+        assert m["metadata"]["labels"]["release"] == "kube-prometheus-stack", m["metadata"]
+        assert m["metadata"]["labels"]["app.kubernetes.io/part-of"] == "gpuadvisor"
+        if m["kind"] == "PodMonitor":
+            assert "release" not in m["spec"]["selector"]["matchLabels"], "pods have none"
+            for endpoint in m["spec"]["podMetricsEndpoints"]:
+                assert cluster_relabeling(endpoint) == advisor_cluster_label()
+    for m in kustomized(OPERATOR):
+        assert "release" not in m["metadata"]["labels"], "the plain operator folder sets none"
 
 
 @pytest.mark.parametrize(("kind", "name"), [("DaemonSet", "agent"), ("Deployment", "advisor")])
@@ -539,3 +695,74 @@ def test_kubernetes_relabelling_scrapes_the_agent_as_gpuadvisor_agent(
         assert info["metric"]["node"] == "sim-node", "the agent's node label survives"
         assert not query(url, 'up{kubernetes_pod="not-annotated"}')
     assert not http_ok(f"{url}/-/ready")
+
+
+_OPERATOR_KEYS = {
+    "sourceLabels": "source_labels",
+    "targetLabel": "target_label",
+    "replacement": "replacement",
+    "regex": "regex",
+    "separator": "separator",
+    "modulus": "modulus",
+    "action": "action",
+}
+
+
+def relabel_config(rule: dict[str, Any]) -> dict[str, Any]:
+    """A PodMonitor relabeling as the operator writes it into Prometheus' configuration."""
+    unknown = set(rule) - set(_OPERATOR_KEYS)
+    assert not unknown, unknown
+    return {_OPERATOR_KEYS[k]: (v.lower() if k == "action" else v) for k, v in rule.items()}
+
+
+@pytest.mark.e2e
+def test_the_kube_prometheus_stack_pod_monitor_gives_the_agents_series_a_cluster(
+    tmp_path: Path, sim_agent: int
+) -> None:
+    """The overlay's agent PodMonitor, as the operator turns it into a scrape job (the pod's
+    ``app.kubernetes.io/name`` as ``job``, then the endpoint's relabelings), run by a real
+    Prometheus: the agent's own series carry the cluster label, which the dashboards and the
+    per-cluster rules read."""
+    (monitor,) = [
+        m
+        for m in kustomized(KUBE_PROMETHEUS_STACK)
+        if m["kind"] == "PodMonitor" and m["metadata"]["name"] == "gpuadvisor-agent"
+    ]
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    agent = one("DaemonSet", "gpuadvisor-agent")
+    job_label = sanitized(monitor["spec"]["jobLabel"])
+    job = {
+        "job_name": "podMonitor/gpuadvisor/gpuadvisor-agent/0",
+        "scrape_interval": "1s",
+        "metrics_path": endpoint["path"],
+        "static_configs": [pod_target(f"127.0.0.1:{sim_agent}", agent, "gpuadvisor-agent-x")],
+        "relabel_configs": [
+            {"source_labels": [f"__meta_kubernetes_pod_label_{job_label}"], "target_label": "job"},
+            *[relabel_config(rule) for rule in endpoint["relabelings"]],
+        ],
+    }
+    folder = tmp_path / "prometheus"
+    folder.mkdir()
+    (folder / "prometheus.yml").write_text(
+        yaml.safe_dump({"scrape_configs": [job], "rule_files": [str(RULES)]}, sort_keys=False)
+    )
+    promtool_check_config(folder / "prometheus.yml")
+    prometheus_port = free_port()
+    with ManagedProcess(
+        [
+            require_binary("prometheus"),
+            f"--config.file={folder / 'prometheus.yml'}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address=127.0.0.1:{prometheus_port}",
+        ],
+        folder / "prometheus.log",
+        cwd=folder,
+    ) as process:
+        url = f"http://127.0.0.1:{prometheus_port}"
+        process.wait_http(f"{url}/-/ready")
+        cluster = advisor_cluster_label()
+        (target,) = wait_query(url, f'up{{job="gpuadvisor-agent",cluster="{cluster}"}} == 1')
+        assert target["metric"]["instance"] == f"127.0.0.1:{sim_agent}"
+        (info,) = wait_query(url, f'gpuadvisor_node_gpus{{cluster="{cluster}"}}')
+        assert info["metric"]["job"] == "gpuadvisor-agent"
+        assert not query(url, 'gpuadvisor_node_gpus{cluster=""}'), "a series without a cluster"

@@ -250,6 +250,8 @@ def test_head_of_line_advice_reaches_every_sink_and_resolves_once_applied(stack:
     (alert,) = start_now_alerts(stack, job5)
     assert alert["labels"]["cluster"] == "e2e"
     assert alert["labels"]["kind"] == "start-now"
+    assert alert["labels"]["gpuadvisor_advice"] == "true"
+    assert alert["labels"]["severity"] == "info"  # never a paging severity by default
     assert f"scontrol top {job5}" in alert["annotations"]["command"]
 
     # Alertmanager routed it to its own receiver

@@ -232,7 +232,8 @@ def test_light_jobs_get_share_advice_through_prometheus_to_the_sinks(stack: Stac
     (alert,) = share_alerts(stack)
     labels = alert["labels"]
     assert (labels["kind"], labels["job_id"], labels["node"]) == ("share", "11,12,13", "gpu-a")
-    assert labels["cluster"] == "share" and labels["severity"] == "warning"
+    assert labels["cluster"] == "share" and labels["advice_severity"] == "warning"
+    assert labels["severity"] == "info" and labels["gpuadvisor_advice"] == "true"
     action = json.dumps(alert["annotations"])
     assert "free 2 GPU(s)" in action and "start job(s) 21 now" in action
     assert "1g.10gb" in action and "Interference risk low" in action

@@ -3,10 +3,13 @@
 No Grafana server exists in any registry here (DESIGN §7), so the JSON is checked the way
 Grafana 10 reads it (panels with ``gridPos``, ``targets[].expr``, the data source as the
 ``${datasource}`` variable), and every panel's and variable's query is run, with the variables
-set to their "All" value, against one real Prometheus that scrapes real gpuadvisor processes:
-a simulated-GPU agent, an NVML agent on the fake NVML library (an XID, a lost GPU, MIG), the
-queue exporter on a queue file and the advisor, with the rules of ``alerts/`` loaded. Each
-query must answer without error and with data.
+set to their "All" value, against two real Prometheus servers that scrape the same real
+gpuadvisor processes: a simulated-GPU agent, an NVML agent on the fake NVML library (an XID, a
+lost GPU, MIG), the queue exporter on a queue file and the advisor, with the rules of
+``alerts/`` loaded. One gives every target a ``cluster`` label (deploy/prometheus/scrape.yml),
+the other none (kube-prometheus-stack's PodMonitors without relabelling). Each query must
+answer without error and with data in both, but the cluster variable's own query where no
+series has a cluster label: there "All" (``.*``) stands for the missing label.
 """
 
 from __future__ import annotations
@@ -206,8 +209,11 @@ def test_variables_are_defined_and_used_as_regexes(path: Path) -> None:
     for name, variable in defined.items():
         if variable["type"] == "query":
             assert variable["datasource"] == DATASOURCE, name
-            # ".+", never ".*": "All" must not match series that lack the label.
-            assert variable["includeAll"] and variable["allValue"] == ".+", name
+            # "All" is ".+" for job, node and instance, which every series carries, so that it
+            # never matches series that lack them; ".*" for cluster, which a Prometheus without
+            # a cluster target label (kube-prometheus-stack by default) gives no series.
+            all_value = ".*" if name == "cluster" else ".+"
+            assert variable["includeAll"] and variable["allValue"] == all_value, name
             assert _LABEL_VALUES.match(variable["definition"]), name
             assert variable["query"]["query"] == variable["definition"], name
     for query in queries(path):
@@ -394,9 +400,13 @@ def inject_xid(fake: FakeNvml, agent_url: str, epoch_us: int) -> None:
     fake.write(nvml_gpus(lost=True), epoch_us=epoch_us, xids=xids)
 
 
+SETUPS = ("cluster-label", "no-cluster-label")
+"""The two Prometheus servers of the stack: targets with a ``cluster`` label, and without."""
+
+
 @dataclass
 class Stack:
-    prometheus: PrometheusServer
+    prometheus: dict[str, PrometheusServer]
 
 
 @pytest.fixture(scope="module")
@@ -407,7 +417,7 @@ def stack(fake_nvml_library: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     (tmp / "queue.yaml").write_text(QUEUE_FILE)
     (tmp / "sacct.txt").write_text(SACCT_FILE)
     webhook = Receiver()
-    names = ("sim", "nvml", "queue", "slurm-queue", "advisor", "prometheus")
+    names = ("sim", "nvml", "queue", "slurm-queue", "advisor", "prometheus", "bare-prometheus")
     ports = {name: free_port() for name in names}
     # A second queue exporter on Slurm 22.05's recorded answers: its ended jobs (the running
     # one left out, so the advisor's cluster stays the agents') and a drained node.
@@ -436,7 +446,7 @@ sinks:
 """
     )
     procs: list[ManagedProcess] = []
-    prometheus: PrometheusServer | None = None
+    servers: dict[str, PrometheusServer] = {}
     try:
         web = "--web.listen-address"
         procs.append(
@@ -483,40 +493,75 @@ sinks:
                 tmp / "advisor.log",
             )
         )
-        labels = {"cluster": "grafana-test"}
-        jobs = [
-            ScrapeJob("gpuadvisor-agent", [address["sim"], address["nvml"]], labels),
-            ScrapeJob("gpuadvisor-queue", [address["queue"], address["slurm-queue"]], labels),
-            ScrapeJob("gpuadvisor-advisor", [address["advisor"]], labels),
-        ]
-        prometheus = PrometheusServer(
-            tmp / "prometheus", jobs, rule_files=[RULES], port=ports["prometheus"]
-        ).wait_ready()
+        for setup, name, labels in (
+            ("cluster-label", "prometheus", {"cluster": "grafana-test"}),
+            ("no-cluster-label", "bare-prometheus", {}),
+        ):
+            jobs = [
+                ScrapeJob("gpuadvisor-agent", [address["sim"], address["nvml"]], labels),
+                ScrapeJob("gpuadvisor-queue", [address["queue"], address["slurm-queue"]], labels),
+                ScrapeJob("gpuadvisor-advisor", [address["advisor"]], labels),
+            ]
+            servers[setup] = PrometheusServer(
+                tmp / name, jobs, rule_files=[RULES], port=ports[name]
+            ).wait_ready()
         nvml_agent.wait_http(f"http://{address['nvml']}/-/ready")
         inject_xid(fake, f"http://{address['nvml']}/metrics", epoch)
         # The advisor trusts its inputs once Prometheus has them: the cluster gauges appear.
-        prometheus.wait_for("gpuadvisor_cluster_idle_gpus", timeout_s=30)
-        yield Stack(prometheus)
+        for server in servers.values():
+            server.wait_for("gpuadvisor_cluster_idle_gpus", timeout_s=30)
+        yield Stack(servers)
     finally:
-        if prometheus is not None:
-            prometheus.stop()
+        for server in servers.values():
+            server.stop()
         for proc in reversed(procs):
             proc.stop()
         webhook.stop()
 
 
-@pytest.mark.e2e
-@pytest.mark.parametrize("query", ALL_QUERIES, ids=str)
-def test_query_answers_with_data_from_real_exporters(stack: Stack, query: Query) -> None:
-    expr = as_promql(query)
-    assert "$" not in expr, expr
+def answer(prometheus: PrometheusServer, expr: str) -> list[dict[str, Any]]:
+    """``expr``'s answer, waited for up to 20 s while it is empty (rules and scrapes lag)."""
     deadline = time.monotonic() + 20
-    result = stack.prometheus.query(expr)  # an invalid query raises with Prometheus' error
+    result = prometheus.query(expr)  # an invalid query raises with Prometheus' error
     while not result and time.monotonic() < deadline:
         time.sleep(0.25)
-        result = stack.prometheus.query(expr)
+        result = prometheus.query(expr)
+    return result
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("setup", SETUPS)
+@pytest.mark.parametrize("query", ALL_QUERIES, ids=str)
+def test_query_answers_with_data_from_real_exporters(
+    stack: Stack, query: Query, setup: str
+) -> None:
+    expr = as_promql(query)
+    assert "$" not in expr, expr
+    prometheus = stack.prometheus[setup]
+    if setup == "no-cluster-label" and query.where == "variable cluster":
+        # No cluster label anywhere: the variable has no values (Grafana's label_values lists
+        # none) and "All" (.*) matches the missing label.
+        assert not [s for s in answer(prometheus, expr) if s["metric"].get("cluster")], expr
+        cluster = variables(load(ROOT / "grafana" / query.board))["cluster"]
+        assert re.fullmatch(cluster["allValue"], "")
+        return
+    result = answer(prometheus, expr)
     assert result, f"{query}: no data for {expr}"
     if query.where.startswith("variable"):
         label = _LABEL_VALUES.match(query.expr)
         assert label is not None
         assert all(s["metric"].get(label.group(2)) for s in result), result
+    if setup == "cluster-label":
+        return
+    assert not any("cluster" in s["metric"] for s in result), result
+
+
+@pytest.mark.e2e
+def test_the_old_all_value_would_leave_a_prometheus_without_cluster_labels_empty(
+    stack: Stack,
+) -> None:
+    """What issue 19 found: with "All" as ``.+`` a dashboard shows nothing on a Prometheus
+    whose targets carry no ``cluster`` label; with ``.*`` the same query has data."""
+    bare = stack.prometheus["no-cluster-label"]
+    assert answer(bare, 'sum(gpuadvisor_node_gpus{cluster=~".*"})')
+    assert not bare.query('sum(gpuadvisor_node_gpus{cluster=~".+"})')

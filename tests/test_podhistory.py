@@ -12,6 +12,7 @@ from gpuadvisor.sources.prometheus.podhistory import SERIES_READ, PodHistory
 
 STEP = 10.0
 END = 10_000.0
+UID_A, UID_B, UID_C, UID_1 = (f"0d5c7a4e-1f2b-4c3d-9e8f-00000000000{n}" for n in "abc1")
 
 
 def series(labels: dict[str, str], *points: tuple[float, float]) -> Series:
@@ -83,7 +84,7 @@ def test_a_pod_failed_before_it_started_left_the_queue_as_failed() -> None:
 
 def test_a_gpu_pod_never_seen_in_a_phase_is_left_out_by_reason() -> None:
     history = PodHistory()
-    labels = pod_labels("ghost", uid="u1", container="c", resource="nvidia_com_gpu")
+    labels = pod_labels("ghost", uid=UID_1, container="c", resource="nvidia_com_gpu")
     history.add_gpu_requests([series(labels, (0.0, 1.0))])
     assert history.finished(END) == ([], {"no kube_pod_status_phase series": 1})
 
@@ -112,7 +113,7 @@ def test_each_chunk_names_only_the_gpu_pods_alive_in_it() -> None:
     history = PodHistory()
     requests = [
         series({"uid": uid, "container": "c"}, (stamp, 1.0))
-        for uid, stamps in (("a", (100, 200)), ("b", (200, 300)), ("c", (400,)))
+        for uid, stamps in ((UID_A, (100, 200)), (UID_B, (200, 300)), (UID_C, (400,)))
         for stamp in stamps
     ]
     history.add_gpu_requests(requests)
@@ -120,8 +121,8 @@ def test_each_chunk_names_only_the_gpu_pods_alive_in_it() -> None:
     assert selectors is not None
     named = [selectors(lo, lo + 100.0) for lo in (0.0, 100.0, 200.0, 300.0, 400.0)]
     uids = [[s.split('uid=~"')[1].rstrip('"}') for s in chunk] for chunk in named]
-    assert uids == [["a"], ["a|b"], ["b"], ["c"], []]
-    assert named[0] == ['kube_pod_status_phase{phase=~"Pending|Running|Unknown",uid=~"a"}']
+    assert uids == [[UID_A], [f"{UID_A}|{UID_B}"], [UID_B], [UID_C], []]
+    assert named[0] == [f'kube_pod_status_phase{{phase=~"Pending|Running|Unknown",uid=~"{UID_A}"}}']
 
 
 def test_pods_without_uid_have_their_phases_read_unfiltered() -> None:
@@ -134,3 +135,25 @@ def test_every_series_read_is_named_in_the_docs() -> None:
     section = " ".join(docs[docs.index("### Kubernetes") :].split())
     for selector in SERIES_READ:
         assert f"`{selector.split('{')[0]}" in section, selector
+
+
+def test_pods_with_a_uid_or_name_of_the_wrong_shape_are_left_out_and_counted() -> None:
+    """A ``uid`` goes into the phase queries' ``uid=~`` matchers: one like ``.*`` would read
+    every pod's phases, ``a"}`` would break the query. Kubernetes enforces both shapes; a
+    series that breaks them does not come from it."""
+    history = PodHistory()
+    gpu = {"container": "c", "resource": "nvidia_com_gpu"}
+    history.add_gpu_requests(
+        [
+            series({"uid": ".*", **pod_labels("a"), **gpu}, (0.0, 1.0)),
+            series({"uid": 'x"}', **pod_labels("b"), **gpu}, (0.0, 1.0)),
+            series({"uid": 'x"}', **pod_labels("b"), **gpu, "container": "d"}, (0.0, 1.0)),
+            series(pod_labels("<!channel>", **gpu), (0.0, 1.0)),
+            series({"uid": UID_A, **pod_labels("good"), **gpu}, (0.0, 1.0)),
+        ]
+    )
+    assert list(history.pods) == [UID_A]
+    selectors = history.phase_selectors(100.0)
+    assert selectors is not None and all(UID_A in s for s in selectors(0.0, 100.0))
+    _, left_out = history.finished(END)
+    assert left_out["uid or name of the wrong shape"] == 3

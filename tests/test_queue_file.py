@@ -133,7 +133,7 @@ BAD = [
         "jobs:\n  - {job_id: 1, user: a, partition: p, state: R, submit_time: 0,\n"
         "     gpus_per_node: -1}\n",
         3,
-        "jobs[0].gpus_per_node: must be >= 0, got -1",
+        "jobs[0].gpus_per_node: must be 0 to 1000000000, got -1",
     ),
     (
         "jobs:\n  - {job_id: 1, user: a, partition: p, state: R, submit_time: 0,\n"

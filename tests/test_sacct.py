@@ -1,8 +1,9 @@
 """``sacct --json`` (Slurm 22.05 to 24.11 shapes) and ``sacct --parsable2`` → FinishedJobs.
 
 The fixtures in tests/data/slurm (README there) hold one accounting record in five shapes: the
-same eleven jobs, among them an array whose two tasks ran and three never left the queue, a
-CPU-only job, a run of zero length and one whose end precedes its start (clock skew).
+same eleven jobs, among them an array whose two tasks ran and three never left the queue (one
+record counting them), a CPU-only job, a run of zero length and one whose end precedes its start
+(clock skew).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 import pytest
 
 from gpuadvisor.errors import InputError
+from gpuadvisor.sources.slurm.jobid import array_task_count
 from gpuadvisor.sources.slurm.sacct import SACCT_COMMAND, SACCT_FORMAT, parse_sacct
-from gpuadvisor.sources.slurm.sacct_record import array_indices
 
 DATA = Path(__file__).parent / "data" / "slurm"
 JSON_FIXTURES = {
@@ -27,20 +28,19 @@ JSON_FIXTURES = {
 }
 T0 = 1764590400.0
 EXPECTED = [
-    # job id, user, state, GPUs per node, nodes, start - T0, end - T0, elapsed, limit (s), name
-    ("101", "alice", "COMPLETED", 4, 1, 60, 2460, 2400, 86400, "train"),
-    ("102", "alice", "COMPLETED", 4, 1, 3000, 5520, 2520, 86400, "train"),
-    ("103", "bob", "TIMEOUT", 1, 1, 300, 2100, 1800, 1800, "eval"),
-    ("104", "carol", "FAILED", 8, 2, 400, 460, 60, 14400, "big"),
-    ("105_1", "bob", "COMPLETED", 1, 1, 500, 1100, 600, 3600, "sweep"),
-    ("105_2", "bob", "COMPLETED", 1, 1, 500, 1200, 700, 3600, "sweep"),
-    ("105_3", "bob", "CANCELLED", 1, 1, None, 1300, 0, 3600, "sweep"),
-    ("105_4", "bob", "CANCELLED", 1, 1, None, 1300, 0, 3600, "sweep"),
-    ("105_5", "bob", "CANCELLED", 1, 1, None, 1300, 0, 3600, "sweep"),
-    ("107", "dave", "COMPLETED", 0, 1, 510, 910, 400, 1200, "prep"),
-    ("108", "alice", "COMPLETED", 2, 1, 700, 700, 0, 600, "quick"),
-    ("109", "erin", "COMPLETED", 1, 1, 900, 850, 0, 3600, "skewed"),
-    ("110", "erin", "CANCELLED", 8, 1, None, 1000, 0, 7200, "waited"),
+    # job id, user, state, GPUs per node, nodes, start - T0, end - T0, elapsed, limit (s), name,
+    # tasks
+    ("101", "alice", "COMPLETED", 4, 1, 60, 2460, 2400, 86400, "train", 1),
+    ("102", "alice", "COMPLETED", 4, 1, 3000, 5520, 2520, 86400, "train", 1),
+    ("103", "bob", "TIMEOUT", 1, 1, 300, 2100, 1800, 1800, "eval", 1),
+    ("104", "carol", "FAILED", 8, 2, 400, 460, 60, 14400, "big", 1),
+    ("105_1", "bob", "COMPLETED", 1, 1, 500, 1100, 600, 3600, "sweep", 1),
+    ("105_2", "bob", "COMPLETED", 1, 1, 500, 1200, 700, 3600, "sweep", 1),
+    ("105_[3-5]", "bob", "CANCELLED", 1, 1, None, 1300, 0, 3600, "sweep", 3),
+    ("107", "dave", "COMPLETED", 0, 1, 510, 910, 400, 1200, "prep", 1),
+    ("108", "alice", "COMPLETED", 2, 1, 700, 700, 0, 600, "quick", 1),
+    ("109", "erin", "COMPLETED", 1, 1, 900, 850, 0, 3600, "skewed", 1),
+    ("110", "erin", "CANCELLED", 8, 1, None, 1000, 0, 7200, "waited", 1),
 ]
 
 
@@ -58,6 +58,7 @@ def rows(data: bytes | str, source: str = "x") -> list[tuple[Any, ...]]:
             f.elapsed_s,
             f.job.time_limit_s,
             f.job.name,
+            f.tasks,
         )
         for f in result.jobs
     ]
@@ -78,18 +79,24 @@ def test_every_json_format_gives_the_same_jobs(name: str) -> None:
     assert first.job.runtime_s is None  # which runtime to trust is the reader's rule
 
 
-def test_parsable2_gives_the_same_jobs_and_skips_the_steps() -> None:
+def test_parsable2_gives_the_same_jobs_but_names_and_skips_the_steps() -> None:
     text = (DATA / "sacct-parsable2.txt").read_text()
     result = parse_sacct(text, source="sacct.txt")
     assert result.format == "parsable2"
     assert result.steps_skipped == 16  # .batch and .extern of the eight GPU jobs that ran
-    expected = [r if r[0] != "104" else (*r[:-1], "big|run") for r in EXPECTED]
-    assert rows(text) == expected  # a name holding '|' survives as the last column
+    assert result.skipped == {}
+    # JobName is never read from --parsable2 (a name can forge records), only from --json; a
+    # name holding '|' as the last column still leaves the record whole
+    expected = [(*r[:9], "", r[10]) for r in EXPECTED]
+    assert rows(text) == expected
+    (warning,) = result.warnings
+    assert "free-text column JobName not read" in warning and "sacct --json" in warning
 
 
 def test_the_documented_command_asks_for_the_columns_read() -> None:
     header = (DATA / "sacct-parsable2.txt").read_text().splitlines()[0]
-    assert header.split("|") == list(SACCT_FORMAT)
+    assert [c for c in header.split("|") if c != "JobName"] == list(SACCT_FORMAT)
+    assert "JobName" not in SACCT_FORMAT and "JobName" not in SACCT_COMMAND
     assert ",".join(SACCT_FORMAT) in SACCT_COMMAND
     assert "SLURM_TIME_FORMAT=%s" in SACCT_COMMAND
     assert "--allocations" in SACCT_COMMAND
@@ -106,28 +113,28 @@ def test_parsable2_reads_iso_times_as_utc_and_unlimited_limits() -> None:
     assert (job.job.time_limit_s, job.job.gpus, job.job.name, job.job.account) == (None, 2, "", "")
 
 
-def test_array_ranges_with_steps_and_limits_expand() -> None:
+def test_array_ranges_with_steps_and_limits_are_counted_in_one_record() -> None:
     text = (
         "JobID|User|State|Submit|Start|End|NNodes|AllocTRES|ReqTRES\n"
         "9_[1,4-8:2%3]|ana|PENDING|100|Unknown|Unknown|1||gres/gpu=1\n"
     )
-    ids = [f.job_id for f in parse_sacct(text).jobs]
-    assert ids == ["9_1", "9_4", "9_6", "9_8"]
+    (job,) = parse_sacct(text).jobs
+    assert (job.job_id, job.tasks, job.start_time_s) == ("9_[1,4-8:2%3]", 4, None)
 
 
 def test_a_22_05_array_of_tasks_never_started_is_a_hex_bitmap() -> None:
     """22.05's ``sacct --json`` prints the database's bitmap (``0x38``: tasks 3-5; recorded from
     a real 22.05 in tests/data/slurm/recorded), ``--parsable2`` the range (``105_[3-5]``)."""
-    assert array_indices("0x38") == [3, 4, 5]
-    assert array_indices("0xF") == [0, 1, 2, 3]
-    assert array_indices("0x80000000000000001") == [0, 67]
+    assert array_task_count("0x38") == 3
+    assert array_task_count("0xF") == 4
+    assert array_task_count("0x80000000000000001") == 2
     for bad in ("0x", "0x0", "0xZ1"):
         with pytest.raises(ValueError, match="array task"):
-            array_indices(bad)
+            array_task_count(bad)
     doc = load("sacct-22.05.json")
     doc["jobs"][6]["array"]["task"] = "0x0"
     with pytest.raises(InputError, match=r"jobs\[6\] \(job_id 105\): field 'array.task': no "):
-        parse_sacct(json.dumps(doc), source="f.json")
+        parse_sacct(json.dumps(doc), source="f.json", strict=True)
 
 
 def test_a_tres_without_a_count_is_not_an_error() -> None:
@@ -140,7 +147,10 @@ def test_a_tres_without_a_count_is_not_an_error() -> None:
     gres = doc["jobs"][0]["tres"]["allocated"][-1]
     del gres["count"]
     with pytest.raises(InputError, match=r"'tres.allocated': expected \{type, name, count\}"):
-        parse_sacct(json.dumps(doc))
+        parse_sacct(json.dumps(doc), strict=True)
+    lenient = parse_sacct(json.dumps(doc))  # without strict: that job is left out, counted
+    assert lenient.skipped == {"tres": 1} and "101" not in {f.job_id for f in lenient.jobs}
+    assert "jobs[0] (job_id 101): field 'tres.allocated'" in lenient.first_skipped
 
 
 def test_a_job_never_given_nodes_counts_the_nodes_it_asked_for() -> None:
@@ -210,21 +220,37 @@ def test_an_ill_typed_field_names_the_job_and_field(
         target = target[key]
     target[path[-1]] = value
     with pytest.raises(InputError, match=r"f.json: jobs\[6\] \(job_id 105\): field " + message):
-        parse_sacct(json.dumps(doc), source="f.json")
+        parse_sacct(json.dumps(doc), source="f.json", strict=True)
+
+
+def documented_lines() -> list[str]:
+    """The parsable2 fixture in the documented columns (``SACCT_FORMAT``: no JobName)."""
+    lines = (DATA / "sacct-parsable2.txt").read_text().split("\n")
+    return ["|".join(line.split("|")[: len(SACCT_FORMAT)]) for line in lines if line]
 
 
 def test_a_parsable2_line_with_a_bad_field_names_line_and_column() -> None:
-    lines = (DATA / "sacct-parsable2.txt").read_text().splitlines()
+    lines = documented_lines()
     lines[1] = lines[1].replace("|1764590460|", "|yesterday|", 1)
     with pytest.raises(InputError, match=r"s.txt, line 2, column 'Start': job 101: expected Unix"):
-        parse_sacct("\n".join(lines), source="s.txt")
+        parse_sacct("\n".join(lines), source="s.txt", strict=True)
+    lenient = parse_sacct("\n".join(lines), source="s.txt")
+    assert lenient.skipped == {"time": 1} and lenient.jobs[0].job_id == "102"
+    assert lenient.first_skipped.startswith("s.txt, line 2, column 'Start': job 101")
 
 
 def test_a_truncated_parsable2_line_is_refused() -> None:
-    lines = (DATA / "sacct-parsable2.txt").read_text().splitlines()
+    lines = documented_lines()
     lines.append("111|ana|ml|gpu|COMPLETED|1764590400")
-    with pytest.raises(InputError, match=r"s.txt, line 29: 6 columns, the header names 14"):
-        parse_sacct("\n".join(lines), source="s.txt")
+    with pytest.raises(InputError, match=r"s.txt, line 29: 6 columns, the header names 13"):
+        parse_sacct("\n".join(lines), source="s.txt", strict=True)
+    assert parse_sacct("\n".join(lines), source="s.txt").skipped == {"columns": 1}
+
+
+def test_strict_refuses_a_free_text_column() -> None:
+    text = (DATA / "sacct-parsable2.txt").read_text()
+    with pytest.raises(InputError, match=r"s.txt, line 1: free-text column JobName not read"):
+        parse_sacct(text, source="s.txt", strict=True)
 
 
 def test_parsable2_without_the_gpu_column_says_what_to_run() -> None:

@@ -77,7 +77,9 @@ def expected_labels(rec: Recommendation) -> dict[str, str]:
         "kind": "start-now",
         "node": rec.node,
         "recommendation_id": rec.id,
-        "severity": "warning",
+        "gpuadvisor_advice": "true",
+        "severity": "info",
+        "advice_severity": "warning",
     }
 
 
@@ -147,6 +149,29 @@ def test_static_labels_cannot_break_the_identity(
 ) -> None:
     with pytest.raises(ConfigError, match=problem):
         AlertmanagerTarget("http://127.0.0.1:9093", static_labels=labels)
+
+
+def test_advice_is_marked_and_info_unless_the_target_says_otherwise() -> None:
+    rec = make_rec()  # a warning
+    cycle = firing(rec, now_s=1000.0, first_seen_s=900.0)
+    (default,) = alerts_json(cycle, CLUSTER)
+    assert default["labels"]["severity"] == "info"
+    assert default["labels"]["advice_severity"] == "warning"
+    assert default["labels"]["gpuadvisor_advice"] == "true"
+    (chosen,) = alerts_json(cycle, CLUSTER, "warning")
+    assert chosen["labels"] == {**default["labels"], "severity": "warning"}
+
+
+@pytest.mark.parametrize("severity", ["", "page me", "x" * 33, 'critical"'])
+def test_a_severity_that_is_no_plain_label_value_is_refused(severity: str) -> None:
+    with pytest.raises(ConfigError, match="give a label value"):
+        AlertmanagerTarget("http://127.0.0.1:9093", severity=severity)
+
+
+@pytest.mark.parametrize("label", ["gpuadvisor_advice", "advice_severity", "severity"])
+def test_the_advice_labels_cannot_be_static_labels(label: str) -> None:
+    with pytest.raises(ConfigError, match="set by the advisor"):
+        AlertmanagerTarget("http://127.0.0.1:9093", static_labels=((label, "x"),))
 
 
 def test_the_sink_name_is_host_port_and_prefix_without_credentials() -> None:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import random
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,8 +33,11 @@ from gpuadvisor.sinks.delivery.slack import (
     SlackSettings,
     SlackSink,
     message_json,
+    mrkdwn_escape,
+    plain_text,
     truncate,
 )
+from tests.hostile import HOSTILE, SLACK_SPECIAL
 from tests.ports import free_port
 
 T0 = 1_700_000_000.0
@@ -328,3 +332,79 @@ def test_the_fake_checks_what_it_claims() -> None:
     assert block_kit_problem({"text": "t", "blocks": [too_long]}) == "section text"
     assert block_kit_problem({"text": "t", "blocks": [too_long] * 51}) == "51 blocks"
     assert json.dumps(message_json(entries([make_rec("1")]), resolved=False))
+
+
+# ------------------------------------------------------------------ hostile job fields (issue 17)
+
+_RAW_AMPERSAND = re.compile(r"&(?!amp;|lt;|gt;)")
+_UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def shown_by_slack(mrkdwn: str) -> str:
+    """What Slack displays for escaped text: the three entities decoded, nothing else."""
+    return mrkdwn.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def mrkdwn_texts(message: dict[str, Any]) -> list[str]:
+    """Every text Slack parses as mrkdwn: the ``text`` fallback, sections and context lines."""
+    texts = [message["text"]]
+    for block in message["blocks"]:
+        if block["type"] == "section":
+            texts.append(block["text"]["text"])
+        elif block["type"] == "context":
+            texts += [e["text"] for e in block["elements"]]
+    return texts
+
+
+def hostile_rec(value: str) -> Recommendation:
+    """``value`` as the job id, inside the action and the command, and as evidence."""
+    return Recommendation(
+        kind=Kind.START_NOW,
+        job_id=value,
+        node="gpu-07",
+        action=f"Start job {value} now on gpu-07",
+        commands=(("scontrol", "top", value),),
+        gain=Gain(gpus_busy_now=1.0, gpu_hours_per_day=24.0, allocation_pp=1.5),
+        evidence=(("name", value), ("user", value)),
+        severity=Severity.WARNING,
+        valid_until_s=T0 + 600,
+    )
+
+
+@pytest.mark.parametrize("value", HOSTILE.values(), ids=HOSTILE.keys())
+@pytest.mark.parametrize("resolved", [False, True], ids=["new", "resolved"])
+def test_hostile_job_fields_reach_slack_escaped_in_blocks_and_fallback(
+    value: str, resolved: bool
+) -> None:
+    message = message_json(entries([hostile_rec(value)]), resolved=resolved, title=value[:200])
+    assert block_kit_problem(message) == ""
+    assert len(message["text"]) <= 3000
+    json.dumps(message, ensure_ascii=False).encode("utf-8")  # valid Unicode: no lone surrogate
+    for text in mrkdwn_texts(message):
+        assert "<" not in text and ">" not in text, text[:200]
+        assert not _RAW_AMPERSAND.search(text), text[:200]
+        assert not _UNSHOWN.search(text), text[:200]
+    header = message["blocks"][0]["text"]["text"]
+    assert not _UNSHOWN.search(header) and len(header) <= 150
+    first = mrkdwn_texts(message)[1]
+    if len(value) > 1000:
+        assert first.endswith("…") and message["text"].endswith("…")  # cut, visibly
+    else:  # Slack shows the value as typed, but for the characters it cannot show
+        assert plain_text(value) in shown_by_slack(first)
+        assert plain_text(value) in shown_by_slack(message["text"])
+
+
+def test_the_text_fallback_of_a_channel_ping_job_is_escaped() -> None:
+    """The issue's case: the blocks were escaped, the notification fallback was not."""
+    rec = hostile_rec("<!channel> <https://evil.example|click>")
+    message = message_json(entries([rec]), resolved=False)
+    assert "&lt;!channel&gt; &lt;https://evil.example|click&gt;" in message["text"]
+    assert not any(s in message["text"] for s in SLACK_SPECIAL)
+
+
+@pytest.mark.parametrize("value", HOSTILE.values(), ids=HOSTILE.keys())
+def test_the_escaping_helper_leaves_no_markup_slack_acts_on(value: str) -> None:
+    escaped = mrkdwn_escape(value)
+    assert "<" not in escaped and ">" not in escaped and not _RAW_AMPERSAND.search(escaped)
+    assert not _UNSHOWN.search(escaped)
+    assert shown_by_slack(escaped) == plain_text(value)

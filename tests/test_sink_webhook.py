@@ -4,6 +4,7 @@ tampered and replayed requests refused; real payloads checked against docs/webho
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -24,9 +25,12 @@ from gpuadvisor.sinks.delivery.webhook import (
     TIMESTAMP_HEADER,
     WebhookSettings,
     WebhookSink,
+    envelope_body,
+    envelope_json,
     sign,
     verify_signature,
 )
+from tests.hostile import HOSTILE, SHORT
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "docs" / "webhook.schema.json"
 SECRET = "whsec-test-0123456789"
@@ -289,3 +293,56 @@ def test_settings_refuse_an_empty_secret_and_hide_secrets() -> None:
     assert SECRET not in repr(settings) and "abc123" not in repr(settings)
     name = WebhookSink(settings).name
     assert name.startswith("webhook:example.invalid#") and "abc123" not in name
+
+
+# ------------------------------------------------------------------ hostile job fields (issue 17)
+
+
+def hostile_rec(value: str) -> Recommendation:
+    rec = make_rec(value)
+    return Recommendation(
+        kind=rec.kind,
+        job_id=value,
+        node=value,
+        action=rec.action,
+        commands=rec.commands,
+        gain=rec.gain,
+        evidence=((value, value), ("name", value)),
+        severity=rec.severity,
+        valid_until_s=rec.valid_until_s,
+    )
+
+
+def as_unicode(value: str) -> str:
+    return re.sub("[\ud800-\udfff]", "\ufffd", value)
+
+
+@pytest.mark.parametrize("value", HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_job_fields_stay_data_in_the_envelope(value: str) -> None:
+    """Every field carries the value as typed (as a JSON string, never spliced into markup),
+    the body is strict UTF-8 JSON a strict parser accepts, and it matches the schema."""
+    rec = hostile_rec(value)
+    cycle = cycle_with([rec], [])
+    body = envelope_body(envelope_json(cycle, "firing", sent_s=T0, labels=(("cluster", value),)))
+    text = body.decode("ascii")  # every non-ASCII character is a JSON escape
+    back = json.loads(text)
+    assert schema_problems(back, schema(), schema()) == []
+    (got,) = back["recommendations"]
+    shown = as_unicode(value)
+    assert (got["job_id"], got["node"], back["advisor"]["labels"]["cluster"]) == (shown,) * 3
+    assert got["action"] == f"Start job {shown} now on gpu-07"
+    assert got["commands"][0] == ["scontrol", "top", shown]
+    assert got["evidence"] == {shown: shown, "name": shown}
+    json.dumps(back, ensure_ascii=False).encode("utf-8")  # no lone surrogate survived
+
+
+async def test_the_hostile_corpus_is_delivered_signed_in_one_envelope(receiver: Receiver) -> None:
+    sink = WebhookSink(WebhookSettings(receiver.url, SECRET))
+    recs = [hostile_rec(value) for value in SHORT.values()]  # the receiver takes 1 MB at most
+    await sink.deliver(cycle_with(recs, []))
+    await sink.aclose()
+    (envelope,) = receiver.accepted
+    assert [r["job_id"] for r in envelope["recommendations"]] == [
+        as_unicode(v) for v in SHORT.values()
+    ]
+    assert schema_problems(envelope, schema(), schema()) == []

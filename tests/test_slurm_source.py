@@ -419,11 +419,21 @@ def test_a_missing_field_is_named(field: str) -> None:
         parse(doc)
 
 
-def test_a_job_id_that_is_not_an_integer_is_named() -> None:
+@pytest.mark.parametrize(
+    ("job_id", "problem"),
+    [("99", "expected an integer"), (0, "not a Slurm job id"), (1 << 32, "not a Slurm job id")],
+)
+def test_a_job_id_of_no_slurm_shape_is_left_out_and_named_once(
+    job_id: object, problem: str
+) -> None:
     doc = load("22.05")
-    doc["jobs"][0]["job_id"] = "99"
-    with pytest.raises(InputError, match=r"jobs\[0\]: field 'job_id': expected an integer"):
-        parse(doc)
+    doc["jobs"][0]["job_id"] = job_id
+    doc["jobs"][1]["job_id"] = job_id
+    result = parse_squeue(json.dumps(doc), time_s=T0)
+    assert len(result.snapshot.entries) + result.finished_jobs == len(doc["jobs"]) - 2
+    (warning,) = [w for w in result.warnings if "left out" in w]
+    assert warning.startswith("2 jobs left out, ids of no Slurm shape (first: jobs[0]: field")
+    assert problem in warning
 
 
 # Running the command -----------------------------------------------------------------------

@@ -46,7 +46,7 @@ def test_each_sample_is_detected_and_read_by_its_reader(name: str, format: str) 
 
 
 def test_registry_names_are_the_cli_choices() -> None:
-    assert list(READERS) == ["generic", "alibaba", "tiresias", "philly", "helios"]
+    assert list(READERS) == ["generic", "alibaba", "tiresias", "philly", "helios", "swf"]
 
 
 def test_load_trace_keeps_the_skip_counts() -> None:

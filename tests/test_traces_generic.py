@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import itertools
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from gpuadvisor.cli import main
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Job
 from gpuadvisor.sources.traces import generic
+from tests.hostile import HOSTILE, SHORT
 
 DATA = Path(__file__).parent / "data" / "traces"
 HEADER = "job_id,submit_time,duration,num_gpus,user,time_limit,gpu_milli\n"
@@ -159,3 +165,89 @@ def test_names_accounts_and_partitions_round_trip_and_are_written_only_when_give
     assert out.getvalue().splitlines()[0].endswith(",name,account,partition")
     path = write(tmp_path, out.getvalue())
     assert generic.read(path).jobs == tuple(named)
+
+
+# ------------------------------------------------------------- CSV injection (issue 17)
+
+TEXT_COLUMNS = ("job_id", "user", "name", "account", "partition")
+
+
+def hostile_job(value: str, submit_s: float = 0.0) -> Job:
+    return Job(
+        job_id=value,
+        submit_time_s=submit_s,
+        runtime_s=60.0,
+        gpus=1,
+        user=value,
+        name=value,
+        account=value,
+        partition=value,
+    )
+
+
+def cells(text: str) -> list[dict[str, str]]:
+    """The data rows of a written trace as a spreadsheet would load them (header-keyed)."""
+    lines = [line for line in text.splitlines(keepends=True) if not line.startswith("#")]
+    return list(csv.DictReader(io.StringIO("".join(lines), newline="")))
+
+
+@pytest.mark.parametrize("value", HOSTILE.values(), ids=HOSTILE.keys())
+def test_text_columns_never_start_a_formula_and_round_trip(tmp_path: Path, value: str) -> None:
+    stream = io.StringIO()
+    generic.write([hostile_job(value)], stream, ran={value: (5.0, 65.0)})
+    path = tmp_path / "trace.csv"
+    path.write_text(stream.getvalue(), encoding="utf-8")
+    if len(value) > 131_072:  # Python's csv field limit: a clear error naming the line
+        with pytest.raises(InputError, match=r"line 2: malformed CSV: field larger"):
+            generic.read(path)
+        return
+    (row,) = cells(stream.getvalue())
+    for column in TEXT_COLUMNS:
+        assert row[column][:1] not in generic.FORMULA_STARTS, (column, row[column][:40])
+    assert (row["submit_time"], row["duration"], row["num_gpus"]) == ("0", "60", "1")
+    assert (row["start_time"], row["end_time"]) == ("5", "65")  # numbers are untouched
+    (back,) = generic.read(path).jobs
+    expected = re.sub("[\ud800-\udfff]", "\ufffd", value)  # UTF-8 cannot hold a lone surrogate
+    assert [getattr(back, c) for c in TEXT_COLUMNS] == [expected] * 5
+
+
+def test_a_formula_gets_one_quote_and_a_real_leading_quote_survives() -> None:
+    assert generic.neutralised('=HYPERLINK("https://evil.example","x")').startswith("'=")
+    assert [generic.neutralised(v) for v in ("+1", "-1+1", "@SUM(1)", "\t=1", "\r=1")] == [
+        "'+1",
+        "'-1+1",
+        "'@SUM(1)",
+        "'\t=1",
+        "'\r=1",
+    ]
+    assert generic.neutralised("'=1") == "''=1"  # so reading it back gives '=1
+    assert generic.neutralised("'quoted") == "'quoted"  # nothing to protect, nothing added
+    assert generic.neutralised("4711") == "4711" and generic.neutralised("") == ""
+
+
+@given(st.text())
+def test_neutralising_is_undone_by_the_reader_for_any_text(value: str) -> None:
+    written = generic.neutralised(value)
+    assert written[:1] not in generic.FORMULA_STARTS
+    assert generic.unneutralised(written) == value
+
+
+def test_a_trace_with_formula_names_round_trips_through_simulate(tmp_path: Path) -> None:
+    """whatif --output-trace's writer, then gpuadvisor simulate --trace: the jobs keep their
+    ids and users, as the replay's --output-schedule shows."""
+    # The schedule, the observation point, writes a lone CR unquoted (csv's lineterminator is
+    # "\n"): values with one are left to the direct round trip above.
+    values = [v for v in SHORT.values() if v == v.strip() and "\0" not in v and "\r" not in v]
+    values = [re.sub("[\ud800-\udfff]", "\ufffd", v) for v in values]
+    jobs = [hostile_job(v, submit_s=float(i)) for i, v in enumerate(dict.fromkeys(values))]
+    trace = tmp_path / "trace.csv"
+    with trace.open("w", encoding="utf-8", newline="") as stream:
+        generic.write(jobs, stream)
+    schedule = tmp_path / "schedule.csv"
+    argv = ["simulate", "--trace", str(trace), "--cluster", "2x8/4"]
+    assert main([*argv, "--policies", "fifo", "--output-schedule", str(schedule)]) == 0
+    with schedule.open(newline="", encoding="utf-8") as stream:
+        rows = list(csv.DictReader(line for line in stream if line[:1] != "#"))
+    assert sorted((r["job_id"], r["user"]) for r in rows) == sorted(
+        (j.job_id, j.user) for j in jobs
+    )

@@ -247,19 +247,21 @@ def test_an_until_before_the_since_is_refused(
 # -- a record whose truth is known ---------------------------------------------------------------
 
 SACCT_HEADER = "JobID|User|Account|Partition|State|Submit|Start|End|ElapsedRaw|TimelimitRaw|NNodes"
-SACCT_HEADER += "|AllocTRES|ReqTRES|JobName"
+SACCT_HEADER += "|AllocTRES|ReqTRES"
 
 
 def sacct_text_of(result: SimulationResult, origin: int) -> str:
-    """What ``sacct --parsable2`` would have printed of a replay (times in whole seconds)."""
+    """What ``sacct --parsable2`` would have printed of a replay (times in whole seconds; the
+    generator's ``job-007`` as Slurm's ``1007``)."""
     lines = [SACCT_HEADER]
     for job, start, end in zip(result.jobs, result.start_s, result.end_s, strict=True):
+        number = 1000 + int(job.job_id.removeprefix("job-"))
         limit = "" if job.time_limit_s is None else str(math.ceil(job.time_limit_s / 60))
         tres = f"cpu=1,node={job.nodes},gres/gpu={job.total_gpus}"
         times = [origin + round(t) for t in (job.submit_time_s, start, end)]
         lines.append(
-            f"{job.job_id}|{job.user}|acct|gpu|COMPLETED|{times[0]}|{times[1]}|{times[2]}|"
-            f"{times[2] - times[1]}|{limit}|{job.nodes}|{tres}|{tres}|job"
+            f"{number}|{job.user}|acct|gpu|COMPLETED|{times[0]}|{times[1]}|{times[2]}|"
+            f"{times[2] - times[1]}|{limit}|{job.nodes}|{tres}|{tres}"
         )
     return "\n".join(lines) + "\n"
 

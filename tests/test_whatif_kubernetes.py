@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,11 @@ STEP_S = 15.0
 BASE = (int(time.time()) // 3600) * 3600 - 6 * 3600
 """The history starts six hours ago, on the hour (inside every server's retention)."""
 UNTIL = BASE + 4 * 3600
+
+
+def pod_uid(name: str) -> str:
+    """A uid in the RFC 4122 form Kubernetes gives (a version 5 one, stable from ``name``)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, name))
 
 
 def pod(
@@ -48,7 +54,7 @@ def pod(
     return TruePod(
         namespace,
         short,
-        uid or f"uid-{short}",
+        uid or pod_uid(short),
         gpus,
         BASE + created,
         None if start is None else BASE + start,
@@ -63,9 +69,9 @@ def pod(
 
 PODS = (
     pod("train/a-0", (3, 1), 100, 130, 1907, "Succeeded", "k1"),  # two GPU containers
-    pod("train/b-0", (8,), 200, 2000, 5000, "Failed", "k2", uid="uid-b0-1"),
+    pod("train/b-0", (8,), 200, 2000, 5000, "Failed", "k2", uid=pod_uid("b0-1")),
     pod("research/c-0", (2,), 300, None, 1000, None),  # deleted while pending
-    pod("train/b-0", (8,), 5100, 5500, 5900, "Succeeded", "k2", uid="uid-b0-2"),  # name reused
+    pod("train/b-0", (8,), 5100, 5500, 5900, "Succeeded", "k2", uid=pod_uid("b0-2")),  # name reused
     # limits only, and 45 s pulling images (Pending after its start) before Running
     pod(
         "research/d-0",
@@ -263,7 +269,7 @@ def test_series_without_uid_are_read_by_namespace_and_pod(
 ) -> None:
     """kube-state-metrics series without ``uid``: every pod's phases are read (no pod can be
     named by uid), and the pods are told apart by ``namespace/pod``."""
-    pods = tuple(p for p in PODS if p.uid != "uid-b0-2")  # a reused name would merge
+    pods = tuple(p for p in PODS if p.uid != pod_uid("b0-2"))  # a reused name would merge
     folder = tmp_path / "prometheus"
     create_blocks(
         openmetrics(scrapes(pods, NODES, BASE, UNTIL, step_s=STEP_S, uid=False)),

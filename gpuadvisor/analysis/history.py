@@ -104,7 +104,7 @@ def learn(finished: Iterable[FinishedJob], *, now_s: float, last: int = DEFAULT_
     for job in finished:
         got = runtime_or_reason(job, now_s)
         if isinstance(got, str):
-            skipped[got] += 1
+            skipped[got] += job.tasks  # a record of array tasks that never started counts each
         else:
             kept.append((job, got))
     by_end = sorted(kept, key=lambda k: (k[0].end_time_s or 0.0, k[0].job_id))

@@ -20,6 +20,7 @@ A runtime of 0 s is kept (a job that failed at once is history too); a negative 
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,15 +71,26 @@ class Prediction:
 
 @dataclass
 class RuntimePredictor:
-    """Completed jobs' runtimes by similarity key; ``predict`` for a waiting or running job."""
+    """Completed jobs' runtimes by similarity key; ``predict`` for a waiting or running job.
+
+    ``levels``: the similarity levels looked up (a subset of ``KEYS``, most specific first).
+    ``full_history``: predict only from a level with ``last`` runtimes recorded (else the
+    fallback). ``whole_seconds``: the mean rounded down to a whole second. ``user_last_two``
+    sets all three as Tsafrir, Etsion and Feitelson's EASY++ predictor has them."""
 
     last: int = DEFAULT_LAST
+    levels: tuple[str, ...] = KEYS
+    full_history: bool = False
+    whole_seconds: bool = False
     _recent: dict[_Key, deque[float]] = field(default_factory=dict, repr=False)
     _counts: dict[_Key, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.last < 1:
             raise ModelError(f"a prediction averages at least one runtime, got last={self.last}")
+        unknown = [level for level in self.levels if level not in KEYS]
+        if unknown or not self.levels:
+            raise ModelError(f"prediction levels are some of {', '.join(KEYS)}, got {unknown}")
 
     def record(self, job: Job, runtime_s: float) -> None:
         """Learn ``job``'s runtime (call when it completes)."""
@@ -96,11 +108,13 @@ class RuntimePredictor:
     def predict(self, job: Job) -> Prediction:
         limit = job.time_limit_s
         for level, key in zip(KEYS, _keys(job), strict=True):
-            if key is None:
+            if key is None or level not in self.levels:
                 continue
             recent = self._recent.get(key)
-            if recent:
+            if recent and (not self.full_history or len(recent) == self.last):
                 value = sum(recent) / len(recent)
+                if self.whole_seconds:
+                    value = float(math.floor(value))
                 if limit is not None:
                     value = min(value, limit)
                 return Prediction(value, level, self._counts[key], limit)
@@ -115,20 +129,75 @@ class RuntimePredictor:
         return ("predicted", job.user, job.name, job.shape, job.time_limit_s)
 
 
-RaiseRule = Callable[[float, float, float | None], float]
-"""(elapsed seconds, the prediction it outlived, the limit) -> the new predicted runtime."""
+def user_last_two() -> RuntimePredictor:
+    """EASY++'s predictor (Tsafrir, Etsion and Feitelson, IEEE TPDS 2007): the mean of the
+    user's last two completed run times, in whole seconds (rounded down), never above the
+    request; the request until the user has two completed jobs."""
+    return RuntimePredictor(levels=("user",), full_history=True, whole_seconds=True)
 
 
-def raise_to_limit(elapsed_s: float, predicted_s: float, limit_s: float | None) -> float:
-    """EASY++'s correction: a job that outlived its prediction is planned with its limit (or,
-    without one, twice what it has run)."""
+RaiseRule = Callable[[float, float, float | None, int], float]
+"""(elapsed seconds, the prediction it outlived, the limit, how many times this job was
+raised before) -> the new predicted runtime."""
+
+
+def raise_to_limit(
+    elapsed_s: float, predicted_s: float, limit_s: float | None, raises: int = 0
+) -> float:
+    """A job that outlived its prediction is planned with its limit (or, without one, twice
+    what it has run)."""
     return limit_s if limit_s is not None and limit_s > elapsed_s else 2 * max(elapsed_s, 1.0)
 
 
-def raise_by_doubling(elapsed_s: float, predicted_s: float, limit_s: float | None) -> float:
+def raise_by_doubling(
+    elapsed_s: float, predicted_s: float, limit_s: float | None, raises: int = 0
+) -> float:
     """Twice what the job has run so far, never above its limit."""
     doubled = 2 * max(elapsed_s, predicted_s, 1.0)
     return doubled if limit_s is None else min(doubled, max(limit_s, elapsed_s))
 
 
-RAISE_RULES: dict[str, RaiseRule] = {"limit": raise_to_limit, "double": raise_by_doubling}
+TSAFRIR_STEPS_S: tuple[float, ...] = (
+    0.0,
+    60.0,
+    300.0,
+    900.0,
+    1800.0,
+    3600.0,
+    7200.0,
+    18000.0,
+    36000.0,
+    72000.0,
+    180000.0,
+    360000.0,
+)
+"""Tsafrir's corrections: the n-th raise plans the first prediction plus the n-th step
+(1 m, 5 m, 15 m, 30 m, 1 h, 2 h, 5 h, 10 h, 20 h, 50 h, 100 h)."""
+
+
+def raise_tsafrir(
+    elapsed_s: float, predicted_s: float, limit_s: float | None, raises: int = 0
+) -> float:
+    """Tsafrir, Etsion and Feitelson's correction (IEEE TPDS 2007, as Gaussier et al. replay
+    it, SC'15): the first prediction plus the next of ``TSAFRIR_STEPS_S``, never above the
+    limit; past the last step, the limit. ``predicted_s`` is the first prediction plus the
+    step of the ``raises`` before. A job that has outrun even that (it ran past its limit)
+    is planned as ``raise_to_limit`` plans it."""
+    step = min(raises, len(TSAFRIR_STEPS_S) - 1)
+    if step + 1 < len(TSAFRIR_STEPS_S):
+        first = predicted_s - TSAFRIR_STEPS_S[step]
+        raised = first + TSAFRIR_STEPS_S[step + 1]
+        if limit_s is not None:
+            raised = min(raised, limit_s)
+    else:
+        raised = limit_s if limit_s is not None else 0.0
+    if raised > elapsed_s:
+        return raised
+    return raise_to_limit(elapsed_s, predicted_s, limit_s)
+
+
+RAISE_RULES: dict[str, RaiseRule] = {
+    "limit": raise_to_limit,
+    "double": raise_by_doubling,
+    "tsafrir": raise_tsafrir,
+}

@@ -13,6 +13,7 @@ from gpuadvisor.cli.flags import add_flags, given
 from gpuadvisor.cli.logs import configure
 from gpuadvisor.config.log import LOG_CHOICES, LOG_SETTINGS, LogSettings
 from gpuadvisor.errors import GpuAdvisorError
+from gpuadvisor.sinks.report.terminal import terminal_text
 
 COMMANDS: dict[str, str] = {
     "simulate": "gpuadvisor.cli.simulate",
@@ -47,6 +48,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 VERSION = f"gpuadvisor {__version__}"
+MAX_ERROR_CHARS = 4000
+"""An error names a file, a line and a field; a value it quotes from the input may be huge."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.run(args)
     except GpuAdvisorError as exc:
-        print(f"gpuadvisor {args.command}: error: {exc}", file=sys.stderr)
+        message = terminal_text(str(exc), max_chars=MAX_ERROR_CHARS, lines=True)
+        print(f"gpuadvisor {args.command}: error: {message}", file=sys.stderr)
         return 2
     except OSError as exc:  # a write that failed mid-run (disk full, permissions)
         where = f"{exc.filename}: " if exc.filename else ""

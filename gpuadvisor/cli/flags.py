@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from gpuadvisor.config.setting import NO_CHOICES, Choices, Setting, default_text, defaults_of
-from gpuadvisor.config.values import Check, seconds, seconds_or_zero
+from gpuadvisor.config.values import Check, seconds, seconds_or_zero, switch
 
 
 def argparse_type(check: Check) -> Callable[[str], object]:
@@ -60,6 +60,16 @@ def add_flags(
         if allowed is not None:
             more["choices"] = list(allowed)
             more["metavar"] = None  # argparse shows {a,b}
+        if setting.check is switch:  # given without a value: True
+            where.add_argument(
+                *setting.flags,
+                dest=setting.field,
+                default=None,
+                action="store_const",
+                const=True,
+                help=_help(setting, defaults),
+            )
+            continue
         if check_when_parsed:
             more["type"] = argparse_type(setting.check)
         where.add_argument(

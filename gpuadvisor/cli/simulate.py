@@ -17,6 +17,7 @@ from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, argparse_type, given
 from gpuadvisor.cli.outputs import prepare_file, prepare_folder, write_atomically
+from gpuadvisor.cli.simulate_trace import TraceInput, read_trace_input
 from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.config.simulate import (
     GENERATED_LOAD,
@@ -37,6 +38,7 @@ from gpuadvisor.simulation.sharing import Sharing
 from gpuadvisor.simulation.workload import offered_load, scale_to_load
 from gpuadvisor.sinks.report.plots import require_plotting, write_plots
 from gpuadvisor.sinks.report.schedule import write_schedule
+from gpuadvisor.sinks.report.swf_schedule import is_swf, write_swf_schedule
 from gpuadvisor.sinks.report.tables import (
     progress_bar,
     render_share_table,
@@ -44,7 +46,7 @@ from gpuadvisor.sinks.report.tables import (
     render_table,
     results_json,
 )
-from gpuadvisor.sources.traces import read_nodes, read_trace
+from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.outages import read as read_outages
 
 
@@ -107,8 +109,7 @@ def load_cluster(settings: SimulateSettings) -> Cluster:
 
 
 def load_jobs(settings: SimulateSettings, cluster: Cluster) -> list[Job]:
-    if settings.trace:
-        return read_trace(Path(settings.trace), settings.format)
+    """A generated workload (a trace is read by ``read_trace_input``)."""
     assert settings.generate is not None  # argparse requires --trace or --generate
     generate = GENERATORS[settings.limits]
     return generate(
@@ -170,11 +171,19 @@ def run(args: argparse.Namespace) -> int:
     sharing = Sharing(settings.share, slowdown=settings.share_slowdown)
     if sharing.on and settings.protocol != "replay":
         raise GpuAdvisorError("--share needs --protocol replay")
-    cluster = load_cluster(settings)
+    given_cluster = getattr(args, "cluster", None) is not None or settings.nodes is not None
+    read: TraceInput | None = None
+    if settings.trace:
+        read = read_trace_input(settings, load_cluster(settings) if given_cluster else None)
+        cluster, jobs = read.cluster, read.jobs
+        for line in read.lines:
+            console.print(line)
+    else:
+        cluster = load_cluster(settings)
+        jobs = load_jobs(settings, cluster)
     availability = Availability()
     if settings.outages is not None:
         availability = read_outages(settings.outages, cluster)
-    jobs = load_jobs(settings, cluster)
     trace = _path(settings.trace)
     if not jobs:
         if trace:
@@ -203,11 +212,23 @@ def run(args: argparse.Namespace) -> int:
             f"--schedule-policy {settings.schedule_policy!r} is not a listed policy; "
             f"the policies are {', '.join(labels)}"
         )
+    if (
+        output_schedule is not None
+        and is_swf(output_schedule)
+        and settings.schedule_policy is None
+        and len(labels) > 1
+    ):
+        raise GpuAdvisorError(
+            "--output-schedule *.swf holds one policy's replay: name it with --schedule-policy "
+            f"(one of {', '.join(labels)})"
+        )
     console.print(
         f"{len(jobs)} jobs on {len(cluster.nodes)} nodes / {cluster.gpus} GPUs, "
         f"offered load {offered_load(jobs, cluster.gpus):.2f}"
     )
     meta: dict[str, object] = {"jobs": len(jobs), "cluster_gpus": cluster.gpus}
+    if read is not None and read.meta:
+        meta["trace"] = read.meta
     if settings.outages is not None:
         console.print(
             f"{len(availability.outages)} node outages ({settings.outages}), "
@@ -264,7 +285,14 @@ def report(
             console.print(f"plot: {path}")
     if output_schedule:
         chosen = [r.result for r in runs if settings.schedule_policy in (None, r.label)]
-        written = write_schedule(output_schedule, chosen)
+        if is_swf(output_schedule):
+            trace_meta = meta.get("trace")
+            start = trace_meta.get("unix_start_time") if isinstance(trace_meta, dict) else None
+            written = write_swf_schedule(
+                output_schedule, chosen[0], unix_start_time=None if start is None else str(start)
+            )
+        else:
+            written = write_schedule(output_schedule, chosen)
         console.print(f"schedule: {output_schedule} ({written} rows)")
 
 

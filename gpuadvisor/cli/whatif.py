@@ -50,7 +50,7 @@ from gpuadvisor.sources.prometheus.podhistory import UNKNOWABLE as POD_UNKNOWABL
 from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO
 from gpuadvisor.sources.slurm.config import parse_scheduler_config
 from gpuadvisor.sources.slurm.node_events import node_availability, parse_node_events
-from gpuadvisor.sources.slurm.sacct import SacctResult, parse_sacct
+from gpuadvisor.sources.slurm.sacct import SacctResult, read_sacct
 from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.alibaba import spot_nodes_unwritable
 
@@ -79,16 +79,22 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def read_record(name: str) -> SacctResult:
-    """``sacct`` output from a file, or from standard input for ``-``."""
+def read_record(name: str, *, strict: bool = False) -> SacctResult:
+    """``sacct`` output from a file, or from standard input for ``-``, read as a stream; records
+    that cannot be read are left out and counted (``strict``: the first is an ``InputError``),
+    said in one line on standard error."""
     if name == STDIN:
-        return parse_sacct(sys.stdin.buffer.read(), source="standard input")
-    path = Path(name)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
-    return parse_sacct(data, source=name)
+        result = read_sacct(sys.stdin.buffer, source="standard input", strict=strict)
+    else:
+        try:
+            with open(name, "rb") as stream:
+                result = read_sacct(stream, source=name, strict=strict)
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
+    for problem in (*result.warnings, result.skipped_words()):
+        if problem:
+            print(f"warning: {problem}", file=sys.stderr)
+    return result
 
 
 def read_node_events(name: str, read_end_s: float) -> Availability:
@@ -212,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
         assert settings.sacct is not None  # argparse requires a source
         if cluster is None:
             raise GpuAdvisorError("--sacct needs the cluster: --cluster or --nodes")
-        record = read_record(settings.sacct)
+        record = read_record(settings.sacct, strict=settings.strict)
         source = "standard input" if settings.sacct == STDIN else settings.sacct
         if settings.node_events:
             read_end = until if until is not None else latest_instant(record.jobs)
@@ -249,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
     window = rebuilt.window
     missing = availability.missing_gpu_s(cluster, window.start_s, window.end_s)
     console.print(
-        f"{len(rebuilt.ran)} jobs ran ({len(rebuilt.left_queue)} left the queue before "
+        f"{len(rebuilt.ran)} jobs ran ({rebuilt.left_queue_jobs} left the queue before "
         f"starting) on {cluster.gpus} GPUs, {_iso(rebuilt.window.start_s)} to "
         f"{_iso(rebuilt.window.end_s)}"
     )
@@ -324,13 +330,13 @@ def whatif_document(
         },
         "rebuild": {
             "jobs_ran": len(rebuilt.ran),
-            "jobs_left_queue": len(rebuilt.left_queue),
-            "left_queue_gpus": sum(j.job.total_gpus for j in rebuilt.left_queue),
+            "jobs_left_queue": rebuilt.left_queue_jobs,
+            "left_queue_gpus": rebuilt.left_queue_gpus,
             "clock_skew": rebuilt.clock_skew,
             "eligible_later": rebuilt.eligible_later,
             "censored": rebuilt.censored,
             "censored_at": None if rebuilt.read_end_s is None else _iso(rebuilt.read_end_s),
-            "skipped": rebuilt.skipped,
+            "skipped": {**rebuilt.skipped, **_unreadable(record)},
             "steps_skipped": record.steps_skipped,
             "states": rebuilt.states,
         },
@@ -350,6 +356,11 @@ def whatif_document(
             missing_gpu_s=missing_gpu_s,
         ),
     }
+
+
+def _unreadable(record: SacctResult) -> dict[str, int]:
+    """The records the reader left out, by reason, as ``rebuild.skipped`` keys."""
+    return {f"unreadable {reason}": n for reason, n in sorted(record.skipped.items())}
 
 
 def _advisor(chosen: Sequence[PolicyRun]) -> PolicyRun:

@@ -22,7 +22,7 @@ def trace_text(rebuilt: Rebuilt, source: str) -> str:
         comments=(
             f"rebuilt by gpuadvisor whatif from {source}",
             "times are Unix seconds (UTC); start_time/end_time: when the job really ran",
-            f"{len(rebuilt.left_queue)} jobs that left the queue before starting are not listed",
+            f"{rebuilt.left_queue_jobs} jobs that left the queue before starting are not listed",
             *(
                 [
                     f"{rebuilt.censored} jobs still running when the record was read end at "

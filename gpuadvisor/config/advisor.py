@@ -26,7 +26,7 @@ from gpuadvisor.config.http import HTTP_KEYS, built, http_settings, secret
 from gpuadvisor.config.values import count, listen_address, ratio, seconds, text
 from gpuadvisor.config.yamlfile import YamlMap, did_you_mean, load_yaml_map
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerTarget
+from gpuadvisor.sinks.delivery.alertmanager import DEFAULT_SEVERITY, AlertmanagerTarget
 from gpuadvisor.sinks.delivery.outbox import OutboxSettings
 from gpuadvisor.sinks.delivery.slack import SlackSettings
 from gpuadvisor.sinks.delivery.webhook import WebhookSettings
@@ -306,6 +306,7 @@ def _alertmanager(m: YamlMap, base: str, env: Mapping[str, str]) -> Alertmanager
             http=http,
             static_labels=tuple(sorted(m.string_map("labels").items())),
             name=m.string("name") or "",
+            severity=m.string("severity") or DEFAULT_SEVERITY,
         )
 
     return built(m, make)
@@ -353,7 +354,7 @@ def _sinks(
     sinks.reject_unknown({"alertmanager", "slack", "webhook"})
     alertmanagers = tuple(
         _alertmanager(m, base, env)
-        for m in _sections(sinks, "alertmanager", _SINK_COMMON | {"url", "path_prefix"})
+        for m in _sections(sinks, "alertmanager", _SINK_COMMON | {"url", "path_prefix", "severity"})
     )
     slack_keys = {"webhook_url", "webhook_url_file", "webhook_url_env", "top", "title"}
     slack = tuple(

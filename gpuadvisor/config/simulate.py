@@ -25,6 +25,7 @@ from gpuadvisor.simulation.engine import ESTIMATE_MODES
 from gpuadvisor.simulation.generator import MIXES
 from gpuadvisor.simulation.sharing import SHARE_MODES
 from gpuadvisor.sources.traces import READERS
+from gpuadvisor.sources.traces.swf import FILTERS as SWF_FILTERS
 
 PROTOCOLS = ("replay", "inflation")
 
@@ -46,6 +47,7 @@ class SimulateSettings:
     trace: str | None = None
     generate: str | None = None
     format: str | None = None
+    swf_filter: str = "literature"
     jobs: int = 10_000
     cluster: str = "16x8"
     nodes: str | None = None
@@ -95,6 +97,14 @@ SIMULATE_SETTINGS: tuple[Setting, ...] = (
         group="input",
     ),
     Setting("format", "--format", text, "trace format (default: detect)"),
+    Setting(
+        "swf_filter",
+        "--swf-filter",
+        text,
+        "an SWF log's jobs: literature (keep 0 < processors <= the cluster's, run time > 0, "
+        "requested time > 0, submit >= 0; run time capped at the request; the dropped are "
+        "counted) or none (every record)",
+    ),
     Setting("jobs", "--jobs", at_least(1), "jobs to generate, with --generate", metavar="N"),
     Setting("cluster", "--cluster", text, "uniform cluster NODESxGPUS[/GROUP]", group="cluster"),
     Setting(
@@ -211,7 +221,8 @@ SIMULATE_SETTINGS: tuple[Setting, ...] = (
         "--output-schedule",
         optional_path,
         "write where and when each job ran, one CSV row per (policy, job, node), for "
-        "gpuadvisor agent --sim.schedule (replay only)",
+        "gpuadvisor agent --sim.schedule (replay only); a path ending in .swf writes one "
+        "policy's replay in the Standard Workload Format (pyss, Batsim/evalys, Alea)",
         metavar="FILE",
     ),
     Setting(
@@ -227,6 +238,7 @@ SIMULATE_SETTINGS: tuple[Setting, ...] = (
 SIMULATE_CHOICES: Choices = {
     "generate": tuple(sorted(MIXES)),
     "format": tuple(sorted(READERS)),
+    "swf_filter": SWF_FILTERS,
     "protocol": PROTOCOLS,
     "estimates": ESTIMATE_MODES,
     "raise_rule": tuple(RAISE_RULES),

@@ -19,6 +19,13 @@ def text(value: object) -> str:
     return value
 
 
+def switch(value: object) -> bool:
+    """A flag given without a value (``--strict``): True when given."""
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
 def number(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got {value!r}")

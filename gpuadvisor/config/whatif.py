@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from gpuadvisor.analysis.scheduling.orders import ORDERS
 from gpuadvisor.config.setting import Choices, Setting
-from gpuadvisor.config.values import instant, non_negative, optional_path, seconds, text
+from gpuadvisor.config.values import instant, non_negative, optional_path, seconds, switch, text
 from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.sources.prometheus.profiles import PROFILES
 
@@ -53,6 +53,7 @@ class WhatifSettings:
     output_trace: str | None = None
     output_nodes: str | None = None
     output_outages: str | None = None
+    strict: bool = False
 
     @property
     def fallback_order(self) -> str:
@@ -68,6 +69,13 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         "sacct --json or --parsable2 output to rebuild the jobs from ('-': standard input)",
         metavar="FILE",
         group="source",
+    ),
+    Setting(
+        "strict",
+        "--strict",
+        switch,
+        "refuse --sacct output with a record that cannot be read (exit 2, naming its line or "
+        "job) or a free-text --parsable2 column, instead of leaving such records out, counted",
     ),
     Setting(
         "prometheus",

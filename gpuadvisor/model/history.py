@@ -7,6 +7,24 @@ from dataclasses import dataclass
 
 from gpuadvisor.model.job import Job
 
+BAD_RECORD_REASONS = (
+    "encoding",
+    "line_too_long",
+    "columns",
+    "job_id",
+    "array",
+    "state",
+    "time",
+    "number",
+    "tres",
+    "text",
+    "field",
+)
+"""Why a record was left out: not UTF-8, a line too long, the wrong number of columns, a job id
+or array task set of no Slurm shape, an unknown state, a time, number or TRES list that cannot
+be read or is out of range, a name with control characters or too long, another ill-typed field
+(``sacct --json``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class FinishedJob:
@@ -19,7 +37,9 @@ class FinishedJob:
     none (a job cancelled before it started); ``elapsed_s`` is the scheduler's own count of
     seconds run (suspended time excluded), None where the record has none.
     ``eligible_time_s`` is when the job could first start (after holds, dependencies and
-    ``--begin``), None where the record does not say.
+    ``--begin``), None where the record does not say. ``tasks`` is how many jobs alike the record
+    stands for: the tasks of a job array that never started (``1234_[0-99]``: 100), counted,
+    never built one by one; 1 for every other record.
     """
 
     job: Job
@@ -28,6 +48,7 @@ class FinishedJob:
     end_time_s: float | None
     elapsed_s: float | None = None
     eligible_time_s: float | None = None
+    tasks: int = 1
 
     @property
     def job_id(self) -> str:

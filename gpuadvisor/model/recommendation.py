@@ -50,7 +50,8 @@ class Recommendation:
 
     @property
     def id(self) -> str:
-        digest = hashlib.sha256(f"{self.kind}\0{self.job_id}\0{self.node}".encode())
+        key = f"{self.kind}\0{self.job_id}\0{self.node}"
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass"))  # a lone surrogate too
         return digest.hexdigest()[:16]
 
     @property

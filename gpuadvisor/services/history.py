@@ -5,7 +5,11 @@ Each cycle asks ``predictor(now_s)``: an unchanged file costs one ``stat``; a ch
 parsed and learned on a worker thread (``analysis.history.learn``), then replaces the predictor.
 A file that cannot be read or parsed keeps the last good predictor (none before the first good
 read: the advice then plans with time limits), logs why once, and sets
-``gpuadvisor_advisor_prediction_history_up`` to 0.
+``gpuadvisor_advisor_prediction_history_up`` to 0 (so does a file that is not sacct output, or
+nests its JSON too deep: an ``InputError``, never a traceback). Records of a good file that
+cannot be read (a ``--parsable2`` line forged by a job name…) are left out, counted in
+``gpuadvisor_advisor_prediction_history_skipped_records_total{reason}``, and said in one log line
+per read, with where the first of them was.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from gpuadvisor.analysis.prediction import RuntimePredictor
 from gpuadvisor.errors import InputError
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.slurm.history import HistorySettings, SacctFile
+from gpuadvisor.sources.slurm.sacct import SacctResult
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +52,16 @@ class HistoryFeed:
         """What the last good read taught (None before one)."""
         return self._learned
 
-    def _load(self, now_s: float) -> Learned:
+    def _load(self, now_s: float) -> tuple[Learned, SacctResult]:
         result = self._file.read()
-        return learn(result.jobs, now_s=now_s, last=self.settings.last)
+        return learn(result.jobs, now_s=now_s, last=self.settings.last), result
 
     async def predictor(self, now_s: float) -> RuntimePredictor | None:
         """The predictor to plan this cycle with (reading the file first if it changed)."""
         if self._file.changed():
             loop = asyncio.get_running_loop()
             try:
-                learned = await loop.run_in_executor(None, self._load, now_s)
+                learned, result = await loop.run_in_executor(None, self._load, now_s)
             except InputError as exc:
                 self.metrics.read_failed()
                 if str(exc) != self._problem:
@@ -65,7 +70,10 @@ class HistoryFeed:
                     self._problem = str(exc)
             else:
                 self._learned = learned
-                self.metrics.read_ok(learned, self._clock())
+                self.metrics.read_ok(learned, self._clock(), result.skipped)
+                for problem in (*result.warnings, result.skipped_words()):
+                    if problem:
+                        log.warning("history %s: %s", self._file.path, problem)
                 log.info(
                     "history read from %s: %d finished jobs learned, %d skipped",
                     self._file.path,

@@ -22,15 +22,44 @@ from gpuadvisor.simulation.results import SimulationResult
 BASELINE = "fifo"
 
 
+NAMED_POLICIES: dict[str, dict[str, object]] = {
+    "easy++": {
+        "order": "easy-sjbf",
+        "estimates": "user-last2",
+        "raise_rule": "tsafrir",
+        "pass_on_raise": False,
+    },
+}
+"""Policies of the literature by name, as the settings they stand for. ``easy++``: Tsafrir,
+Etsion and Feitelson's EASY++ (IEEE TPDS 2007): EASY, backfilling shortest predicted first,
+the prediction the mean of the user's last two run times, raised by Tsafrir's steps; a raise
+itself starts no scheduling pass (as in pyss, whose replays Gaussier et al. published)."""
+
+
 def parse_policy(spec: str, base: SimulationConfig) -> SimulationConfig:
     """``ORDER[+PLACEMENT][@ESTIMATES]`` (``easy+fgd``, ``advisor@predicted``) on top of
     ``base``'s other settings. ``@ESTIMATES`` plans this policy with its own runtime estimates
     (``ESTIMATE_MODES``) and shows in its label, so that ``easy,advisor@predicted`` compares
-    EASY with the users' limits against the advisor with predictions on one trace."""
+    EASY with the users' limits against the advisor with predictions on one trace.
+    ``ORDER`` may also be one of ``NAMED_POLICIES`` (``easy++``, ``easy++@exact``): its
+    settings, then ``+PLACEMENT`` and ``@ESTIMATES`` over them."""
     text, at, estimates = spec.strip().partition("@")
-    order, _, placement = text.partition("+")
+    named = next(
+        (n for n in sorted(NAMED_POLICIES, key=len, reverse=True) if text.startswith(n)), ""
+    )
+    if named:
+        rest = text[len(named) :]
+        if rest and not rest.startswith("+"):
+            raise ModelError(f"unknown policy {spec!r}: after {named} comes +PLACEMENT or @")
+        base = replace(base, alias=named, **NAMED_POLICIES[named])  # type: ignore[arg-type]
+        order, placement = base.order, rest[1:]
+    else:
+        order, _, placement = text.partition("+")
     if order not in ORDERS:
-        raise ModelError(f"unknown policy {spec!r}: orders are {', '.join(ORDERS)}")
+        raise ModelError(
+            f"unknown policy {spec!r}: orders are {', '.join(ORDERS)}; named policies "
+            f"{', '.join(NAMED_POLICIES)}"
+        )
     if placement and placement not in PLACEMENTS:
         raise ModelError(f"unknown placement in {spec!r}: placements are {', '.join(PLACEMENTS)}")
     if at and estimates not in ESTIMATE_MODES:
@@ -66,7 +95,7 @@ def compare(
     mix = WorkloadMix.of_jobs(runnable)
     baseline_config = next(
         (c for c in configs if c.order == BASELINE and c.placement is None),
-        replace(configs[0], order=BASELINE, placement=None, label_estimates=False)
+        replace(configs[0], order=BASELINE, placement=None, label_estimates=False, alias="")
         if configs
         else None,
     )

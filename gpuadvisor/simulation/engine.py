@@ -32,7 +32,7 @@ from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
 from gpuadvisor.analysis.fragmentation import WorkloadMix
 from gpuadvisor.analysis.idle import split_idle
-from gpuadvisor.analysis.prediction import RAISE_RULES, RuntimePredictor
+from gpuadvisor.analysis.prediction import RAISE_RULES, RuntimePredictor, user_last_two
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
 from gpuadvisor.analysis.scheduling.orders import (
     DEFAULT_PLACEMENT,
@@ -53,11 +53,13 @@ from gpuadvisor.simulation.outages import NodeOutages
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint, Totals
 from gpuadvisor.simulation.sharing import ShareRun, Sharing
 
-ESTIMATE_MODES = ("limit", "predicted", "exact")
+ESTIMATE_MODES = ("limit", "predicted", "exact", "user-last2")
 """``limit``: the job's time limit, else the median of its user's past runtimes for the same shape,
 else unknown. ``predicted``: learned from completed jobs (``analysis.prediction``), never above the
 limit; a running job that outlives its prediction is planned anew (``raise_rule``).
-``exact``: the true runtime (an oracle; an upper bound for backfill)."""
+``exact``: the true runtime (an oracle; an upper bound for backfill).
+``user-last2``: EASY++'s prediction (``prediction.user_last_two``), made once when the job is
+submitted, as Tsafrir et al. make it; raised like ``predicted``."""
 
 _COMPLETE, _EXPIRE, _ARRIVE, _NODE_BACK, _NODE_OUT = 0, 1, 2, 3, 4
 
@@ -79,6 +81,10 @@ class SimulationConfig:
     raise_rule: str = "double"  # predicted: what a job that outlived its prediction is planned with
     label_estimates: bool = False  # the label names the estimates (``advisor@predicted``)
     sharing: Sharing = field(default_factory=Sharing)  # light jobs share GPUs (default off)
+    alias: str = ""  # a named policy's name (``easy++``), shown in place of the order's
+    # a raised prediction starts a scheduling pass (False: it waits for the next arrival or
+    # end, as in Tsafrir et al.'s EASY++ and pyss, where a correction schedules nothing)
+    pass_on_raise: bool = True
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -105,7 +111,8 @@ class SimulationConfig:
     @property
     def label(self) -> str:
         default = DEFAULT_PLACEMENT[self.order]
-        label = self.order if self.placement_name == default else f"{self.order}+{self.placement}"
+        name = self.alias or self.order
+        label = name if self.placement_name == default else f"{name}+{self.placement}"
         return f"{label}@{self.estimates}" if self.label_estimates else label
 
 
@@ -170,6 +177,11 @@ class _Engine:
         self.capacity = Capacity(cluster)
         self.history = RuntimeHistory()
         self.predictor = RuntimePredictor() if config.estimates == "predicted" else None
+        self.at_submit = config.estimates == "user-last2"  # predicted once, at submission
+        if self.at_submit:
+            self.predictor = user_last_two()
+        self.raised: dict[int, int] = {}  # job index -> how many times it was raised
+        self.unlearned: list[tuple[float, Job]] = []  # ended, not yet learnt (at_submit)
         # with learned predictions the advisor backfills shortest expected runtime first
         self.settings = (
             replace(config.settings, fill_shortest_first=True)
@@ -282,7 +294,10 @@ class _Engine:
                         self.progress(done, len(jobs))
                 elif kind == _EXPIRE:
                     self._expire(i, now, events)
-                    ended = True
+                    if self.config.pass_on_raise:
+                        ended = True
+                    else:
+                        self.last_plan = None  # the next pass plans every job anew
                 elif kind == _NODE_OUT:
                     assert outages is not None
                     self._node_out(outages, i)
@@ -294,7 +309,8 @@ class _Engine:
                 else:
                     self._arrive(i)
                     arrived.append(jobs[i])
-            self._schedule(now, events, None if ended else arrived)
+            if ended or arrived or self.config.pass_on_raise:
+                self._schedule(now, events, None if ended else arrived)
             self._sample(now)
         self.totals.window_end_s = now
         if self.progress is not None:
@@ -330,6 +346,9 @@ class _Engine:
 
     def _arrive(self, i: int) -> None:
         job = self.jobs[i]
+        if self.at_submit:
+            self._learn_before(job.submit_time_s)
+            self.fixed_estimate[i] = self.estimate(job)
         key = (*self.order.key(job, self.estimate(job)), i)
         self.queue_key[i] = key
         self.estimate_class[i] = self._estimate_class(i)
@@ -372,17 +391,38 @@ class _Engine:
             self.busy_until[node] = max(ends.values(), default=-math.inf)
         if job.runtime_s is not None:
             self.history.record(job, job.runtime_s)
-            if self.predictor is not None:
+            if self.at_submit:
+                self._learn_before(now)
+                self.unlearned.append((now, job))
+            elif self.predictor is not None:
                 self.predictor.record(job, job.runtime_s)
+
+    def _learn_before(self, now: float) -> None:
+        """Submit-time predictions learn the jobs that ended before ``now``: a job submitted
+        at the instant another ends is predicted without it, as Tsafrir et al. and pyss
+        order the two."""
+        unlearned = self.unlearned
+        assert self.predictor is not None
+        taken = 0
+        for ended_s, job in unlearned:
+            if ended_s >= now:
+                break
+            assert job.runtime_s is not None
+            self.predictor.record(job, job.runtime_s)
+            taken += 1
+        if taken:
+            del unlearned[:taken]
 
     def _expire(self, i: int, now: float, events: list[tuple[float, int, int]]) -> None:
         """Job ``i`` outlived its prediction: plan it anew with the raise rule's runtime."""
         job = self.jobs[i]
         ending = self._leave_running(i)
         elapsed = now - self.start_s[i]
+        raises = self.raised.get(i, 0)
         self.estimate_at_start[i] = self.raise_rule(
-            elapsed, self.estimate_at_start[i] or 0.0, job.time_limit_s
+            elapsed, self.estimate_at_start[i] or 0.0, job.time_limit_s, raises
         )
+        self.raised[i] = raises + 1
         self.totals.prediction_raises += 1
         self._run_until(i, ending.allocation, events)
 

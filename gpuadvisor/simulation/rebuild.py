@@ -113,11 +113,13 @@ class RanJob:
 
 @dataclass(frozen=True, slots=True)
 class LeftQueue:
-    """A job that never started: it waited from submit until it left the queue at ``left_s``."""
+    """A job that never started: it waited from submit until it left the queue at ``left_s``;
+    ``tasks`` alike (the tasks of an array that never started, recorded as one)."""
 
     job: Job
     left_s: float | None
     state: str
+    tasks: int = 1
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,16 @@ class Rebuilt:
     @property
     def jobs(self) -> list[Job]:
         return [r.job for r in self.ran]
+
+    @property
+    def left_queue_jobs(self) -> int:
+        """Jobs that left the queue before starting (each task of an array counted)."""
+        return sum(j.tasks for j in self.left_queue)
+
+    @property
+    def left_queue_gpus(self) -> int:
+        """GPUs those jobs asked for, together."""
+        return sum(j.job.total_gpus * j.tasks for j in self.left_queue)
 
     def observed_intervals(self) -> list[Interval]:
         return [(r.start_s, r.end_s, float(r.job.total_gpus)) for r in self.ran]
@@ -168,8 +180,8 @@ def rebuild(
     states: dict[str, int] = {}
     skew = held = censored = 0
 
-    def skip(reason: str) -> None:
-        skipped[reason] = skipped.get(reason, 0) + 1
+    def skip(reason: str, tasks: int) -> None:
+        skipped[reason] = skipped.get(reason, 0) + tasks
 
     in_window = 0
     for record in finished:
@@ -177,15 +189,15 @@ def rebuild(
         early = since_s is not None and submit < since_s
         if early or (until_s is not None and submit >= until_s):
             continue
-        in_window += 1
+        in_window += record.tasks
         if record.job.total_gpus == 0:
-            skip("no GPU")
+            skip("no GPU", record.tasks)
             continue
         if record.start_time_s is None and record.state == "PENDING":
-            skip("still pending")
+            skip("still pending", record.tasks)
             continue
         if record.start_time_s is None:
-            left.append(LeftQueue(record.job, record.end_time_s, record.state))
+            left.append(LeftQueue(record.job, record.end_time_s, record.state, record.tasks))
             continue
         start, end = record.start_time_s, record.end_time_s
         if end is None:  # still running when read: the runtime so far, a lower bound
@@ -206,7 +218,7 @@ def rebuild(
             raise ModelError(f"no job was submitted {where}: the window holds no jobs")
         raise ModelError(
             f"none of the {in_window} jobs submitted {where} ran on a GPU "
-            f"({_counts_words(skipped, len(left))}): there is nothing to replay"
+            f"({_counts_words(skipped, sum(j.tasks for j in left))}): there is nothing to replay"
         )
     ran.sort(key=lambda r: r.job.submit_time_s)
     start_s = since_s if since_s is not None else ran[0].job.submit_time_s

@@ -4,14 +4,15 @@ file, a client certificate), under one deadline for the whole answer: a server t
 answer a byte at a time cannot hold a cron run for longer than the timeout.
 
 Reading is strict (errors name the source and the field, such as
-``recommendations[2].commands[0]``), because a half-understood recommendation must not run.
+``recommendations[2].commands[0]``), because a half-understood recommendation must not run. A
+document with recommendations must say when it was made (``generated_at``, a time string): it
+caps every ``valid_until``, so a saved or forged file cannot be replayed later.
 Fields this version does not know are ignored: the format only ever adds fields.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Final
 import aiohttp
 
 from gpuadvisor.errors import ConfigError, InputError
+from gpuadvisor.sources.jsonstream import loads
 from gpuadvisor.transport.secret import SecretError
 from gpuadvisor.transport.session import HttpSession
 from gpuadvisor.transport.settings import HttpSettings
@@ -121,12 +123,7 @@ def parse_recommendations(text: str, origin: str) -> tuple[Advice, ...]:
 
     Fields this version does not know are ignored (the format only ever adds fields).
     """
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"not valid JSON: {exc.msg} (column {exc.colno})", path=origin, line=exc.lineno
-        ) from exc
+    document = loads(text, origin)  # nesting bounded: no RecursionError, exit 2 naming the line
     if not isinstance(document, dict) or "recommendations" not in document:
         raise InputError('expected a JSON object with a "recommendations" list', path=origin)
     items = document["recommendations"]
@@ -137,6 +134,13 @@ def parse_recommendations(text: str, origin: str) -> tuple[Advice, ...]:
         _timestamp(generated, "generated_at", origin) if isinstance(generated, str) else None
     )
     advices = tuple(_advice(item, index, origin, generated_s) for index, item in enumerate(items))
+    if advices and generated_s is None:
+        got = "missing" if "generated_at" not in document else f"got {_type(generated)}"
+        raise InputError(
+            f"generated_at: {got}; a document with recommendations needs the ISO-8601 time the "
+            "advisor made it, which caps every valid_until (nothing runs without it)",
+            path=origin,
+        )
     seen: dict[str, int] = {}
     for advice in advices:
         if advice.id in seen:

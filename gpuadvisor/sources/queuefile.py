@@ -20,12 +20,22 @@ The file is composed (``yaml.compose``), not loaded, so that every error names t
 and the field (``jobs[2].gpus``). Scalars are taken from their raw text: an unquoted ISO time
 is read as written, never turned into a naive datetime. Tabs in a ``.json`` file (legal JSON
 whitespace, not YAML) are read as spaces.
+
+Every valid encoding of a character reads as that character: a JSON surrogate-pair escape
+(``"\\ud83d\\ude00"``, what Python's ``json.dumps`` writes for an emoji) is one code point; a lone
+surrogate, which no UTF-8 output can carry, is an error naming the line and field. A job id has
+the shape of ``gpuadvisor.model.ids`` (letters, digits, ``. _ : -``, at most 128 characters, or a
+Slurm id). Work is bounded by the file's size: nesting is at most ``yamltree.MAX_DEPTH`` deep,
+YAML aliases (``*name``, which repeat a value without its bytes) are refused, and the node
+names that hostlists expand to are counted before they are built, at most ``MAX_NODE_NAMES``
+plus one per byte of the file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -35,8 +45,9 @@ from typing import TypeVar
 import yaml
 
 from gpuadvisor.errors import InputError, ModelError
+from gpuadvisor.model.ids import job_id_problem
 from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
-from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
+from gpuadvisor.sources.slurm.hostlist import expand_hostlist
 from gpuadvisor.sources.yamltree import compose as compose_yaml
 
 JOB_KEYS = (
@@ -57,6 +68,19 @@ JOB_KEYS = (
 )
 REQUIRED = ("job_id", "user", "partition", "state", "submit_time")
 UNLIMITED = frozenset({"unlimited", "infinite"})
+MAX_NODE_NAMES = 16_384
+"""Node names hostlists may expand to in one file, beyond one per byte of the file: more than
+the nodes of the largest machines (El Capitan, 11,136; Aurora, 10,624), so a real queue file never
+meets it, while ``n[0-99999999]`` is refused before a name is built."""
+
+MAX_COUNT = 1_000_000_000
+"""Largest count (GPUs, nodes, GPU index) accepted: far beyond any cluster, and exactly
+representable wherever it is exported."""
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_PAIR = re.compile("([\ud800-\udbff])([\udc00-\udfff])")
+_LONE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
+_RANGE = re.compile(r"\s*(\d+)(?:-(\d+))?\s*")
 
 _TAG = "tag:yaml.org,2002:"
 _T = TypeVar("_T")
@@ -67,14 +91,79 @@ def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
 
 
+def _cut(text: str, chars: int = 60) -> str:
+    """``text`` cut to ``chars`` characters for an error message, with a visible marker."""
+    return text if len(text) <= chars else f"{text[:chars]}… ({len(text)} characters)"
+
+
+def combine_surrogates(text: str) -> str:
+    """``text`` with each UTF-16 surrogate pair (as JSON's ``\\uD83D\\uDE00`` escapes leave it)
+    combined into its one code point; ``ValueError`` naming the first lone surrogate."""
+    if _SURROGATES.search(text) is None:
+        return text
+    if (lone := _LONE.search(text)) is not None:
+        at = lone.start()
+        raise ValueError(
+            f"lone UTF-16 surrogate \\u{ord(lone.group()):04x} at character {at + 1} "
+            "(a \\uD800-\\uDFFF escape without its pair); no text encoding can carry it"
+        )
+
+    def combined(pair: re.Match[str]) -> str:
+        high, low = ord(pair.group(1)), ord(pair.group(2))
+        return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+
+    return _PAIR.sub(combined, text)
+
+
+def _group_size(body: str) -> int:
+    """Names one bracket group (``01-03,07``) stands for; a number of more than 18 digits
+    counts as 10**18."""
+    size = 0
+    for item in body.split(","):
+        match = _RANGE.fullmatch(item)
+        if match is None:
+            size += 1  # refused by expand_hostlist
+        elif max(len(n or "") for n in match.groups()) > 18:
+            size += 10**18
+        else:
+            low, high = int(match.group(1)), int(match.group(2) or match.group(1))
+            size += max(high - low + 1, 1)
+    return size
+
+
+def hostlist_size(text: str) -> int:
+    """How many names ``expand_hostlist(text)`` gives, counted in one pass without building
+    them (exact for a well-formed hostlist; a malformed one is refused by ``expand_hostlist``
+    before it builds any name)."""
+    total, names, opened = 0, 1, -1
+    for i, char in enumerate(text):
+        if char == "[" and opened < 0:
+            opened = i
+        elif char == "]" and opened >= 0:
+            names *= _group_size(text[opened + 1 : i])
+            opened = -1
+        elif char == "," and opened < 0:
+            total, names = total + names, 1
+    return total + names
+
+
 class _File:
     """Error-raising readers over one composed file."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, max_node_names: int = MAX_NODE_NAMES) -> None:
         self.path = path
+        self.node_names_left = max_node_names
+        """Node names hostlists may still expand to in this file."""
 
     def error(self, node: yaml.Node, field: str, message: str) -> InputError:
         return InputError(f"{field}: {message}", path=self.path, line=_line(node))
+
+    def unicode(self, node: yaml.Node, field: str, text: str) -> str:
+        """``text`` with surrogate pairs combined; a lone surrogate is an error at ``node``."""
+        try:
+            return combine_surrogates(text)
+        except ValueError as exc:
+            raise self.error(node, field, str(exc)) from None
 
     def mapping(self, node: yaml.Node, field: str) -> _Entries:
         if not isinstance(node, yaml.MappingNode):
@@ -83,7 +172,7 @@ class _File:
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _TAG + "str":
                 raise self.error(key_node, field, "keys must be strings")
-            key = str(key_node.value)
+            key = self.unicode(key_node, f"{field} (a key)", str(key_node.value))
             if key in entries:
                 first = _line(entries[key][0])
                 raise self.error(
@@ -95,25 +184,34 @@ class _File:
     def scalar(self, node: yaml.Node, field: str, kinds: tuple[str, ...], what: str) -> str:
         """The raw text of a scalar whose resolved type is one of ``kinds`` (``int``, ``str``…)."""
         if isinstance(node, yaml.ScalarNode) and node.tag.removeprefix(_TAG) in kinds:
-            return str(node.value)
-        shown = node.value if isinstance(node, yaml.ScalarNode) else "a list or mapping"
-        raise self.error(node, field, f"expected {what}, got {shown!r}")
+            return self.unicode(node, field, str(node.value))
+        if isinstance(node, yaml.ScalarNode):
+            shown = repr(_cut(self.unicode(node, field, str(node.value))))
+        else:
+            shown = repr("a list or mapping")
+        raise self.error(node, field, f"expected {what}, got {shown}")
 
     def text(self, node: yaml.Node, field: str) -> str:
         return self.scalar(node, field, ("str", "int"), "a string")
 
     def number(self, node: yaml.Node, field: str) -> float:
         raw = self.scalar(node, field, ("int", "float"), "a number")
-        value = float(yaml.SafeLoader("").construct_object(node))
+        try:
+            value = float(yaml.SafeLoader("").construct_object(node))
+        except (ValueError, OverflowError):  # over 4300 digits, or beyond a float's range
+            value = math.inf
         if not math.isfinite(value):
-            raise self.error(node, field, f"expected a finite number, got {raw!r}")
+            raise self.error(node, field, f"expected a finite number, got {_cut(raw)!r}")
         return value
 
     def count(self, node: yaml.Node, field: str) -> int:
         raw = self.scalar(node, field, ("int",), "a whole number")
-        value = int(yaml.SafeLoader("").construct_object(node))
-        if value < 0:
-            raise self.error(node, field, f"must be >= 0, got {raw}")
+        try:
+            value = int(yaml.SafeLoader("").construct_object(node))
+        except ValueError:  # over 4300 digits
+            value = MAX_COUNT + 1
+        if not 0 <= value <= MAX_COUNT:
+            raise self.error(node, field, f"must be 0 to {MAX_COUNT}, got {_cut(raw)}")
         return value
 
     def timestamp(self, node: yaml.Node, field: str) -> float:
@@ -137,13 +235,31 @@ class _File:
             raise self.error(node, field, f"must be > 0 seconds (or 'unlimited'), got {seconds:g}")
         return seconds
 
+    def job_id(self, node: yaml.Node, field: str) -> str:
+        job_id = self.text(node, field)
+        problem = job_id_problem(job_id)
+        if problem is not None:
+            raise self.error(node, field, problem)
+        return job_id
+
     def node_names(self, node: yaml.Node, field: str) -> tuple[str, ...]:
         if isinstance(node, yaml.SequenceNode):
             return tuple(self.text(item, f"{field}[{i}]") for i, item in enumerate(node.value))
+        text = self.text(node, field)
+        size = hostlist_size(text)
+        if size > self.node_names_left:
+            raise self.error(
+                node,
+                field,
+                f"expands to {size} node names: more than the file may hold "
+                f"({MAX_NODE_NAMES} plus one per byte of the file)",
+            )
         try:
-            return expand_hostlist(self.text(node, field))
-        except HostlistError as exc:
+            names = expand_hostlist(text)
+        except ValueError as exc:  # HostlistError, or int() of a number too long to convert
             raise self.error(node, field, str(exc)) from None
+        self.node_names_left -= len(names)
+        return names
 
     def gpu_indices(
         self, node: yaml.Node, field: str, node_names: tuple[str, ...]
@@ -193,7 +309,7 @@ def _entry(file: _File, node: yaml.Node, field: str) -> QueueEntry:
         )
     try:
         return QueueEntry(
-            job_id=get("job_id", file.text, ""),
+            job_id=get("job_id", file.job_id, ""),
             user=get("user", file.text, ""),
             partition=get("partition", file.text, ""),
             state=get("state", file.text, "").upper(),
@@ -216,7 +332,7 @@ def parse_queue_file(text: str, *, path: str, time_s: float) -> QueueSnapshot:
     if path.endswith(".json"):
         text = text.replace("\t", " ")
     try:
-        root = compose_yaml(text)
+        root = compose_yaml(text, aliases=False)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "syntax error"
@@ -226,7 +342,7 @@ def parse_queue_file(text: str, *, path: str, time_s: float) -> QueueSnapshot:
         raise InputError(f"not valid YAML or JSON: {exc}", path=path) from exc
     if root is None:
         raise InputError("empty file: expected a mapping with 'jobs'", path=path, line=1)
-    file = _File(path)
+    file = _File(path, MAX_NODE_NAMES + len(text))
     top = file.mapping(root, "/")
     for key, (key_node, _) in top.items():
         if key != "jobs":
@@ -255,12 +371,20 @@ def read_queue_file(path: str | Path, *, time_s: float) -> QueueSnapshot:
     """Read and parse the queue file at ``path``."""
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from exc
+    return parse_queue_bytes(data, path=name, time_s=time_s)
+
+
+def parse_queue_bytes(data: bytes, *, path: str, time_s: float) -> QueueSnapshot:
+    """The queue in a queue file's raw bytes (UTF-8; ``path`` names it in errors)."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc.reason}", path=name) from exc
-    return parse_queue_file(text, path=name, time_s=time_s)
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"not UTF-8 text: {exc.reason}", path=path, line=line) from exc
+    return parse_queue_file(text, path=path, time_s=time_s)
 
 
 class QueueFileSource:

@@ -5,7 +5,11 @@ PyYAML composes a node tree recursively, so a file nested a few hundred levels d
 raised a RecursionError with a traceback, and exit 1, from every config reader. The events are
 scanned first (the parser is iterative): a file nested deeper than ``MAX_DEPTH`` is refused as
 a ``yaml.MarkedYAMLError`` at the line where the limit is crossed, which each reader already
-turns into its own "FILE, line N: not valid YAML: ..." error.
+turns into its own "FILE, line N: not valid YAML: ..." error; the problem names the column.
+
+``aliases=False`` refuses YAML aliases (``*name``) the same way: a composed alias is the node it
+names, so a file of a few kilobytes can hand a reader the same large list thousands of times.
+Readers whose work must stay proportional to the file's size (queue files) refuse them.
 """
 
 from __future__ import annotations
@@ -18,19 +22,23 @@ MAX_DEPTH = 64
 """Deepest nesting of mappings and lists accepted; gpuadvisor's own files use under 6."""
 
 
-def compose(text: str) -> yaml.Node | None:
-    """``yaml.compose(text)`` with the safe loader, refusing nesting deeper than ``MAX_DEPTH``."""
+def _refused(event: yaml.Event, problem: str) -> yaml.MarkedYAMLError:
+    mark: Any = event.start_mark  # the C parser's Mark is another class
+    return yaml.MarkedYAMLError(problem=f"{problem} (column {mark.column + 1})", problem_mark=mark)
+
+
+def compose(text: str, *, aliases: bool = True) -> yaml.Node | None:
+    """``yaml.compose(text)`` with the safe loader, refusing nesting deeper than ``MAX_DEPTH``
+    (and, with ``aliases=False``, any alias)."""
     depth = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                mark: Any = event.start_mark  # the C parser's Mark is another class
-                raise yaml.MarkedYAMLError(
-                    problem=f"nested deeper than {MAX_DEPTH} levels",
-                    problem_mark=mark,
-                )
+                raise _refused(event, f"nested deeper than {MAX_DEPTH} levels")
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
+        elif isinstance(event, yaml.AliasEvent) and not aliases:
+            raise _refused(event, "a YAML alias (*name) is not accepted here: write the value out")
     node: yaml.Node | None = yaml.compose(text, Loader=yaml.SafeLoader)
     return node

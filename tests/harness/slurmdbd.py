@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from gpuadvisor.sources.slurm.jobid import array_task_count
 from gpuadvisor.sources.slurm.sacct import SACCT_COMMAND
-from gpuadvisor.sources.slurm.sacct_record import SacctResult, array_indices
+from gpuadvisor.sources.slurm.sacct_record import SacctResult
 from tests.harness.process import ManagedProcess, require_binary
 from tests.harness.slurm import SlurmCluster
 from tests.ports import free_port
@@ -345,31 +346,29 @@ def _squeue_id(job: dict[str, Any]) -> str:
 RECORDED: Final = Path(__file__).parent.parent / "data" / "slurm" / "recorded"
 """Where ``scripts/record_sacct.py`` writes a workload's sacct outputs (README there)."""
 
-Row = tuple[str, str, int, str, float, float | None, float, float | None]
+Row = tuple[str, str, int, str, float, float | None, float, float | None, int]
 
 
-def expected_rows(jobs: Collection[SubmittedJob]) -> list[Row]:
-    """(job id, name, GPUs, state, submit, start, end, time limit s) per job, array records of
-    tasks that never started (``8_[0-3]``) one per task, sorted by job id."""
+def expected_rows(jobs: Collection[SubmittedJob], *, names: bool = True) -> list[Row]:
+    """(job id, name, GPUs, state, submit, start, end, time limit s, tasks) per job, an array
+    record of tasks that never started (``8_[0-3]``) one row counting them, sorted by job id;
+    ``names`` False: the name ``""`` (``--parsable2`` names are never read)."""
     rows: list[Row] = []
     for job in jobs:
-        base, _, tasks = job.job_id.partition("_")
-        ids = (
-            [f"{base}_{i}" for i in array_indices(tasks)] if tasks.startswith("[") else [job.job_id]
-        )
-        for job_id in ids:
-            rows.append(
-                (
-                    job_id,
-                    job.name,
-                    job.gpus,
-                    job.state,
-                    float(job.submit_s),
-                    None if job.start_s is None else float(job.start_s),
-                    float(job.end_s),
-                    job.time_limit_min * 60.0,
-                )
+        _, _, tasks = job.job_id.partition("_")
+        rows.append(
+            (
+                job.job_id,
+                job.name if names else "",
+                job.gpus,
+                job.state,
+                float(job.submit_s),
+                None if job.start_s is None else float(job.start_s),
+                float(job.end_s),
+                job.time_limit_min * 60.0,
+                array_task_count(tasks) if tasks.startswith("[") else 1,
             )
+        )
     return sorted(rows)
 
 
@@ -388,6 +387,7 @@ def read_rows(result: SacctResult) -> list[Row]:
                 finished.start_time_s,
                 finished.end_time_s,
                 finished.job.time_limit_s,
+                finished.tasks,
             )
         )
     return sorted(rows)
@@ -402,7 +402,7 @@ def mismatches(expected: list[Row], read: list[Row], *, tolerance_s: float = 1.0
         ]
     for want, got in zip(expected, read, strict=True):
         for index, field in enumerate(
-            ("id", "name", "gpus", "state", "submit", "start", "end", "limit")
+            ("id", "name", "gpus", "state", "submit", "start", "end", "limit", "tasks")
         ):
             a, b = want[index], got[index]
             if isinstance(a, float) and isinstance(b, float) and index in (4, 5, 6):

@@ -449,7 +449,10 @@ def test_every_command_the_advisor_emits_passes_the_allow_list() -> None:
         for placement in ("fgd", "best-fit", "topology", "end-fit"):
             recs = advise(snapshot, estimate_runtime, settings=AdviceSettings(placement=placement))
             body = json.dumps(
-                {"recommendations": [recommendation_json(r) for r in recs], "generated_at": None}
+                {
+                    "recommendations": [recommendation_json(r) for r in recs],
+                    "generated_at": iso_utc(snapshot.time_s),
+                }
             )
             advices = parse_recommendations(body, "advisor")
             for step in plan(advices, every_kind, now_s=snapshot.time_s).steps:

@@ -19,13 +19,14 @@ READERS = {
     "simulated node spec": ["agent", "--backend=sim", "--sim.spec", "{file}"],
     "web config": ["agent", "--backend=sim", "--web.config.file", "{file}"],
     "queue file": ["queue", "--source=file", "--file", "{file}", "--once"],
+    "JSON queue file": ["queue", "--source=file", "--file", "{file}", "--once"],
     "advisor config": ["advisor", "--config", "{file}", "--once"],
 }
 
 
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_a_deeply_nested_file_is_an_error_naming_file_and_line(reader: str, tmp_path: Path) -> None:
-    path = tmp_path / "deep.yaml"
+    path = tmp_path / ("deep.json" if "JSON" in reader else "deep.yaml")
     path.write_text("# a comment first\n" + DEEP)
     args = [word.format(file=path) for word in READERS[reader]]
     result = subprocess.run(
@@ -37,7 +38,8 @@ def test_a_deeply_nested_file_is_an_error_naming_file_and_line(reader: str, tmp_
     )
     assert result.returncode == 2, result.stderr
     assert f"{path}, line 2: not valid YAML" in result.stderr
-    assert f"nested deeper than {MAX_DEPTH} levels" in result.stderr
+    # the top mapping is level 1, so the bracket that crosses the bound is at column 5 + 64
+    assert f"nested deeper than {MAX_DEPTH} levels (column {5 + MAX_DEPTH})" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -9,6 +9,8 @@ Every order is one configuration of a single backfilling scheduler pass:
   not delay it (they end before it, or use GPUs it does not need).
 - ``conservative``: every blocked job gets a reservation (up to ``max_reservations``).
 - ``sjf``: shortest estimated runtime first, skipping what does not fit (no reservations).
+- ``easy-sjbf``: EASY (the head, in submit order, reserved), but the jobs behind it are tried
+  shortest estimate first (EASY-SJBF: Tsafrir, Etsion and Feitelson, IEEE TPDS 2007).
 - ``advisor``: EASY plus a starvation bound. A job that has waited longer than
   ``starvation_s`` (a day) is starved: behind the head, starved jobs are tried first in queue
   order (and up to ``max_starved_reservations`` of them get a reservation besides the head's).
@@ -106,6 +108,7 @@ class Order:
     reserve: ReserveRule
     description: str
     fill_largest_first: bool = False
+    backfill_shortest_first: bool = False
     bounds_when_starved: bool = False
     """Plan with the jobs' time limits while the oldest job is starved (``plans_with_bounds``)."""
 
@@ -155,6 +158,14 @@ ORDERS: dict[str, Order] = {
         "conservative", submit_key, False, _reserve_all, "conservative backfill (all reserved)"
     ),
     "sjf": Order("sjf", shortest_key, False, _reserve_none, "shortest estimated runtime first"),
+    "easy-sjbf": Order(
+        "easy-sjbf",
+        submit_key,
+        False,
+        _reserve_head,
+        "EASY backfill, shortest estimate backfilled first",
+        backfill_shortest_first=True,
+    ),
     "advisor": Order(
         "advisor",
         submit_key,
@@ -172,6 +183,7 @@ DEFAULT_PLACEMENT: dict[str, str] = {
     "easy": "first-fit",
     "conservative": "first-fit",
     "sjf": "first-fit",
+    "easy-sjbf": "first-fit",
     "advisor": "end-fit",
 }
 """The placement each order runs with unless told otherwise (the advisor's: ``end-fit``, which

@@ -97,6 +97,8 @@ class SchedulingPass:
             hi = min(len(pending), lo + settings.backfill_depth)
             if view.buckets is not None and not settings.explain and self._scannable:
                 Scan(self, view.buckets, lo, hi).run()
+            elif self.order.backfill_shortest_first:
+                self._shortest_first(pending[lo:hi])
             elif self._shortest_first_fill:
                 self._starved_then_shortest(pending[lo:hi])
             elif self.order.fill_largest_first:
@@ -114,7 +116,7 @@ class SchedulingPass:
         queue = self.view.buckets
         if queue is None or queue.buckets * 4 > len(queue):
             return False
-        if self._shortest_first_fill:
+        if self._shortest_first_fill or self.order.backfill_shortest_first:
             return False
         return self.order.submit_ordered or not self.order.fill_largest_first
 
@@ -136,7 +138,7 @@ class SchedulingPass:
         position = {id(job): i for i, job in enumerate(arrived)}
         key = self.order.key
         candidates = sorted(arrived, key=lambda j: (*key(j, view.estimate(j)), position[id(j)]))
-        if self._shortest_first_fill:
+        if self._shortest_first_fill or self.order.backfill_shortest_first:
             self._shortest_first(candidates)
         elif self.order.fill_largest_first:
             self._fill(candidates)

@@ -5,7 +5,8 @@ advisor emits runs, nothing else: ``scontrol top <job>`` with the recommendation
 (``start-now``) or one of the jobs it lists (``queue-blocked``, at most five), and with
 ``--allow-update`` ``scontrol update JobId=<its job> ReqNodeList=<nodes>`` (``hold-node``,
 ``place-on``). Never advice past its ``valid_until``, itself capped at ``MAX_VALIDITY_S`` after
-the document's ``generated_at``; a recommendation with one refused command runs none; ``share``
+the document's ``generated_at`` (advice whose document has none, or one in the future, is
+treated as expired); a recommendation with one refused command runs none; ``share``
 advice never runs (``FOR_PEOPLE``).
 """
 
@@ -36,6 +37,9 @@ MAX_BLOCKED_COMMANDS: Final = 5
 MAX_VALIDITY_S: Final = 3600.0
 """A recommendation is never acted on more than this long after the advisor made it (its
 ``generated_at``), whatever its ``valid_until`` says: the cluster has moved on by then."""
+MAX_CLOCK_SKEW_S: Final = 300.0
+"""A ``generated_at`` further than this ahead of this host's clock is not believed: the cap it
+sets would let the advice run past its hour."""
 FOR_PEOPLE: Final = frozenset({"share"})
 """Kinds ``apply`` never acts on, whatever commands they carry: sharing GPUs (MPS, time-slicing,
 a MIG layout) is set up by people when the jobs next start, never by a scheduler command."""
@@ -139,11 +143,25 @@ def valid_until(advice: Advice) -> float:
     return min(advice.valid_until_s, advice.generated_at_s + MAX_VALIDITY_S)
 
 
+def _unbounded(advice: Advice, now_s: float) -> str:
+    """Why ``advice``'s validity cannot be capped (empty when it can): a document that does not
+    say when it was made, or says a time ahead of this host's clock, could be replayed later."""
+    if advice.generated_at_s is None:
+        return "the document has no generated_at, so its valid_until cannot be capped"
+    if advice.generated_at_s > now_s + MAX_CLOCK_SKEW_S:
+        return f"generated_at {iso_utc(advice.generated_at_s)} is in the future"
+    return ""
+
+
 def plan(advices: Sequence[Advice], policy: Policy, now_s: float) -> Plan:
     """Decide, for each recommendation of a selected kind, whether its commands may run."""
     steps = []
     for advice in advices:
         if advice.kind not in policy.kinds:
+            continue
+        unbounded = _unbounded(advice, now_s)
+        if unbounded:
+            steps.append(Step(advice, Verdict.EXPIRED, unbounded))
             continue
         until = valid_until(advice)
         if until <= now_s:

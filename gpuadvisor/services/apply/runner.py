@@ -15,6 +15,7 @@ from typing import IO, Any, Final, TextIO
 
 from gpuadvisor.services.apply.plan import Plan, Verdict
 from gpuadvisor.sinks.delivery.payload import iso_utc
+from gpuadvisor.sinks.report.terminal import terminal_text
 from gpuadvisor.sources.advice import Advice
 
 EXCERPT_CHARS: Final = 2000
@@ -130,25 +131,26 @@ def carry_out(
     now_s: float,
 ) -> Counts:
     """Print and log every step; with ``yes`` run the allowed commands, stopping a
-    recommendation at its first failed command (its commands belong together)."""
+    recommendation at its first failed command (its commands belong together). Everything
+    printed from the document or a command's output goes through ``terminal_text``."""
     counts = Counts()
     for step in decided.steps:
         advice = step.advice
-        print(f"\n{heading(advice)}\n  {advice.action}", file=out)
+        print(f"\n{heading(advice)}\n  {terminal_text(advice.action)}", file=out)
         if step.verdict is Verdict.EXPIRED or step.verdict is Verdict.NO_COMMAND:
-            print(f"  skipped: {step.reason}", file=out)
+            print(f"  skipped: {terminal_text(step.reason)}", file=out)
             for argv in advice.commands or ((),):
                 log.write(now_s, advice, f"skipped-{step.verdict}", argv=argv, reason=step.reason)
             continue
         if step.verdict is Verdict.REFUSED:
-            print(f"  refused: {step.reason}", file=out)
+            print(f"  refused: {terminal_text(step.reason)}", file=out)
             for argv in advice.commands:
-                print(f"  not run: {shlex.join(argv)}", file=out)
+                print(f"  not run: {shown(argv)}", file=out)
                 log.write(now_s, advice, "refused", argv=argv, reason=step.reason)
             continue
         for argv in advice.commands:
             if not yes:
-                print(f"  would run: {shlex.join(argv)}", file=out)
+                print(f"  would run: {shown(argv)}", file=out)
                 log.write(now_s, advice, "planned", argv=argv)
                 continue
             result = run_command(argv, scontrol=scontrol, timeout_s=timeout_s, env=os.environ)
@@ -157,12 +159,13 @@ def carry_out(
             )
             if result.ok:
                 counts.ran += 1
-                print(f"  ran: {shlex.join(argv)} (exit 0, {result.duration_s:.2f}s)", file=out)
+                print(f"  ran: {shown(argv)} (exit 0, {result.duration_s:.2f}s)", file=out)
                 continue
             counts.failed += 1
             why = result.error or f"exit {result.exit_code}"
             last = (result.stderr or result.stdout).strip().splitlines()[-1:]
-            print(f"  FAILED: {shlex.join(argv)} ({why}) {' '.join(last)}".rstrip(), file=out)
+            said = terminal_text(" ".join(last))
+            print(f"  FAILED: {shown(argv)} ({terminal_text(why)}) {said}".rstrip(), file=out)
             break
     return counts
 
@@ -175,6 +178,12 @@ class Counts:
     failed: int = 0
 
 
+def shown(argv: Sequence[str]) -> str:
+    """``argv`` as an operator would type it (quoted for a shell), safe on a terminal."""
+    return terminal_text(shlex.join(argv))
+
+
 def heading(advice: Advice) -> str:
     subject = advice.subject or (f"job {advice.job_id}" if advice.job_id else "")
-    return " ".join(part for part in (f"[{advice.kind}]", subject, f"(id {advice.id})") if part)
+    parts = (f"[{advice.kind}]", subject, f"(id {advice.id})")
+    return terminal_text(" ".join(part for part in parts if part))

@@ -4,7 +4,10 @@ One sink (and outbox) per configured Alertmanager: advisor replicas and Alertman
 on labels, so labels are the identity only, byte-identical across advisor replicas (no
 timestamps, no replica names): ``alertname`` (one per kind, ``ALERTNAMES``), ``kind``, ``job_id``,
 ``node`` (both left out when the recommendation has none, as Alertmanager drops empty labels),
-``severity``, ``recommendation_id`` and the configured static labels (``cluster``…). The text goes
+``gpuadvisor_advice="true"`` (advice, never gpuadvisor's health: routes tell them apart by it),
+``severity`` (the target's, ``info`` unless configured: advice must not match a site's paging
+route by accident), ``advice_severity`` (the recommendation's own: info, warning, critical),
+``recommendation_id`` and the configured static labels (``cluster``…). The text goes
 in annotations. Active alerts carry ``startsAt`` = first seen and ``endsAt`` = now + 4 × interval,
 so a stopped advisor's alerts resolve by themselves; resolved ones are sent with ``endsAt`` = now.
 """
@@ -36,12 +39,26 @@ ALERTNAMES: dict[Kind, str] = {
 """``alertname`` per recommendation kind (always set: Alertmanager accepts alerts without one)."""
 
 IDENTITY_LABELS = frozenset(
-    {"alertname", "kind", "job_id", "node", "severity", "recommendation_id"}
+    {
+        "alertname",
+        "kind",
+        "job_id",
+        "node",
+        "severity",
+        "advice_severity",
+        "gpuadvisor_advice",
+        "recommendation_id",
+    }
 )
+ADVICE_LABEL = ("gpuadvisor_advice", "true")
+"""The label every advice alert carries and no health alert of ``alerts/`` does."""
+DEFAULT_SEVERITY = "info"
+"""The ``severity`` label of advice: below any paging route's ``warning`` or ``critical``."""
 ENDS_AFTER_INTERVALS = 4
 """An active alert's ``endsAt`` is this many intervals ahead: three lost cycles are tolerated."""
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_SEVERITY = re.compile(r"[a-zA-Z0-9_-]{1,32}\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +72,8 @@ class AlertmanagerTarget:
     static_labels: tuple[tuple[str, str], ...] = ()
     name: str = ""
     """The ``sink`` label; default ``alertmanager:<host:port>`` plus the path prefix."""
+    severity: str = DEFAULT_SEVERITY
+    """The ``severity`` label of every advice alert (the advice's own is ``advice_severity``)."""
 
     def __post_init__(self) -> None:
         redacted_target(self.url, fingerprint=False)  # validates the URL
@@ -70,6 +89,12 @@ class AlertmanagerTarget:
                 )
             if not value:
                 raise ConfigError(f"{label!r} has an empty value", column="static_labels")
+        if not _SEVERITY.match(self.severity):
+            raise ConfigError(
+                f"{self.severity!r}: give a label value of 1 to 32 letters, digits, '_' or '-'"
+                " (default info)",
+                column="severity",
+            )
 
     @property
     def endpoint(self) -> str:
@@ -82,16 +107,22 @@ class AlertmanagerTarget:
         return f"alertmanager:{redacted_target(self.url, fingerprint=False)}{self.path_prefix}"
 
 
-def alert_labels(rec: Recommendation, static_labels: tuple[tuple[str, str], ...]) -> dict[str, str]:
+def alert_labels(
+    rec: Recommendation,
+    static_labels: tuple[tuple[str, str], ...],
+    severity: str = DEFAULT_SEVERITY,
+) -> dict[str, str]:
     """The identity of ``rec``'s alert: the same on every replica, every cycle."""
     labels = dict(static_labels)
+    labels[ADVICE_LABEL[0]] = ADVICE_LABEL[1]
     labels["alertname"] = ALERTNAMES[rec.kind]
     labels["kind"] = str(rec.kind)
     if rec.job_id:
         labels["job_id"] = rec.job_id
     if rec.node:
         labels["node"] = rec.node
-    labels["severity"] = str(rec.severity)
+    labels["severity"] = severity
+    labels["advice_severity"] = str(rec.severity)
     labels["recommendation_id"] = rec.id
     return labels
 
@@ -120,14 +151,18 @@ def alert_annotations(rec: Recommendation) -> dict[str, str]:
     return annotations
 
 
-def alerts_json(cycle: Cycle, static_labels: tuple[tuple[str, str], ...] = ()) -> list[Any]:
+def alerts_json(
+    cycle: Cycle,
+    static_labels: tuple[tuple[str, str], ...] = (),
+    severity: str = DEFAULT_SEVERITY,
+) -> list[Any]:
     """The ``POST /api/v2/alerts`` body for ``cycle``: all active alerts, then the resolved."""
     ends_active_s = cycle.now_s + ENDS_AFTER_INTERVALS * cycle.interval_s
 
     def alert(entry: Active, ends_s: float) -> dict[str, Any]:
         rec = entry.recommendation
         body: dict[str, Any] = {
-            "labels": alert_labels(rec, static_labels),
+            "labels": alert_labels(rec, static_labels, severity),
             "annotations": alert_annotations(rec),
             "startsAt": iso_utc(min(entry.first_seen_s, ends_s)),
             "endsAt": iso_utc(ends_s),
@@ -160,7 +195,7 @@ class AlertmanagerSink:
         return self._name
 
     async def deliver(self, cycle: Cycle) -> None:
-        alerts = alerts_json(cycle, self.target.static_labels)
+        alerts = alerts_json(cycle, self.target.static_labels, self.target.severity)
         if not alerts:
             return
         body = json.dumps(alerts, sort_keys=True, separators=(",", ":")).encode()

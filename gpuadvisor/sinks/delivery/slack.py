@@ -4,8 +4,10 @@ A message is a digest: a header, then for each of the top N recommendations (mos
 largest gain) a section (what to do, the command, the evidence) and a context line (the gains),
 then "…and K more". Slack's limits hold by construction: at most 50 blocks, at most 3,000
 characters per section text (longer text is cut with an ellipsis), and a plain ``text`` fallback
-for notifications. At most one message per second per webhook; 429 is retried after its
-``Retry-After``. The webhook URL is a secret: the sink's name shows its host and a hash only.
+for notifications. Every value from a job or a recommendation goes through ``mrkdwn_escape``, in
+the blocks and in the fallback: a job named ``<!channel>`` neither pings nor links.
+At most one message per second per webhook; 429 is retried after its ``Retry-After``. The webhook
+URL is a secret: the sink's name shows its host and a hash only.
 """
 
 from __future__ import annotations
@@ -59,9 +61,23 @@ class SlackSettings:
         redacted_target(self.webhook_url, fingerprint=True)  # validates the URL
 
 
+_UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+"""Control characters (C0 but tab and line feed, DEL, C1), bidirectional overrides and isolates,
+and lone surrogates (not Unicode: a strict JSON parser refuses the message)."""
+
+
+def plain_text(text: str) -> str:
+    """``text`` with what ``_UNSHOWN`` matches replaced by U+FFFD, for ``plain_text`` fields."""
+    return _UNSHOWN.sub("\ufffd", text)
+
+
 def mrkdwn_escape(text: str) -> str:
-    """Escape the three characters Slack's mrkdwn reserves."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """The one escaping helper of this sink, for every ``mrkdwn`` text (blocks and the ``text``
+    fallback) that carries a value from a job or a recommendation: ``plain_text``, then the three
+    characters Slack reserves (``& < >``, https://api.slack.com/reference/surfaces/formatting)
+    as entities, so ``<!channel>`` or ``<https://evil.example|click>`` shows as typed instead
+    of pinging or linking. Markup (``*bold*``) has no escape in mrkdwn: at worst it restyles."""
+    return plain_text(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 _PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}\Z")
@@ -93,16 +109,22 @@ def _gain_line(rec: Recommendation) -> str:
     )
 
 
+def _escaped(text: str) -> str:
+    """``text`` escaped, cut first to one character more than a section holds: a 1 MB value
+    costs no more than a short one, and ``truncate`` still sees it is too long."""
+    return mrkdwn_escape(text[: MAX_SECTION_CHARS + 1])
+
+
 def _section(rec: Recommendation, *, resolved: bool) -> str:
     mark = _SEVERITY_MARK.get(rec.severity, "")
     if resolved:
-        return truncate(f"*Resolved:* ~{mrkdwn_escape(rec.action)}~", MAX_SECTION_CHARS)
-    lines = [f"{mark} *{mrkdwn_escape(rec.action)}*".strip()]
+        return truncate(f"*Resolved:* ~{_escaped(rec.action)}~", MAX_SECTION_CHARS)
+    lines = [f"{mark} *{_escaped(rec.action)}*".strip()]
     if rec.command:
-        lines.append(f"`{mrkdwn_escape(rec.command)}`")
-    evidence = " · ".join(f"{k}: {v}" for k, v in rec.evidence)
+        lines.append(f"`{_escaped(rec.command)}`")
+    evidence = " · ".join(f"{k}: {v[: MAX_SECTION_CHARS + 1]}" for k, v in rec.evidence)
     if evidence:
-        lines.append(mrkdwn_escape(evidence))
+        lines.append(_escaped(evidence))
     return truncate("\n".join(lines), MAX_SECTION_CHARS)
 
 
@@ -125,7 +147,10 @@ def message_json(
     blocks: list[dict[str, Any]] = [
         {
             "type": "header",
-            "text": {"type": "plain_text", "text": truncate(headline, MAX_HEADER_CHARS)},
+            "text": {
+                "type": "plain_text",
+                "text": truncate(plain_text(headline), MAX_HEADER_CHARS),
+            },
         }
     ]
     for entry in top:
@@ -145,7 +170,10 @@ def message_json(
     if advisor_url:
         link = f"<{advisor_url.rstrip('/')}/api/v1/recommendations|all current recommendations>"
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": link}]})
-    fallback = f"gpuadvisor: {headline}: " + "; ".join(e.recommendation.action for e in top)
+    fallback = mrkdwn_escape(
+        f"gpuadvisor: {headline}: "
+        + "; ".join(e.recommendation.action[:MAX_TEXT_CHARS] for e in top)
+    )
     if more:
         fallback += f"; …and {more} more"
     return {"text": truncate(fallback, MAX_TEXT_CHARS), "blocks": blocks[:MAX_BLOCKS]}

@@ -4,6 +4,11 @@ signed JSON envelope (``docs/webhook.md``).
 ``X-Gpuadvisor-Timestamp`` is the Unix time of the attempt in whole seconds and
 ``X-Gpuadvisor-Signature`` is ``sha256=`` + hex HMAC-SHA256 of ``f"{timestamp}.{body}"`` under the
 shared secret; every retry is signed afresh. ``verify_signature`` is the receiver's side.
+
+Job ids, names and users are chosen by cluster users: the envelope carries them as JSON string
+values only, never spliced into markup, and ``envelope_body`` (this sink's one escaping helper)
+makes the body valid Unicode, so one odd job cannot make a strict receiver refuse a delivery.
+A receiver that shows a value (chat, HTML, a terminal) escapes it for that medium.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +36,8 @@ SIGNATURE_HEADER = "X-Gpuadvisor-Signature"
 SIGNATURE_PREFIX = "sha256="
 
 Event = Literal["firing", "resolved"]
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +109,26 @@ def envelope_json(
     }
 
 
+def envelope_body(envelope: Any) -> bytes:
+    """The request body for ``envelope``: compact JSON with sorted keys, ASCII only, every value
+    kept as data. A lone surrogate (from a queue file's ``"\\ud800"``) is not Unicode: JSON
+    would carry it as an escape that strict parsers (I-JSON, RFC 7493; serde_json) refuse, so it
+    is sent as U+FFFD."""
+    return json.dumps(_valid_unicode(envelope), sort_keys=True, separators=(",", ":")).encode(
+        "ascii"
+    )
+
+
+def _valid_unicode(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_valid_unicode(k): _valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_unicode(item) for item in value]
+    return value
+
+
 class WebhookSink:
     """POSTs signed envelopes to one receiver (an event sink: every event kept until delivered
     or dropped). ``clock`` gives the wall-clock seconds a request is signed with."""
@@ -133,7 +161,7 @@ class WebhookSink:
     async def _post(self, cycle: Cycle, event: Event) -> None:
         now_s = self._clock()
         envelope = envelope_json(cycle, event, sent_s=now_s, labels=self.settings.labels)
-        body = json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode()
+        body = envelope_body(envelope)
         timestamp = str(int(now_s))
         headers = {
             "Content-Type": "application/json",

@@ -122,8 +122,9 @@ ADVISOR_METRICS: tuple[MetricDef, ...] = (
         "gpuadvisor_advisor_left_out",
         "gauge",
         "Jobs and nodes the last cycle's answers named but the live state left out, by reason "
-        "(stale, bad-value, missing-field, gpu-conflict...); each is logged once when it "
-        f"appears, not every cycle ({ADVISOR}).",
+        "(stale, bad-value, missing-field, gpu-conflict, bad-id: a job_id, namespace or pod "
+        "label that is not an identifier of the documented shape...); each is logged once "
+        f"when it appears, not every cycle ({ADVISOR}).",
         ("reason",),
     ),
     MetricDef(

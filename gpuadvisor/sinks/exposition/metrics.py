@@ -4,7 +4,7 @@ state into them, in a private registry; and the Markdown table docs/metrics.md i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
@@ -79,6 +79,16 @@ class StateCollector(Collector, Generic[State]):
 
     def describe(self) -> Iterator[Metric]:
         return (family(m) for m in self._metrics)
+
+
+def label_values(values: Iterable[str]) -> list[str]:
+    """``values`` as label values every scrape can encode in UTF-8: a surrogate pair (as a JSON
+    ``\\uD83D\\uDE00`` escape decodes) is combined into its code point, a lone surrogate becomes
+    U+FFFD. A source's string, whatever it holds, never makes ``/metrics`` answer 500."""
+    return [
+        v if v.isascii() else v.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        for v in values
+    ]
 
 
 def private_registry(collector: Collector) -> CollectorRegistry:

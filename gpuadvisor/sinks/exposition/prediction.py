@@ -12,13 +12,14 @@ similar finished job: its time limit).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import Metric
 from prometheus_client.registry import Collector
 
 from gpuadvisor.analysis.advice.predicted import PredictionSummary
 from gpuadvisor.analysis.history import SKIP_REASONS, Learned
+from gpuadvisor.model.history import BAD_RECORD_REASONS
 from gpuadvisor.sinks.exposition.metrics import MetricDef, counter, gauge, histogram
 
 PREDICTOR = "gpuadvisor advisor"
@@ -58,6 +59,15 @@ PREDICTION_METRICS: tuple[MetricDef, ...] = (
         ("reason",),
     ),
     MetricDef(
+        "gpuadvisor_advisor_prediction_history_skipped_records_total",
+        "counter",
+        "Records of the history file that could not be read, left out, by reason: encoding, "
+        "line_too_long, columns, job_id, array, state, time, number, tres, text, field "
+        "(a --parsable2 line forged by a job name fails these; each read of the file counts "
+        f"its own) ({PREDICTOR}).",
+        ("reason",),
+    ),
+    MetricDef(
         "gpuadvisor_advisor_prediction_jobs",
         "gauge",
         "Jobs (waiting and running) the last trusted cycle planned by runtime source: history "
@@ -94,17 +104,22 @@ class PredictionMetrics(Collector):
         self._up: bool | None = None
         self._last_read_s: float | None = None
         self._reads = {"ok": 0, "error": 0}
+        self._unreadable = dict.fromkeys(BAD_RECORD_REASONS, 0)
         self._learned: Learned | None = None
         self._observed: set[str] = set()
         self._buckets = {s: [0] * len(ERROR_BUCKETS) for s in SOURCES}
         self._counts = dict.fromkeys(SOURCES, 0)
         self._sums = dict.fromkeys(SOURCES, 0.0)
 
-    def read_ok(self, learned: Learned, at_s: float) -> None:
-        """A read of the history file succeeded at ``at_s``: what it taught, and the error of
-        every job not observed before."""
+    def read_ok(
+        self, learned: Learned, at_s: float, unreadable: Mapping[str, int] | None = None
+    ) -> None:
+        """A read of the history file succeeded at ``at_s``: what it taught, the records it
+        left out by reason (``unreadable``), and the error of every job not observed before."""
         self._up, self._last_read_s, self._learned = True, at_s, learned
         self._reads["ok"] += 1
+        for reason, count in (unreadable or {}).items():
+            self._unreadable[reason] = self._unreadable.get(reason, 0) + count
         for check in learned.checks:
             ratio = check.ratio
             if ratio is None or check.job_id in self._observed:
@@ -135,6 +150,12 @@ class PredictionMetrics(Collector):
         for outcome, count in sorted(self._reads.items()):
             reads.add_metric([outcome], float(count))
         yield reads
+        unreadable = counter(
+            _BY_NAME["gpuadvisor_advisor_prediction_history_skipped_records_total"]
+        )
+        for reason, count in self._unreadable.items():
+            unreadable.add_metric([reason], float(count))
+        yield unreadable
         if self._last_read_s is not None:
             last = gauge(
                 _BY_NAME["gpuadvisor_advisor_prediction_history_last_read_timestamp_seconds"]

@@ -9,15 +9,21 @@ node source's own read (``gpuadvisor_queue_nodes_up``), so a failing sinfo never
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Metric
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.samples import Timestamp
 
 from gpuadvisor.model.queue import NodeState, QueueEntry, QueueSnapshot
 from gpuadvisor.model.scheduler import SchedulerConfig
-from gpuadvisor.sinks.exposition.metrics import MetricDef, StateCollector, gauge, private_registry
+from gpuadvisor.sinks.exposition.metrics import (
+    MetricDef,
+    StateCollector,
+    label_values,
+    private_registry,
+)
 
 SOURCE = "source: the scheduler queue, squeue --json or a queue file"
 JOB = ("job_id",)
@@ -167,8 +173,22 @@ QUEUE_METRICS: tuple[MetricDef, ...] = (
 )
 
 
+class _Family(GaugeMetricFamily):
+    """A gauge whose label values are made encodable (``label_values``) as they are added: job
+    ids, users, partitions and node names come from the scheduler or a file, and one string
+    UTF-8 cannot carry would fail every scrape."""
+
+    def add_metric(
+        self,
+        labels: Sequence[str],
+        value: float,
+        timestamp: float | Timestamp | None = None,
+    ) -> None:
+        super().add_metric(label_values(labels), value, timestamp)
+
+
 def _families() -> dict[str, GaugeMetricFamily]:
-    return {m.name: gauge(m) for m in QUEUE_METRICS}
+    return {m.name: _Family(m.name, m.help, labels=m.labels) for m in QUEUE_METRICS}
 
 
 def _job(families: dict[str, GaugeMetricFamily], entry: QueueEntry) -> None:

@@ -13,6 +13,7 @@ from gpuadvisor.model import (
     QueueEntry,
     SourceHealth,
 )
+from gpuadvisor.model.ids import job_id_problem, kubernetes_name_problem
 from gpuadvisor.model.queue import PENDING, RUNNING
 from gpuadvisor.sources.prometheus.client import Sample
 from gpuadvisor.sources.prometheus.scratch import (
@@ -30,6 +31,26 @@ from gpuadvisor.sources.prometheus.scratch import (
 )
 
 # -- gpuadvisor: node agent + queue exporter ------------------------------------------------------
+
+
+def _bad_job_id(b: Build, job_id: str, where: str) -> bool:
+    """True, with a ``bad-id`` warning, when a series' ``job_id`` label is not a job id
+    (``model.ids``): the series is left out, never passed on to advice, chat or alerts."""
+    problem = job_id_problem(job_id)
+    if problem is None:
+        return False
+    b.warn("bad-id", f"job {job_id[:40]!a}", f"{where}: {problem}; left out")
+    return True
+
+
+def _bad_pod(b: Build, namespace: str, pod: str, where: str) -> bool:
+    """True, with a ``bad-id`` warning, when a namespace or pod name is not a Kubernetes name."""
+    problem = kubernetes_name_problem(namespace) or kubernetes_name_problem(pod)
+    if problem is None:
+        return False
+    subject = f"pod {namespace[:40]!a}/{pod[:40]!a}"
+    b.warn("bad-id", subject, f"{where}: {problem}; left out")
+    return True
 
 
 def _agents(b: Build, r: Answers) -> SourceHealth:
@@ -57,7 +78,7 @@ def _agents(b: Build, r: Answers) -> SourceHealth:
     observed: dict[tuple[str, str], list[int]] = {}
     for uuid, job_id in r.firsts("gpu_jobs", "gpu_uuid", "job_id"):
         at = by_uuid.get(uuid)
-        if at is not None and job_id:
+        if at is not None and job_id and not _bad_job_id(b, job_id, "gpuadvisor_gpu_job_info"):
             observed.setdefault((job_id, at[0]), []).append(at[1])
     b.observed = {key: tuple(sorted(set(gpus))) for key, gpus in observed.items()}
     busy = r.values("gpu_busy_ratio", "gpu_uuid")
@@ -149,7 +170,7 @@ def _queue(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]:
     for (job_id,), info in r.ordered("job_info", "job_id").items():
         state = info.label("state").upper()
         subject = f"job {job_id}"
-        if not job_id:
+        if not job_id or _bad_job_id(b, job_id, "gpuadvisor_queue_job_info"):
             continue
         gpus = b.count(per["job_gpus"].get(job_id), subject, "job_gpus")
         nodes = b.count(per["job_nodes"].get(job_id), subject, "job_nodes")
@@ -242,6 +263,8 @@ def _pods(b: Build, r: Results | Answers) -> list[QueueEntry]:
             phases[key[:2]] = s.label("phase")
     entries: list[QueueEntry] = []
     for key, phase in sorted(phases.items()):
+        if _bad_pod(b, key[0], key[1], "kube_pod_status_phase"):
+            continue
         job_id = "/".join(key)
         subject = f"pod {job_id}"
         gpus = b.count(gpus_of[key].value if key in gpus_of else None, subject, "pod_gpus")
@@ -286,6 +309,8 @@ def _dcgm(b: Build, r: Results | Answers) -> SourceHealth:
         i = gpu_index(s.label("gpu"))
         if not (s.label("pod") and node and i is not None):
             continue  # a free GPU, or one of a pod that requests no GPUs
+        if _bad_pod(b, s.label("namespace"), s.label("pod"), "GPU utilization"):
+            continue
         job_id = f"{s.label('namespace')}/{s.label('pod')}"
         observed.setdefault((job_id, node), []).append(i)
         b.uuids[(node, i)] = s.label("UUID")

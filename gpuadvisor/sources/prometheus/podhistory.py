@@ -35,6 +35,7 @@ from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
 from gpuadvisor.model.availability import Availability
 from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.ids import kubernetes_name_problem, pod_uid_problem
 from gpuadvisor.sources.prometheus.client import Series
 from gpuadvisor.sources.prometheus.jobhistory import (
     STALE_S,
@@ -129,11 +130,25 @@ def pod_key(series: Series) -> str:
     return f"{namespace}/{pod}" if pod else ""
 
 
+def pod_key_problem(series: Series) -> str | None:
+    """Why a series' pod cannot be told by its labels: a ``uid`` not in RFC 4122 form (it is
+    put into the phase queries' ``uid=~`` matchers), or, without one, a namespace or pod name
+    that is not a Kubernetes name; None when the pod is well named."""
+    uid = series.label("uid")
+    if uid:
+        return pod_uid_problem(uid)
+    return kubernetes_name_problem(series.label("namespace")) or kubernetes_name_problem(
+        series.label("pod")
+    )
+
+
 @dataclass
 class PodHistory(ScrapedHistory):
     """The running summary of every GPU pod and GPU node seen so far; feed it chunks, then ask."""
 
     pods: dict[str, _Pod] = field(default_factory=dict)
+    bad_pods: set[str] = field(default_factory=set)
+    """Pods left out because their uid or name has the wrong shape (``pod_key_problem``)."""
     node_cordoned: dict[str, Runs] = field(default_factory=dict)
     node_not_ready: dict[str, Runs] = field(default_factory=dict)
 
@@ -143,6 +158,9 @@ class PodHistory(ScrapedHistory):
         for series in chunk:
             key = pod_key(series)
             if not key or not series.times:
+                continue
+            if key in self.bad_pods or pod_key_problem(series) is not None:
+                self.bad_pods.add(key)
                 continue
             pod = self.pods.get(key)
             if pod is None:
@@ -235,6 +253,8 @@ class PodHistory(ScrapedHistory):
             named[f"{pod.namespace}/{pod.name}"] = named.get(f"{pod.namespace}/{pod.name}", 0) + 1
         out: list[FinishedJob] = []
         left_out: dict[str, int] = {}
+        if self.bad_pods:
+            left_out["uid or name of the wrong shape"] = len(self.bad_pods)
         for key, pod in sorted(self.pods.items(), key=_pod_order):
             name = f"{pod.namespace}/{pod.name}"
             job_id = name if named[name] == 1 else f"{name}@{key}"

@@ -1,5 +1,5 @@
-"""The advisor's history of finished jobs: a ``sacct`` output file, written by cron
-(docs/advisor.md), read again whenever it changes.
+"""The advisor's history of finished jobs: a ``sacct`` output file, written by
+gpuadvisor-sacct.timer or cron (docs/advisor.md), read again whenever it changes.
 
 A change is a new (modification time, size, inode): writing the file anew, or moving a new one
 over it (``mv`` after writing a temporary file, so the advisor never reads half a file), is seen
@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from gpuadvisor.analysis.prediction import DEFAULT_LAST
 from gpuadvisor.errors import InputError
-from gpuadvisor.sources.slurm.sacct import SacctResult, parse_sacct
+from gpuadvisor.sources.slurm.sacct import SacctResult, read_sacct
 
 MAX_BYTES = 512 * 1024 * 1024
-"""Larger history files are refused (about two million jobs of sacct --json)."""
+"""Larger history files are refused (about two million jobs of sacct --json; the file is read as
+a stream, so this bounds the time a read takes, not its memory)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +64,9 @@ class SacctFile:
                     path=self.path,
                 )
             with open(self.path, "rb") as f:
-                data = f.read()
+                self._seen = signature
+                return read_sacct(f, source=self.path)
         except OSError as exc:
             self._seen = None
             problem = f"cannot read the history file: {exc.strerror}"
             raise InputError(problem, path=self.path) from exc
-        self._seen = signature
-        return parse_sacct(data, source=self.path)

@@ -40,7 +40,9 @@ from typing import Any
 
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model.queue import PENDING, QueueEntry, QueueSnapshot
+from gpuadvisor.sources.jsonstream import loads
 from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
+from gpuadvisor.sources.slurm.jobid import MAX_JOB_ID
 
 SQUEUE_SOURCE = "squeue --json"
 """How errors name output that came straight from the command."""
@@ -134,7 +136,10 @@ class JobRecord:
         self.job_id = ""
         job_id = raw.get("job_id")
         if not is_number(job_id) or isinstance(job_id, float):
-            raise self.error("job_id", f"expected an integer, got {job_id!r}")
+            raise self.error("job_id", f"expected an integer, got {job_id!r:.64}")
+        assert isinstance(job_id, int)
+        if not 0 < job_id <= MAX_JOB_ID:
+            raise self.error("job_id", f"{job_id:.0f} is not a Slurm job id (1 to {MAX_JOB_ID})")
         self.job_id = str(job_id)
 
     def error(self, field: str, problem: str) -> InputError:
@@ -406,16 +411,15 @@ def _messages(doc: Mapping[str, object], key: str) -> tuple[str, ...]:
 
 
 def json_object(data: bytes | str, source: str) -> dict[str, Any]:
-    """The JSON object a Slurm command printed; ``InputError`` naming ``source`` (and the line)
-    for text that is not JSON, not UTF-8, or not an object."""
-    try:
-        doc = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"not valid JSON: {exc.msg} (column {exc.colno})", path=source, line=exc.lineno
-        ) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc.reason}", path=source) from exc
+    """The JSON object a Slurm command printed; ``InputError`` naming ``source`` (and the line
+    and column) for text that is not JSON, not UTF-8, nested deeper than ``MAX_DEPTH``, or not an
+    object."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text: {exc.reason}", path=source) from exc
+    doc = loads(data, source)
     if not isinstance(doc, dict):
         raise InputError(f"expected a JSON object, got {type(doc).__name__}", path=source)
     return doc
@@ -436,11 +440,19 @@ def parse_squeue(data: bytes | str, *, time_s: float, source: str = SQUEUE_SOURC
         raise InputError(f"field 'jobs': expected a list, got {jobs!r}", path=source)
     entries: list[QueueEntry] = []
     ended: list[QueueEntry] = []
+    bad_ids: list[str] = []
     for index, raw in enumerate(jobs):
         if not isinstance(raw, Mapping):
-            raise InputError(f"jobs[{index}]: expected an object, got {raw!r}", path=source)
-        job = _Job(raw, index, source, fmt)
+            raise InputError(f"jobs[{index}]: expected an object, got {raw!r:.64}", path=source)
+        try:
+            job = _Job(raw, index, source, fmt)
+        except InputError as exc:  # a job id of no Slurm shape: left out, said once
+            bad_ids.append(exc.reason)
+            continue
         state = job.state()
         (ended if state in FINISHED_STATES else entries).append(_entry(job, state))
     snapshot = QueueSnapshot(time_s=time_s, entries=tuple(entries), ended=tuple(ended))
-    return SqueueResult(snapshot, fmt, len(ended), _messages(doc, "warnings"))
+    warnings = _messages(doc, "warnings")
+    if bad_ids:
+        warnings += (f"{len(bad_ids)} jobs left out, ids of no Slurm shape (first: {bad_ids[0]})",)
+    return SqueueResult(snapshot, fmt, len(ended), warnings)

@@ -3,61 +3,80 @@ what a what-if replay of the past starts from.
 
 Two forms, told apart by the first character: ``sacct --json`` (a JSON object; every Slurm release
 from 22.05 on, ``sacct_json``) and ``sacct --parsable2`` with a header line (``sacct_text``; the
-command in ``SACCT_COMMAND``). Job arrays are expanded, steps ignored, GPUs are the allocated
-``gres/gpu`` count (``sacct_record``). A record of the wrong shape is an ``InputError`` naming the
-source, the line or job, and the field; output in which no job has a GPU is refused (accounting
-that does not track ``gres/gpu`` cannot teach anything here).
+command in ``SACCT_COMMAND``). Both are read as a stream: one job (JSON) or one line at a time,
+so memory does not grow with the file. Steps are ignored; the tasks of a job array that never
+started are counted into one record (``FinishedJob.tasks``), never built one by one; GPUs are
+the allocated ``gres/gpu`` count (``sacct_record``).
+
+The output's text comes from users (job names, comments), so every record is checked: a record
+that cannot be read is left out and counted by reason in ``SacctResult.skipped`` (with where the
+first was), or, with ``strict``, is an ``InputError`` naming the source, the line or job, and the
+field. The whole output is refused (``InputError``) when it is not sacct output (truncated or
+foreign JSON, nesting deeper than ``jsonstream.MAX_DEPTH``, a missing column, an unsupported
+format, errors sacct reported), when no record could be read, or when no job has a GPU
+(accounting that does not track ``gres/gpu`` cannot teach anything here).
 """
 
 from __future__ import annotations
 
-import json
+import io
 from collections.abc import Sequence
+from typing import BinaryIO
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.sources.jsonstream import ObjectStream
 from gpuadvisor.sources.slurm.sacct_json import JSON_FORMATS, json_jobs
-from gpuadvisor.sources.slurm.sacct_record import SacctResult
+from gpuadvisor.sources.slurm.sacct_record import BAD_RECORD_REASONS, SacctResult
 from gpuadvisor.sources.slurm.sacct_text import SACCT_COMMAND, SACCT_FORMAT, parsable_jobs
 
-__all__ = ["JSON_FORMATS", "SACCT_COMMAND", "SACCT_FORMAT", "SacctResult", "parse_sacct"]
+__all__ = [
+    "BAD_RECORD_REASONS",
+    "JSON_FORMATS",
+    "SACCT_COMMAND",
+    "SACCT_FORMAT",
+    "SacctResult",
+    "parse_sacct",
+    "read_sacct",
+]
+
+_SNIFF_BYTES = 4096
 
 
-def parse_sacct(data: bytes | str, *, source: str = "sacct") -> SacctResult:
-    """The jobs in ``sacct --json`` or ``sacct --parsable2`` output ``data``.
+def read_sacct(stream: BinaryIO, *, source: str = "sacct", strict: bool = False) -> SacctResult:
+    """The jobs in ``sacct --json`` or ``sacct --parsable2`` output read from ``stream``.
 
-    Raises ``InputError`` for truncated or foreign JSON, an unsupported format, errors sacct
-    reported, a missing column, an ill-typed field, or output in which no job has a GPU."""
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not UTF-8 text: {exc.reason}", path=source) from exc
-    text = data.lstrip("\ufeff")
-    if not text.strip():
-        raise InputError("empty: no sacct output", path=source)
-    if text.lstrip().startswith(("{", "[")):
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"not valid JSON (truncated?): {exc.msg} (column {exc.colno})",
-                path=source,
-                line=exc.lineno,
-            ) from exc
-        if not isinstance(doc, dict):
-            raise InputError(f"expected a JSON object, got {type(doc).__name__}", path=source)
-        result = json_jobs(doc, source)
+    Raises ``InputError`` for output that is not sacct's (see the module), and with ``strict``
+    for the first record that cannot be read."""
+    first = b""
+    while not first.strip(b" \t\r\n"):
+        more = stream.read(_SNIFF_BYTES)
+        if not more:
+            raise InputError("empty: no sacct output", path=source)
+        first += more
+        if len(first) > 64 * _SNIFF_BYTES:
+            break
+    first = first.removeprefix(b"\xef\xbb\xbf")
+    if first.lstrip()[:1] in (b"{", b"["):
+        objects = ObjectStream(stream, source, streamed=frozenset({"jobs"}), head=first)
+        result = json_jobs(objects, source, strict=strict)
     else:
-        result = parsable_jobs(text, source)
+        result = parsable_jobs(stream, source, strict=strict, first=first)
     _require_gpus(result.jobs, source)
     return result
 
 
+def parse_sacct(data: bytes | str, *, source: str = "sacct", strict: bool = False) -> SacctResult:
+    """``read_sacct`` of output already in memory."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    return read_sacct(io.BytesIO(raw), source=source, strict=strict)
+
+
 def _require_gpus(jobs: Sequence[FinishedJob], source: str) -> None:
     if jobs and not any(f.job.gpus for f in jobs):
+        count = sum(f.tasks for f in jobs)
         raise InputError(
-            f"none of its {len(jobs)} jobs has a GPU in its allocated TRES (gres/gpu): the "
+            f"none of its {count} jobs has a GPU in its allocated TRES (gres/gpu): the "
             "accounting does not track GPUs (slurm.conf AccountingStorageTRES=gres/gpu)",
             path=source,
         )

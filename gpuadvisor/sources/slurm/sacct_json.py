@@ -22,11 +22,14 @@ started, and sacct lists it by its own ``job_id``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
-from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
+from gpuadvisor.sources.jsonstream import Element, ObjectStream
+from gpuadvisor.sources.slurm.hostlist import HostlistError, count_hosts
+from gpuadvisor.sources.slurm.jobid import parse_job_id
 from gpuadvisor.sources.slurm.parse import (
     FORMATS,
     JobRecord,
@@ -35,7 +38,15 @@ from gpuadvisor.sources.slurm.parse import (
     plugin_format,
     tres_gpus,
 )
-from gpuadvisor.sources.slurm.sacct_record import SacctRecord, SacctResult
+from gpuadvisor.sources.slurm.sacct_record import (
+    MAX_TIME_S,
+    RecordChecks,
+    SacctRecord,
+    SacctResult,
+    check_counts,
+    check_state,
+    check_text,
+)
 
 DB_V38 = SqueueFormat("dbv0.0.38", "22.05", wrapped_numbers=False, state_list=False)
 """22.05's ``sacct --json`` (the OpenAPI DB plugin)."""
@@ -43,6 +54,13 @@ JSON_FORMATS: dict[str, SqueueFormat] = {DB_V38.version: DB_V38} | {
     v: f for v, f in FORMATS.items() if v != "v0.0.38"
 }
 """Supported ``sacct --json`` formats by plugin version suffix."""
+ANY_FORMAT = SqueueFormat("any", "22.05 or later", wrapped_numbers=True, state_list=True)
+"""How jobs are read before ``meta`` names the format (23.11 and later print ``jobs`` first):
+numbers in either shape; a job read so whose format turns out to have plain numbers only is
+refused then."""
+_REASONS = {"job_id": "job_id", "het": "job_id", "array": "array", "state": "state"}
+_REASONS |= {"time": "time", "tres": "tres", "allocation_nodes": "number", "nodes": "number"}
+_REASONS |= {"user": "text", "account": "text", "partition": "text", "name": "text"}
 
 _NO_VAL32 = (1 << 32) - 2
 _INFINITE32 = (1 << 32) - 1
@@ -50,6 +68,9 @@ _INFINITE32 = (1 << 32) - 1
 
 class _JsonJob(JobRecord):
     """Typed access to one ``sacct --json`` job object."""
+
+    wrapped = False
+    """Whether a number was read in the ``{set, infinite, number}`` shape."""
 
     def get(self, path: str) -> object:
         node: object = self.raw
@@ -66,7 +87,11 @@ class _JsonJob(JobRecord):
         if value is None:
             return ""
         if not isinstance(value, str):
-            raise self.error(path, f"expected a string, got {value!r}")
+            raise self.error(path, f"expected a string, got {value!r:.64}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # "\ud800" alone: JSON text, but no character
+            raise self.error(path, "a lone surrogate escape: not Unicode text") from None
         return value
 
     def number(self, path: str) -> float | None:
@@ -76,11 +101,16 @@ class _JsonJob(JobRecord):
             return None
         if is_number(value):
             assert isinstance(value, int | float)
+            if not math.isfinite(value):
+                raise self.error(path, f"expected a finite number, got {value!r}")
             return None if value in (_NO_VAL32, _INFINITE32) else float(value)
         if self.fmt.wrapped_numbers and isinstance(value, Mapping):
             is_set, infinite, number = (value.get(k) for k in ("set", "infinite", "number"))
             if isinstance(is_set, bool) and isinstance(infinite, bool) and is_number(number):
                 assert isinstance(number, int | float)
+                if not math.isfinite(number):
+                    raise self.error(path, f"expected a finite number, got {number!r}")
+                self.wrapped = True
                 return float(number) if is_set and not infinite else None
         shape = "a number or {set, infinite, number}" if self.fmt.wrapped_numbers else "a number"
         raise self.error(path, f"expected {shape} ({self.fmt.version}), got {value!r}")
@@ -88,6 +118,8 @@ class _JsonJob(JobRecord):
     def time(self, path: str) -> float | None:
         """Epoch seconds; Slurm's 0 and unset mean "not known"."""
         value = self.number(path)
+        if value is not None and value > MAX_TIME_S:
+            raise self.error(path, f"time {value:.0f} out of range")
         return value if value is not None and value > 0 else None
 
     def state(self) -> str:
@@ -155,7 +187,7 @@ class _JsonJob(JobRecord):
                 if is_number(wanted) and isinstance(wanted, int | float) and wanted >= 1:
                     return int(wanted)
         try:
-            return len(expand_hostlist(self.text("nodes"))) or 1
+            return count_hosts(self.text("nodes")) or 1
         except HostlistError:
             return 1
 
@@ -165,7 +197,93 @@ def json_format(doc: Mapping[str, object], source: str) -> SqueueFormat:
     return plugin_format(doc, source, JSON_FORMATS, "sacct")
 
 
-def json_jobs(doc: Mapping[str, object], source: str) -> SacctResult:
+def _job(raw: object, index: int, source: str, fmt: SqueueFormat) -> tuple[FinishedJob, bool]:
+    """One job object as a ``FinishedJob``, and whether it used wrapped numbers; raises
+    ``InputError`` (``reason`` in its ``column``) for a field it cannot read."""
+    if not isinstance(raw, Mapping):
+        raise InputError(f"jobs[{index}]: expected an object, got {type(raw).__name__}")
+    job = _JsonJob(raw, index, source, fmt)
+    array_job = job.number("array.job_id")
+    task = job.number("array.task_id")
+    allocated = job.gpus("tres.allocated")
+    requested = job.gpus("tres.requested")
+    state = job.state()
+    problem = check_state(state)
+    if problem:
+        raise job.error("state.current", problem)
+    for field in ("user", "account", "partition"):
+        problem = check_text(job.text(field))
+        if problem:
+            raise job.error(field, problem)
+    gpus = (allocated if allocated is not None else requested) or 0
+    nodes = job.nodes()
+    problem = check_counts(nodes, gpus, job.number("time.elapsed"), job.number("time.limit"))
+    if problem:
+        raise job.error("allocation_nodes", problem)
+    record = SacctRecord(
+        user=job.text("user"),
+        account=job.text("account"),
+        partition=job.text("partition"),
+        name=job.text("name"),
+        state=state,
+        submit_s=job.time("time.submission"),
+        start_s=job.time("time.start"),
+        end_s=job.time("time.end"),
+        elapsed_s=job.number("time.elapsed"),
+        limit_min=job.number("time.limit"),
+        nodes=nodes,
+        gpus_total=gpus,
+        eligible_s=job.time("time.eligible"),
+        allocated=job.allocated_any("tres.allocated"),
+    )
+    tasks = job.text("array.task")
+    name = job.job_name()
+    array_text = str(int(array_job)) if array_job else ""
+    task_text = None if task is None else str(int(task))
+    try:
+        parse_job_id(f"{array_text}_{task_text}" if array_text and task_text else name)
+    except ValueError as exc:
+        raise job.error("job_id", str(exc)) from None
+    try:
+        return record.one_job(name, array_text, task_text, tasks), job.wrapped
+    except ValueError as exc:  # ModelError is one
+        raise job.error("array.task" if tasks else "job_id", str(exc)) from exc
+
+
+def _reason(error: InputError) -> str:
+    """The ``BAD_RECORD_REASONS`` entry for a job's error (``… field 'time.start': …``)."""
+    field = error.reason.partition("field '")[2].partition("'")[0]
+    return _REASONS.get(field.partition(".")[0], "field")
+
+
+def json_jobs(stream: ObjectStream, source: str, *, strict: bool = False) -> SacctResult:
+    """The jobs of ``sacct --json`` output, read one job at a time from ``stream``."""
+    doc: dict[str, object] = {}
+    fmt: SqueueFormat | None = None
+    checks = RecordChecks(source, strict)
+    out: list[FinishedJob] = []
+    first_wrapped = ""
+    listed = False
+    for item in stream.members():
+        if not isinstance(item, Element):
+            key, value = item
+            if key in ("meta", "errors", "jobs"):
+                doc[key] = value
+            if key == "meta":
+                fmt = json_format(doc, source)
+            continue
+        if item.key != "jobs":
+            continue
+        listed = True
+        try:
+            finished, wrapped = _job(item.value, item.index, source, fmt or ANY_FORMAT)
+        except InputError as exc:
+            error = exc if exc.path else InputError(exc.reason, path=source)
+            checks.skip(_reason(exc) if isinstance(item.value, Mapping) else "field", error)
+            continue
+        if wrapped and not first_wrapped:
+            first_wrapped = f"jobs[{item.index}]"
+        out.append(finished)
     fmt = json_format(doc, source)
     errors = doc.get("errors")
     if isinstance(errors, list) and errors:
@@ -173,48 +291,17 @@ def json_jobs(doc: Mapping[str, object], source: str) -> SacctResult:
             str(e.get("description") or e.get("error") or e) if isinstance(e, Mapping) else str(e)
             for e in errors
         )
-        raise InputError(f"sacct reported errors: {shown}", path=source)
-    jobs = doc.get("jobs")
-    if not isinstance(jobs, list):
+        raise InputError(f"sacct reported errors: {shown[:2000]}", path=source)
+    if not listed and not isinstance(doc.get("jobs"), list):
         raise InputError(
-            f"field 'jobs': expected a list, got {jobs!r} (truncated or not sacct --json output)",
+            f"field 'jobs': expected a list, got {doc.get('jobs')!r:.64} (truncated or not sacct "
+            "--json output)",
             path=source,
         )
-    out: list[FinishedJob] = []
-    for index, raw in enumerate(jobs):
-        if not isinstance(raw, Mapping):
-            raise InputError(f"jobs[{index}]: expected an object, got {raw!r}", path=source)
-        job = _JsonJob(raw, index, source, fmt)
-        array_job = job.number("array.job_id")
-        task = job.number("array.task_id")
-        allocated = job.gpus("tres.allocated")
-        requested = job.gpus("tres.requested")
-        record = SacctRecord(
-            user=job.text("user"),
-            account=job.text("account"),
-            partition=job.text("partition"),
-            name=job.text("name"),
-            state=job.state(),
-            submit_s=job.time("time.submission"),
-            start_s=job.time("time.start"),
-            end_s=job.time("time.end"),
-            elapsed_s=job.number("time.elapsed"),
-            limit_min=job.number("time.limit"),
-            nodes=job.nodes(),
-            gpus_total=(allocated if allocated is not None else requested) or 0,
-            eligible_s=job.time("time.eligible"),
-            allocated=job.allocated_any("tres.allocated"),
+    if first_wrapped and not fmt.wrapped_numbers:
+        raise InputError(
+            f"{first_wrapped}: a number as {{set, infinite, number}}, which {fmt.version} "
+            "never writes: not the format meta.plugin names",
+            path=source,
         )
-        tasks = job.text("array.task")
-        try:
-            out.extend(
-                record.expanded(
-                    job.job_name(),
-                    str(int(array_job)) if array_job else "",
-                    None if task is None else str(int(task)),
-                    tasks,
-                )
-            )
-        except ValueError as exc:  # ModelError is one
-            raise job.error("array.task" if tasks else "job_id", str(exc)) from exc
-    return SacctResult(tuple(out), f"{fmt.version} (Slurm {fmt.slurm})")
+    return checks.result(out, f"{fmt.version} (Slurm {fmt.slurm})")

@@ -1,47 +1,158 @@
-"""One record of ``sacct`` output, in any of its forms, as ``FinishedJob``s: GPUs spread over the
-job's nodes, job arrays expanded (a task that ran is ``ARRAY_TASK``, as sacct shows it; a record
-of tasks that never left the queue, ``5-10%2`` or ``[1,3,5-9:2]``, becomes one job per task)."""
+"""One record of ``sacct`` output, in any of its forms, as a ``FinishedJob``: GPUs spread over the
+job's nodes; a task of a job array that ran is ``ARRAY_TASK``, as sacct shows it; a record of
+tasks that never left the queue (``5-10%2``, ``[1,3,5-9:2]``, a bitmap) stays one record that
+counts them (``FinishedJob.tasks``): tasks are counted, never built one by one, so a record
+naming four million tasks costs what one costs."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from gpuadvisor.errors import InputError
 from gpuadvisor.model import Job
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.history import BAD_RECORD_REASONS, FinishedJob
+from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
+from gpuadvisor.sources.slurm.jobid import array_task_count, task_set_text
+
+__all__ = ["BAD_RECORD_REASONS", "RecordChecks", "SacctRecord", "SacctResult"]
+
+MAX_TIME_S = 32_503_680_000
+"""Times after 3000-01-01 (Unix seconds) are out of range."""
+MAX_JOB_GPUS = 1_000_000
+"""More GPUs in one job is out of range (the largest systems have about 60,000)."""
+MAX_LIMIT_MIN = (1 << 32) - 1
+"""Slurm keeps a time limit in minutes as a 32-bit number."""
+MAX_TEXT_CHARS = 256
+"""Longest user, account or partition name read (Slurm's own are far shorter)."""
+JOB_STATES = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "SUSPENDED",
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+        "REQUEUED",
+        "REQUEUE_FED",
+        "REQUEUE_HOLD",
+        "RESIZING",
+        "REVOKED",
+        "COMPLETING",
+        "CONFIGURING",
+        "SPECIAL_EXIT",
+        "STOPPED",
+        "SIGNALING",
+        "STAGE_OUT",
+        "RESV_DEL_HOLD",
+        "LAUNCH_FAILED",
+        "POWER_UP_NODE",
+        "UPDATE_DB",
+        "RECONFIG_FAIL",
+        "EXPEDITING",
+        "UNKNOWN",
+    }
+)
+"""Slurm's job states and the flags sacct prints in their place (slurm.h, ``job_state_string``)."""
+
+
+def check_state(text: str) -> str:
+    """Why ``text`` is not a job state sacct prints (``CANCELLED by 1000``), or ``""``."""
+    words = text.split()
+    if not words or words[0].upper() not in JOB_STATES:
+        return f"not a Slurm job state: {text[:32]!r}"
+    return ""
+
+
+def check_text(text: str) -> str:
+    """Why ``text`` cannot be a user, account or partition name, or ``""``."""
+    if len(text) > MAX_TEXT_CHARS:
+        return f"longer than {MAX_TEXT_CHARS} characters"
+    if not text.isprintable():
+        return f"control characters in {text[:32]!r}"
+    return ""
+
+
+def check_counts(
+    nodes: float | None, gpus: int, elapsed_s: float | None, limit: float | None
+) -> str:
+    """Why a record's counts are out of range, or ``""``."""
+    if nodes is not None and nodes > MAX_HOSTS:
+        return f"{nodes:.0f} nodes, more than {MAX_HOSTS}"
+    if gpus > MAX_JOB_GPUS:
+        return f"{gpus} GPUs, more than {MAX_JOB_GPUS}"
+    if elapsed_s is not None and elapsed_s > MAX_TIME_S:
+        return f"elapsed {elapsed_s:.0f} s out of range"
+    if limit is not None and limit > MAX_LIMIT_MIN:
+        return f"time limit {limit:.0f} min out of range"
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
 class SacctResult:
-    """Parsed ``sacct`` output: the jobs (arrays expanded, in the record's order)."""
+    """Parsed ``sacct`` output: the jobs (in the record's order) and the records left out."""
 
     jobs: tuple[FinishedJob, ...]
     format: str
     """``v0.0.40 (Slurm 23.11)``, ``dbv0.0.38 (Slurm 22.05)`` or ``parsable2``."""
     steps_skipped: int = 0
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    """Records that could not be read, by reason (``BAD_RECORD_REASONS``), left out."""
+    first_skipped: str = ""
+    """Where and why the first of them was left out (``FILE, line N: …``), for one log line."""
+    warnings: tuple[str, ...] = ()
+    """What the reader noticed about the whole output (a free-text column, ignored)."""
+
+    def skipped_words(self) -> str:
+        """``3 records left out (2 job_id, 1 time), the first FILE, line 7: …``; ``""`` for
+        none."""
+        total = sum(self.skipped.values())
+        if not total:
+            return ""
+        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
+        return f"{total} unreadable records left out ({reasons}), the first {self.first_skipped}"
 
 
-def array_indices(spec: str) -> list[int]:
-    """``5-10%2``, ``[1,3,5-9:2]``, or the hexadecimal bitmap the database keeps and 22.05's
-    ``sacct --json`` prints (``0x38``: bits 3-5) → the task indices; ValueError otherwise."""
-    body = spec.strip().strip("[]").partition("%")[0]
-    if body[:2].lower() == "0x":
-        try:
-            mask = int(body[2:], 16)
-        except ValueError:
-            raise ValueError(f"cannot read array task indices from {spec!r}") from None
-        bits = [bit for bit in range(mask.bit_length()) if mask >> bit & 1]
-        if not bits:
-            raise ValueError(f"no array task in the bitmap {spec!r}")
-        return bits
-    indices: list[int] = []
-    for part in body.split(","):
-        span, _, step = part.partition(":")
-        low, _, high = span.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()) or (step and not step.isdigit()):
-            raise ValueError(f"cannot read array task indices from {spec!r}")
-        indices.extend(range(int(low), int(high or low) + 1, int(step or 1) or 1))
-    return indices
+class RecordChecks:
+    """The records of one read left out, by reason; with ``strict`` the first is raised."""
+
+    def __init__(self, source: str, strict: bool) -> None:
+        self.source, self.strict = source, strict
+        self.skipped: dict[str, int] = {}
+        self.first = ""
+        self.steps = 0
+        self.line: int | None = None
+
+    def at(self, line: int | None) -> None:
+        """The line the next failures are on."""
+        self.line = line
+
+    def fail(self, reason: str, column: str | None, problem: str) -> None:
+        """Leave a record out (``strict``: raise ``InputError``)."""
+        self.skip(reason, InputError(problem, path=self.source, line=self.line, column=column))
+
+    def skip(self, reason: str, error: InputError) -> None:
+        if self.strict:
+            raise error
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+        if not self.first:
+            self.first = str(error)
+
+    def result(
+        self, jobs: list[FinishedJob], fmt: str, warnings: tuple[str, ...] = ()
+    ) -> SacctResult:
+        """What was read; ``InputError`` when every record was left out."""
+        if self.skipped and not jobs:
+            total = sum(self.skipped.values())
+            raise InputError(f"none of its {total} records could be read, the first {self.first}")
+        return SacctResult(tuple(jobs), fmt, self.steps, dict(self.skipped), self.first, warnings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +177,7 @@ class SacctRecord:
     not start, whatever its start field says: Slurm 23.11 records the time it was cancelled as
     the start of a job cancelled while pending (22.05 and 24.11 record none)."""
 
-    def finished(self, job_id: str) -> FinishedJob:
+    def finished(self, job_id: str, tasks: int = 1) -> FinishedJob:
         per_node = math.ceil(self.gpus_total / self.nodes) if self.gpus_total else 0
         job = Job(
             job_id,
@@ -81,17 +192,23 @@ class SacctRecord:
             partition=self.partition,
         )
         start = self.start_s if self.allocated else None
-        return FinishedJob(job, self.state, start, self.end_s, self.elapsed_s, self.eligible_s)
+        return FinishedJob(
+            job, self.state, start, self.end_s, self.elapsed_s, self.eligible_s, tasks
+        )
 
-    def expanded(
-        self, job_id: str, array_job: str, task: str | None, tasks: str
-    ) -> list[FinishedJob]:
-        """The job, or one per array task (``task`` set: the task that ran; ``tasks``: the
-        indices of tasks that never left the queue)."""
+    def one_job(self, job_id: str, array_job: str, task: str | None, tasks: str) -> FinishedJob:
+        """The job (``task`` set: the array task that ran; ``tasks``: the indices of tasks that
+        never left the queue, counted into one record ``ARRAY_JOB_[TASKS]``). ``ValueError`` for
+        a task set that cannot be read or a record of tasks that never started with a start."""
         if not array_job:
-            return [self.finished(job_id)]
+            return self.finished(job_id)
         if task is not None:
-            return [self.finished(f"{array_job}_{task}")]
+            return self.finished(f"{array_job}_{task}")
         if not tasks:
-            return [self.finished(job_id)]
-        return [self.finished(f"{array_job}_{i}") for i in array_indices(tasks)]
+            return self.finished(job_id)
+        count = array_task_count(tasks)
+        if self.allocated and self.start_s is not None:
+            raise ValueError(
+                f"array tasks {tasks[:64]!r} that never started, with a start and resources"
+            )
+        return self.finished(f"{array_job}_[{task_set_text(tasks)}]", count)

@@ -1,7 +1,8 @@
 """Which reader a trace file needs: the format registry and detection from the file's start.
 
 ``READERS`` keys are the CLI's ``--format`` choices. Detection looks at the header of a CSV
-file (or, for Philly, at JSON text mentioning ``"jobid"``) and never guesses between two
+file (or, for Philly, at JSON text mentioning ``"jobid"``; for SWF, at a ``;`` header line or
+a first record of 18 numbers, gzip-compressed or not) and never guesses between two
 formats: a header that fits none fails with the columns each format needs.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.sources.table import read_header
-from gpuadvisor.sources.traces import alibaba, generic, helios, philly, tiresias
+from gpuadvisor.sources.traces import alibaba, generic, helios, philly, swf, tiresias
 from gpuadvisor.sources.traces.trace import Trace
 
 TraceReader = Callable[[str | Path], Trace]
@@ -24,6 +25,7 @@ READERS: dict[str, TraceReader] = {
     "tiresias": tiresias.read,
     "philly": philly.read,
     "helios": helios.read,
+    "swf": swf.read,
 }
 """Trace readers by ``--format`` name."""
 
@@ -40,11 +42,13 @@ _PEEK_CHARS = 4096
 def detect_format(path: str | Path) -> str:
     """The ``READERS`` key for ``path``, from its first characters or CSV header."""
     name = str(path)
-    try:
-        with Path(path).open(encoding="utf-8-sig", errors="replace") as stream:
-            start = stream.read(_PEEK_CHARS)
-    except OSError as exc:
-        raise InputError(f"cannot read the file: {exc.strerror or exc}", path=name) from exc
+    start = swf.peek_text(path, _PEEK_CHARS)
+    if swf.matches_text(start):
+        return "swf"
+    if swf.is_gzip(path):
+        raise InputError(
+            "a gzip-compressed file that is not SWF; only SWF is read compressed", path=name
+        )
     if Path(path).suffix.lower() == ".json" or philly.matches_text(start):
         return "philly"
     header = read_header(path)
@@ -54,7 +58,7 @@ def detect_format(path: str | Path) -> str:
     known = "; ".join(f"{fmt}: {','.join(cols)}" for fmt, _, cols in _CSV_FORMATS)
     raise InputError(
         f"unknown trace format (header {','.join(header.columns)!r}); expected the columns of "
-        f"one of {known}, or a Philly JSON job log; or name the format explicitly",
+        f"one of {known}, a Philly JSON job log or an SWF log; or name the format explicitly",
         path=name,
         line=header.line,
     )

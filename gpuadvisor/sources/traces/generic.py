@@ -11,13 +11,20 @@ one node is kept as one request (``nodes=1``) and spread over whole nodes by the
 ``start_time`` and ``end_time`` (optional, written by ``gpuadvisor whatif --output-trace``) are
 when the job really ran, on the same clock as ``submit_time`` (there: Unix seconds, UTC). A
 replay does not read them: it decides starts itself; they keep the record beside the request.
+
+The text columns (``job_id``, ``user``, ``name``, ``account``, ``partition``) are chosen by
+cluster users and the file is opened in spreadsheets: a value starting with ``= + - @``, a tab
+or a carriage return is written with a leading ``'`` (OWASP's CSV-injection rule), so
+``=HYPERLINK(…)`` is shown, not evaluated; ``read`` takes that ``'`` off again, so a trace
+round-trips. Numeric columns are written as numbers and never changed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Final
 
 from gpuadvisor.model import MILLI_PER_GPU, Job
 from gpuadvisor.sources.table import Header, Row
@@ -30,6 +37,12 @@ LABELS = ("name", "account", "partition")
 """Optional columns written only when some job has a value."""
 RAN = ("start_time", "end_time")
 """Optional columns: when the job really ran (a replay does not read them)."""
+
+
+FORMULA_STARTS: Final = frozenset("=+-@\t\r")
+"""First characters a spreadsheet takes as the start of a formula (OWASP, CSV injection)."""
+_QUOTED_STARTS: Final = FORMULA_STARTS | {"'"}
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def matches(header: Header) -> bool:
@@ -47,16 +60,16 @@ def _job(row: Row) -> Job:
     if limit == 0:
         raise row.error("a time limit must be > 0 (leave it empty for none)", "time_limit")
     return Job(
-        job_id=row.text("job_id"),
+        job_id=unneutralised(row.text("job_id")),
         submit_time_s=row.number("submit_time", minimum=None),
         runtime_s=row.optional_number("duration"),
         gpus=row.integer("num_gpus"),
         gpu_milli=MILLI_PER_GPU if milli is None else milli,
-        user=row.cell("user"),
+        user=unneutralised(row.cell("user")),
         time_limit_s=limit,
-        name=row.cell("name"),
-        account=row.cell("account"),
-        partition=row.cell("partition"),
+        name=unneutralised(row.cell("name")),
+        account=unneutralised(row.cell("account")),
+        partition=unneutralised(row.cell("partition")),
     )
 
 
@@ -80,14 +93,14 @@ def write(
     times = (*RAN,) if ran is not None else ()
     rows = (
         (
-            csv_text(job.job_id),
+            text_cell(job.job_id),
             seconds_text(job.submit_time_s),
             "" if job.runtime_s is None else seconds_text(job.runtime_s),
             str(job.total_gpus),
-            csv_text(job.user),
+            text_cell(job.user),
             "" if job.time_limit_s is None else seconds_text(job.time_limit_s),
             "" if job.gpu_milli == MILLI_PER_GPU else str(job.gpu_milli),
-            *(csv_text(getattr(job, c)) for c in labels),
+            *(text_cell(getattr(job, c)) for c in labels),
             *_ran_cells(ran, job.job_id),
         )
         for job in jobs
@@ -120,6 +133,29 @@ def _ran_cells(ran: Mapping[str, tuple[float, float]] | None, job_id: str) -> tu
 
 def seconds_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def text_cell(value: str) -> str:
+    """The one escaping helper for a text column chosen by a cluster user: ``neutralised``,
+    then quoted as CSV needs (``csv_text``); a lone surrogate, which no UTF-8 file can hold,
+    is written as U+FFFD instead of failing the whole file."""
+    return csv_text(neutralised(_LONE_SURROGATE.sub("\ufffd", value)))
+
+
+def neutralised(value: str) -> str:
+    """``value`` with a leading ``'`` when a spreadsheet would take it as a formula, or when it
+    already starts with ``'`` before such a character (so ``unneutralised`` gives it back)."""
+    first, second = value[:1], value[1:2]
+    if first in FORMULA_STARTS or (first == "'" and second in _QUOTED_STARTS):
+        return "'" + value
+    return value
+
+
+def unneutralised(cell: str) -> str:
+    """The value ``neutralised`` was given: the leading ``'`` it adds taken off, and only that."""
+    if cell[:1] == "'" and cell[1:2] in _QUOTED_STARTS:
+        return cell[1:]
+    return cell
 
 
 def csv_text(value: str) -> str:

@@ -20,12 +20,15 @@ class Trace:
     ``skip_reasons`` counts records a reader left out on purpose (a documented rule of its
     format, such as a Philly job with no recorded attempt); ``skipped`` is their total.
     Malformed records are never skipped: they fail the whole read.
+    ``header``: the file's header fields as (key, value) in file order, for formats that have
+    one (SWF's ``; MaxProcs: 338`` lines); empty otherwise.
     """
 
     path: str
     format: str
     jobs: tuple[Job, ...]
     skip_reasons: Mapping[str, int] = field(default_factory=dict)
+    header: tuple[tuple[str, str], ...] = ()
 
     @property
     def skipped(self) -> int:

@@ -1,0 +1,271 @@
+"""The published backfilling results on real logs, reproduced: the four Parallel Workloads
+Archive logs of ../shared/traces/pwa/ replayed as Gaussier et al. (SC'15) replayed them (their
+filter, one unit per processor), our figures beside theirs.
+
+    .venv/bin/python bench/pwa.py                        # every log: easy, easy-sjbf, easy++
+    .venv/bin/python bench/pwa.py --logs KTH-SP2 --policies advisor@predicted
+    .venv/bin/python bench/pwa.py --logs KTH-SP2,CTC-SP2 --peer /tmp/peer/simulation/pyss/src \\
+        --python2 "$(pyenv root)/versions/2.7.18/bin/python2"   # also time the peer's EASY
+
+Per log and policy: jobs kept by the filter, average bounded slowdown (tau = 10 s), mean, p95
+and max wait, mean wait per size class, and the published average bsld (and mean wait, for
+EASY) with our difference in percent. ``--peer`` and ``--python2`` run the peer (pyss from
+``dinesh121991/predictsim``) with EASY on the same filtered log and ours (``gpuadvisor
+simulate --policies easy``, the whole process), alternated, best of 2, and print each one's
+user+sys CPU seconds and peak RSS and the ratio. The peer's code is run, never copied.
+``--compare DIR`` compares our EASY job by job with a stored schedule of the peer (``DIR`` holds
+``<LOG>/simulations/res_easy_backfill_scheduler_None_None.swf.gz``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuadvisor.model import Cluster, Job
+from gpuadvisor.simulation.compare import parse_policy
+from gpuadvisor.simulation.engine import SimulationConfig, simulate
+from gpuadvisor.simulation.results import SimulationResult
+from gpuadvisor.sources.traces import swf
+
+TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "pwa"
+POLICIES = ("easy", "easy-sjbf", "easy++")
+
+
+@dataclass(frozen=True)
+class Published:
+    """Gaussier et al.'s figures (../shared/traces/pwa/README.md): jobs after their filter,
+    EASY's average bsld and mean wait, EASY-SJBF's and EASY++'s average bsld."""
+
+    file: str
+    jobs: int
+    easy_bsld: float
+    easy_wait_s: float
+    sjbf_bsld: float
+    easypp_bsld: float
+
+
+PUBLISHED = {
+    "KTH-SP2": Published("KTH-SP2-1996-2.1-cln.swf.gz", 28481, 92.58, 6837, 69.41, 63.50),
+    "CTC-SP2": Published("CTC-SP2-1996-3.1-cln.swf.gz", 77199, 49.57, 14273, 30.04, 85.77),
+    "SDSC-SP2": Published("SDSC-SP2-1998-4.2-cln.swf.gz", 54006, 87.87, 20498, 84.89, 79.40),
+    "SDSC-BLUE": Published("SDSC-BLUE-2000-4.2-cln.swf.gz", 232542, 36.52, 7691, 19.83, 20.99),
+}
+TOLERANCE = {"KTH-SP2": 0.02, "CTC-SP2": 0.02, "SDSC-SP2": 0.05, "SDSC-BLUE": 0.05}
+"""How close our ``easy`` must come to the published average bsld and mean wait (issue 18)."""
+
+
+@dataclass(frozen=True)
+class Log:
+    name: str
+    jobs: list[Job]
+    cluster: Cluster
+    records: int
+
+
+def load_log(path: Path, name: str) -> Log:
+    """An SWF log with the literature's filter, on its own machine (``MaxProcs`` x 1)."""
+    trace = swf.read(path)
+    procs = swf.max_procs(trace)
+    if procs is None:
+        raise SystemExit(f"{path}: no MaxProcs in the header")
+    kept, _ = swf.literature_filter(trace, procs)
+    return Log(name, list(kept.jobs), Cluster.parse_shape(f"{procs}x1"), len(trace.jobs))
+
+
+def replay(log: Log, policy: str) -> SimulationResult:
+    return simulate(log.jobs, log.cluster, parse_policy(policy, SimulationConfig()))
+
+
+def figures(result: SimulationResult) -> dict[str, object]:
+    m = result.metrics()
+    by_size = m["wait_by_size"]
+    assert isinstance(by_size, dict)
+    return {
+        "bsld": m["bounded_slowdown_mean"],
+        "wait_mean_s": m["wait_mean_s"],
+        "wait_p95_s": m["wait_p95_s"],
+        "wait_max_s": m["wait_max_s"],
+        "wait_by_size_s": {k: v["wait_mean_s"] for k, v in by_size.items() if v["jobs"]},
+        "jobs": m["jobs"],
+    }
+
+
+def published_bsld(name: str, policy: str) -> float | None:
+    p = PUBLISHED.get(name)
+    if p is None:
+        return None
+    return {"easy": p.easy_bsld, "easy-sjbf": p.sjbf_bsld, "easy++": p.easypp_bsld}.get(policy)
+
+
+def delta(ours: float, theirs: float | None) -> str:
+    return "" if theirs is None else f"{100 * (ours - theirs) / theirs:+.1f}%"
+
+
+def row(name: str, policy: str, f: dict[str, object]) -> str:
+    bsld, wait = f["bsld"], f["wait_mean_s"]
+    assert isinstance(bsld, float) and isinstance(wait, float)
+    theirs = published_bsld(name, policy)
+    p = PUBLISHED.get(name)
+    wait_theirs = p.easy_wait_s if p is not None and policy == "easy" else None
+    sizes = f["wait_by_size_s"]
+    assert isinstance(sizes, dict)
+    size_text = " ".join(f"{k}:{v:.0f}" for k, v in sizes.items())
+    return (
+        f"| {name} | {policy} | {f['jobs']} | {bsld:.2f} | "
+        f"{'' if theirs is None else f'{theirs:.2f}'} {delta(bsld, theirs)} | {wait:,.0f} | "
+        f"{'' if wait_theirs is None else f'{wait_theirs:,.0f}'} {delta(wait, wait_theirs)} | "
+        f"{f['wait_p95_s']:,.0f} | {f['wait_max_s']:,.0f} | {size_text} |"
+    )
+
+
+HEADER = (
+    "| log | policy | jobs kept | avg bsld | published (ours vs) | mean wait s | published "
+    "(ours vs) | p95 wait s | max wait s | mean wait s by size |\n"
+    "|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+# -- the peer, side by side ---------------------------------------------------------------
+
+
+def write_input_swf(jobs: list[Job], path: Path) -> None:
+    """The filtered jobs as an SWF input log for pyss (the fields it reads)."""
+    with path.open("w") as out:
+        for j in jobs:
+            limit = -1 if j.time_limit_s is None else int(j.time_limit_s)
+            user = j.user if j.user.isdigit() else "-1"
+            out.write(
+                f"{j.job_id} {int(j.submit_time_s)} -1 {int(j.runtime_s or 0)} {j.total_gpus} "
+                f"-1 -1 {j.total_gpus} {limit} -1 1 {user} -1 -1 -1 -1 -1 -1\n"
+            )
+
+
+PEER_CONFIG = (
+    "scheduler = {'name': 'easy_backfill_scheduler', 'predictor': None, 'corrector': None, "
+    "'progressbar': False}\nnum_processors = %d\nstats = False\n"
+)
+
+
+def timed(argv: list[str], cwd: Path | None = None) -> tuple[float, float]:
+    """Run ``argv`` to completion: (user+sys CPU seconds, peak RSS MB) of that process."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err}")
+    if proc.stderr:
+        proc.stderr.close()
+    rss_mb = usage.ru_maxrss / 1024 if sys.platform != "darwin" else usage.ru_maxrss / 2**20
+    return usage.ru_utime + usage.ru_stime, rss_mb
+
+
+def time_peer(log: Log, path: Path, peer: Path, python2: str, tries: int = 2) -> str:
+    """The peer's EASY and our ``simulate --policies easy``, alternated, best of ``tries``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        filtered = Path(tmp) / "log.swf"
+        write_input_swf(log.jobs, filtered)
+        conf = Path(tmp) / "easy.py"
+        conf.write_text(PEER_CONFIG % log.cluster.gpus)
+        peer_argv = [python2, "-O", "run_simulator.py", str(filtered), str(conf)]
+        peer_argv.append(str(Path(tmp) / "out.swf"))
+        ours_argv = [sys.executable, "-m", "gpuadvisor", "simulate", "--trace", str(path)]
+        ours_argv += ["--policies", "easy"]
+        theirs_runs, ours_runs = [], []
+        for _ in range(tries):
+            theirs_runs.append(timed(peer_argv, cwd=peer))
+            ours_runs.append(timed(ours_argv))
+    (t_cpu, t_rss), (o_cpu, o_rss) = min(theirs_runs), min(ours_runs)
+    return (
+        f"| {log.name} | {t_cpu:.1f} s, {t_rss:.0f} MB | {o_cpu:.1f} s, {o_rss:.0f} MB | "
+        f"{o_cpu / t_cpu:.2f}x |"
+    )
+
+
+# -- job by job against a stored schedule -------------------------------------------------
+
+
+def read_schedule(path: Path) -> dict[str, tuple[float, float]]:
+    """job id -> (submit, wait) of an SWF schedule (gzip or not)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    out: dict[str, tuple[float, float]] = {}
+    with opener(path, "rt") as stream:
+        for line in stream:
+            fields = line.split()
+            if fields and not line.startswith(";"):
+                out[fields[0]] = (float(fields[1]), float(fields[2]))
+    return out
+
+
+def compare_jobs(result: SimulationResult, stored: dict[str, tuple[float, float]]) -> str:
+    """Where our replay first starts a job at another time than the stored one, and how many
+    jobs differ."""
+    order = sorted(range(len(result.jobs)), key=lambda i: (result.jobs[i].submit_time_s, i))
+    differ, first = 0, ""
+    for i in order:
+        job = result.jobs[i]
+        theirs = stored.get(job.job_id)
+        if theirs is None:
+            continue
+        ours_wait = result.start_s[i] - job.submit_time_s
+        if ours_wait != theirs[1]:
+            differ += 1
+            if not first:
+                first = f"job {job.job_id} (submit {job.submit_time_s:.0f}): "
+                first += f"wait {ours_wait:.0f} s here, {theirs[1]:.0f} s there"
+    common = sum(1 for j in result.jobs if j.job_id in stored)
+    return f"{differ} of {common} common jobs start at another time; first: {first or 'none'}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--logs", default=",".join(PUBLISHED), help="comma-separated log names")
+    parser.add_argument("--policies", default="", help="more policies (simulate's grammar)")
+    parser.add_argument("--traces", type=Path, default=TRACES, help="folder of the SWF logs")
+    parser.add_argument("--peer", type=Path, help="pyss's src folder (predictsim)")
+    parser.add_argument("--python2", help="the CPython 2.7 that runs the peer")
+    parser.add_argument("--compare", type=Path, help="predictsim's experiments/data folder")
+    args = parser.parse_args(argv)
+    if not args.traces.is_dir():
+        print(f"skipped: {args.traces} is absent (../shared not here)")
+        return 0
+    policies = [*POLICIES, *(p.strip() for p in args.policies.split(",") if p.strip())]
+    names = [n.strip() for n in args.logs.split(",") if n.strip()]
+    print(HEADER)
+    timing = []
+    for name in names:
+        path = args.traces / (PUBLISHED[name].file if name in PUBLISHED else name)
+        log = load_log(path, name)
+        for policy in policies:
+            started = time.process_time()
+            result = replay(log, policy)
+            print(row(name, policy, figures(result)), flush=True)
+            print(f"<!-- {name} {policy}: {time.process_time() - started:.1f} s CPU -->")
+            stored = args.compare and args.compare / name / "simulations"
+            if stored and policy == "easy":
+                schedule = stored / "res_easy_backfill_scheduler_None_None.swf.gz"
+                if schedule.exists():
+                    found = compare_jobs(result, read_schedule(schedule))
+                    print(f"<!-- {name} easy vs the peer: {found} -->")
+        if args.peer and args.python2:
+            timing.append(time_peer(log, path, args.peer, args.python2))
+    if timing:
+        print("\n| log | peer EASY (CPU, peak RSS) | ours simulate --policies easy | ratio |")
+        print("|---|---|---|---|")
+        print("\n".join(timing))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\nmax RSS of this process: {peak_mb:.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
