@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.estimates import estimate_runtime
@@ -85,14 +86,14 @@ def test_the_advisor_fills_idle_gpus_largest_first() -> None:
 def test_the_advisor_reserves_for_starved_jobs() -> None:
     old = make_job("old", at=0, gpus=4, runtime=10)
     v = blocked_view(old, now=7 * 3600.0)
-    plan = ORDERS["advisor"].plan(
-        v, first_fit, PlacementContext(), OrderSettings(starvation_s=6 * 3600, explain=True)
-    )
+    # starved past 6 h; up to two starved jobs reserved besides the head
+    starved = OrderSettings(starvation_s=6 * 3600, max_starved_reservations=2)
+    plan = ORDERS["advisor"].plan(v, first_fit, PlacementContext(), replace(starved, explain=True))
     assert [r.job.job_id for r in plan.reservations] == ["head", "old"]
     easy = ORDERS["easy"].plan(v, first_fit, PlacementContext(), OrderSettings(explain=True))
     assert [r.job.job_id for r in easy.reservations] == ["head"]
     # Simulating (not explaining), the reservations are owed: nothing behind could start.
-    quiet = ORDERS["advisor"].plan(v, first_fit, PlacementContext())
+    quiet = ORDERS["advisor"].plan(v, first_fit, PlacementContext(), starved)
     assert quiet.reservations == ()
     assert [j.job_id for j in quiet.owed] == ["head", "old"]
 

@@ -26,7 +26,9 @@ from gpuadvisor.analysis.scheduling.orders import (
     QueueView,
     Reservation,
     Start,
+    plans_with_bounds,
     submit_key,
+    time_limit,
 )
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext, first_fit
 from gpuadvisor.model import (
@@ -83,7 +85,47 @@ def advise(
     """Recommendations for this instant, most valuable first."""
     capacity = capacity_of(snapshot)
     now = snapshot.time_s
-    endings = sorted(
+    endings = _endings(snapshot, estimate)
+    # The snapshot's order is the scheduler's (priority, then submit time): FIFO keeps it, and
+    # so does every order that ranks by arrival; the others re-rank by their own key.
+    pending = list(snapshot.pending)
+    order = ORDERS[settings.order]
+    order_settings = settings.order_settings
+    starved = _starved_oldest(pending, now, order_settings) if order.bounds_when_starved else None
+    # while a job starves, the policy plans with the time limits (its reservation cannot slip)
+    # and still tries the jobs predicted short first
+    plan_estimate, rank = (time_limit, estimate) if starved is not None else (estimate, None)
+    policy_endings = _endings(snapshot, time_limit) if starved is not None else endings
+    ranked = pending
+    if order.key is not submit_key:
+        position = {id(job): i for i, job in enumerate(pending)}
+        ranked = sorted(pending, key=lambda j: (*order.key(j, estimate(j)), position[id(j)]))
+    ctx = PlacementContext(mix or WorkloadMix.of_jobs(pending))
+    busy_until = [-math.inf] * len(snapshot.cluster.nodes)
+    for ending in endings:  # until when each node's running jobs are expected to run
+        for node in ending.allocation.nodes:
+            busy_until[node] = max(busy_until[node], ending.expected_end_s)
+    fifo = ORDERS["fifo"].plan(
+        QueueView(now, pending, endings, capacity, estimate), first_fit, ctx, order_settings
+    )
+    placement = settings.placement or DEFAULT_PLACEMENT[settings.order]
+    policy = order.plan(
+        QueueView(
+            now, ranked, policy_endings, capacity, plan_estimate, busy_until=busy_until, rank=rank
+        ),
+        PLACEMENTS[placement],
+        ctx,
+        order_settings,
+    )
+    advice = _word(snapshot, capacity, plan_estimate, fifo, policy, settings, placement)
+    if starved is not None:
+        advice = [_with_bounds_evidence(r, starved, now, order_settings) for r in advice]
+    return tuple(advice)
+
+
+def _endings(snapshot: ClusterSnapshot, estimate: Estimate) -> list[Ending]:
+    """The running jobs by expected end under ``estimate`` (``inf``: unknown)."""
+    return sorted(
         (
             Ending(
                 math.inf if (end := r.expected_end_s(estimate(r.job))) is None else end,
@@ -94,31 +136,27 @@ def advise(
         ),
         key=lambda e: e.expected_end_s,
     )
-    # The snapshot's order is the scheduler's (priority, then submit time): FIFO keeps it, and
-    # so does every order that ranks by arrival; the others re-rank by their own key.
-    pending = list(snapshot.pending)
-    order = ORDERS[settings.order]
-    ranked = pending
-    if order.key is not submit_key:
-        position = {id(job): i for i, job in enumerate(pending)}
-        ranked = sorted(pending, key=lambda j: (*order.key(j, estimate(j)), position[id(j)]))
-    ctx = PlacementContext(mix or WorkloadMix.of_jobs(pending))
-    order_settings = settings.order_settings
-    busy_until = [-math.inf] * len(snapshot.cluster.nodes)
-    for ending in endings:  # until when each node's running jobs are expected to run
-        for node in ending.allocation.nodes:
-            busy_until[node] = max(busy_until[node], ending.expected_end_s)
-    fifo = ORDERS["fifo"].plan(
-        QueueView(now, pending, endings, capacity, estimate), first_fit, ctx, order_settings
+
+
+def _starved_oldest(pending: Sequence[Job], now: float, settings: OrderSettings) -> Job | None:
+    """The oldest waiting job, if it has waited past the starvation bound."""
+    if not pending:
+        return None
+    oldest = min(pending, key=lambda j: j.submit_time_s)
+    return oldest if plans_with_bounds(oldest, now, settings) else None
+
+
+def _with_bounds_evidence(
+    recommendation: Recommendation, starved: Job, now: float, settings: OrderSettings
+) -> Recommendation:
+    """Say that this advice was planned with the time limits, and why."""
+    waited = format_duration(now - starved.submit_time_s)
+    bound = format_duration(settings.starvation_s)
+    why = (
+        f"time limits: job {starved.job_id} has waited {waited}, over the {bound} starvation "
+        "bound, so nothing may start that could delay the head past what the limits promise"
     )
-    placement = settings.placement or DEFAULT_PLACEMENT[settings.order]
-    policy = order.plan(
-        QueueView(now, ranked, endings, capacity, estimate, busy_until=busy_until),
-        PLACEMENTS[placement],
-        ctx,
-        order_settings,
-    )
-    return tuple(_word(snapshot, capacity, estimate, fifo, policy, settings, placement))
+    return replace(recommendation, evidence=(*recommendation.evidence, ("planned_with", why)))
 
 
 def _word(
