@@ -82,7 +82,7 @@ def test_a_failing_policy_fails_its_row_and_is_counted_for_it_alone() -> None:
     assert "verdict" not in document["rows"][0]["policies"]["easy"]
 
 
-def test_model_two_draws_thirty_percent_of_jobs_at_the_72h_maximum() -> None:
+def test_model_two_puts_30_percent_of_recurring_jobs_and_about_a_third_of_jobs_at_72h() -> None:
     assert bench.ROUND_LIMITS_S == LIMIT_GRID_S
     cluster = Cluster.parse_shape("32x8")
     for model in ("model2-24u", "model2-96u"):
