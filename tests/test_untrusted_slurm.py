@@ -25,13 +25,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuadvisor.errors import InputError
+from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX, array_task_count, parse_job_id
 from gpuadvisor.services.history import HistoryFeed
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.advice import parse_recommendations
 from gpuadvisor.sources.jsonstream import MAX_DEPTH
 from gpuadvisor.sources.slurm.history import HistorySettings
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS, HostlistError, expand_hostlist
-from gpuadvisor.sources.slurm.jobid import MAX_ARRAY_INDEX, array_task_count, parse_job_id
 from gpuadvisor.sources.slurm.parse import parse_squeue
 from gpuadvisor.sources.slurm.sacct import SACCT_FORMAT, parse_sacct
 from tests.test_cli import gpuadvisor
@@ -193,9 +193,14 @@ def test_job_ids_have_slurms_shapes() -> None:
     for good in ("1", "4294967295", "12_3", f"12_{MAX_ARRAY_INDEX}", "12_[0-3%2]", "12+127"):
         assert parse_job_id(good).base == good
     assert parse_job_id("12_3.batch").step == "batch"
-    for bad in ("", "-1", "4294967296", "12_", "12_x", "12+128", "12 ", "１２", "12\n13", "a"):
+    bad_ids = ("", "-1", "4294967296", "12_", "12_x", "12+128", "12 ", "１２", "12\n13", "a", "012")
+    for bad in bad_ids:
         with pytest.raises(ValueError, match="Slurm"):
             parse_job_id(bad)
+    with pytest.raises(ValueError, match="MaxArraySize"):
+        parse_job_id("12_1001", max_array_index=1000)
+    with pytest.raises(ValueError, match="array task"):
+        parse_job_id("12_[0-1001]", max_array_index=1000)
 
 
 # ---------------------------------------------------------------- nesting bounded

@@ -40,9 +40,9 @@ from typing import Any
 
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model.queue import PENDING, QueueEntry, QueueSnapshot
+from gpuadvisor.model.slurm_job_id import MAX_JOB_ID
 from gpuadvisor.sources.jsonstream import loads
 from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
-from gpuadvisor.sources.slurm.jobid import MAX_JOB_ID
 
 SQUEUE_SOURCE = "squeue --json"
 """How errors name output that came straight from the command."""

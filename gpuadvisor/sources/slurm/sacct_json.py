@@ -27,9 +27,9 @@ from collections.abc import Mapping
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.slurm_job_id import parse_job_id
 from gpuadvisor.sources.jsonstream import Element, ObjectStream
 from gpuadvisor.sources.slurm.hostlist import HostlistError, count_hosts
-from gpuadvisor.sources.slurm.jobid import parse_job_id
 from gpuadvisor.sources.slurm.parse import (
     FORMATS,
     JobRecord,

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Job
 from gpuadvisor.model.history import BAD_RECORD_REASONS, FinishedJob
+from gpuadvisor.model.slurm_job_id import array_task_count, task_set_text
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
-from gpuadvisor.sources.slurm.jobid import array_task_count, task_set_text
 
 __all__ = ["BAD_RECORD_REASONS", "RecordChecks", "SacctRecord", "SacctResult"]
 

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
-from gpuadvisor.sources.slurm.jobid import parse_job_id
+from gpuadvisor.model.slurm_job_id import parse_job_id
 from gpuadvisor.sources.slurm.parse import tres_gpus
 from gpuadvisor.sources.slurm.sacct_record import (
     MAX_TIME_S,
