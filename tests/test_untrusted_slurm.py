@@ -29,7 +29,7 @@ from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX, array_task_count, par
 from gpuadvisor.services.history import HistoryFeed
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.advice import parse_recommendations
-from gpuadvisor.sources.jsonstream import MAX_DEPTH
+from gpuadvisor.sources.nesting import MAX_DEPTH
 from gpuadvisor.sources.slurm.history import HistorySettings
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS, HostlistError, expand_hostlist
 from gpuadvisor.sources.slurm.parse import parse_squeue

@@ -412,8 +412,8 @@ def _messages(doc: Mapping[str, object], key: str) -> tuple[str, ...]:
 
 def json_object(data: bytes | str, source: str) -> dict[str, Any]:
     """The JSON object a Slurm command printed; ``InputError`` naming ``source`` (and the line
-    and column) for text that is not JSON, not UTF-8, nested deeper than ``MAX_DEPTH``, or not an
-    object."""
+    and column) for text that is not JSON, not UTF-8, nested deeper than ``nesting.MAX_DEPTH``,
+    or not an object."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")

@@ -12,7 +12,7 @@ The output's text comes from users (job names, comments), so every record is che
 that cannot be read is left out and counted by reason in ``SacctResult.skipped`` (with where the
 first was), or, with ``strict``, is an ``InputError`` naming the source, the line or job, and the
 field. The whole output is refused (``InputError``) when it is not sacct output (truncated or
-foreign JSON, nesting deeper than ``jsonstream.MAX_DEPTH``, a missing column, an unsupported
+foreign JSON, nesting deeper than ``nesting.MAX_DEPTH``, a missing column, an unsupported
 format, errors sacct reported), when no record could be read, or when no job has a GPU
 (accounting that does not track ``gres/gpu`` cannot teach anything here).
 """
