@@ -45,6 +45,7 @@ from gpuadvisor.simulation.results import SimulationResult
 from gpuadvisor.simulation.whatif import UNKNOWABLE, counterfactual, fidelity
 from gpuadvisor.sinks.report.plots import plot_pngs, wait_distribution_png
 from gpuadvisor.sinks.report.tables import document_json, progress_bar
+from gpuadvisor.sinks.report.terminal import terminal_text
 from gpuadvisor.sinks.report.whatif_html import duration, percent, pp, render_report
 from gpuadvisor.sources.prometheus.podhistory import UNKNOWABLE as POD_UNKNOWABLE
 from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO
@@ -93,7 +94,7 @@ def read_record(name: str, *, strict: bool = False) -> SacctResult:
             raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
     for problem in (*result.warnings, result.skipped_words()):
         if problem:
-            print(f"warning: {problem}", file=sys.stderr)
+            print(f"warning: {terminal_text(problem, lines=True)}", file=sys.stderr)
     return result
 
 
@@ -232,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         fallback=settings.fallback_order,
     )
     if chosen_as_run.warning:
-        console.print(f"warning: {chosen_as_run.warning}", markup=False)
+        console.print(f"warning: {terminal_text(chosen_as_run.warning)}", markup=False)
     as_run, policies = configs_of(settings, chosen_as_run.order)
     try:
         rebuilt = rebuild(record.jobs, since_s=since, until_s=until)
@@ -420,29 +421,35 @@ def print_capacity(console: Console, document: dict[str, Any], cluster: Cluster)
 
 def print_as_run(console: Console, as_run: AsRun) -> None:
     line = f"the site's own policy replayed as {as_run.order} (from {as_run.origin})"
-    console.print(line, markup=False)
+    console.print(terminal_text(line), markup=False)
 
 
 def print_summary(console: Console, document: dict[str, Any]) -> None:
+    """The fidelity line and one line per policy; labels and reasons (which may quote a job
+    id) go through ``terminal_text`` and are printed without rich markup."""
     f = document["fidelity"]
+    as_run = terminal_text(f["as_run"])
     console.print(
         f"fidelity: observed allocation {percent(f['observed_allocation_ratio'])}, replayed "
-        f"under {f['as_run']} {percent(f['replayed_allocation_ratio'])} "
+        f"under {as_run} {percent(f['replayed_allocation_ratio'])} "
         f"({pp(f['allocation_delta_pp'])}); mean wait {duration(f['observed_wait_mean_s'])} "
         f"observed, {duration(f['replayed_wait_mean_s'])} replayed; "
-        f"KS {f['wait_ks_statistic']:.3f}"
+        f"KS {f['wait_ks_statistic']:.3f}",
+        markup=False,
     )
     if not f["reproduced"]:
         console.print(
             f"the replay does NOT reproduce the record within {f['tolerance_pp']:g} pp; likely: "
-            + "; ".join(f["reasons"][:3])
+            + "; ".join(terminal_text(reason) for reason in f["reasons"][:3]),
+            markup=False,
         )
     for entry in document["counterfactual"]["policies"]:
-        money = entry["money_recovered"]
+        money, label = entry["money_recovered"], terminal_text(entry["policy"])
         console.print(
-            f"{entry['policy']:>12}: allocation {percent(entry['allocation_ratio'])} "
-            f"({pp(entry['allocation_gain_pp'])} vs {f['as_run']} replay), "
+            f"{label:>12}: allocation {percent(entry['allocation_ratio'])} "
+            f"({pp(entry['allocation_gain_pp'])} vs {as_run} replay), "
             f"{entry['gpu_hours_recovered']:.1f} GPU-hours recovered"
             + ("" if money is None else f" ({money:,.2f})")
-            + f", {entry['starvation']['jobs_waiting_longer']} jobs wait longer than in reality"
+            + f", {entry['starvation']['jobs_waiting_longer']} jobs wait longer than in reality",
+            markup=False,
         )
