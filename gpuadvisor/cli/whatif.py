@@ -51,7 +51,7 @@ from gpuadvisor.sources.prometheus.podhistory import UNKNOWABLE as POD_UNKNOWABL
 from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO
 from gpuadvisor.sources.slurm.config import parse_scheduler_config
 from gpuadvisor.sources.slurm.node_events import node_availability, parse_node_events
-from gpuadvisor.sources.slurm.sacct import SacctResult, read_sacct
+from gpuadvisor.sources.slurm.sacct import SacctLimits, SacctResult, read_sacct
 from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.alibaba import spot_nodes_unwritable
 
@@ -80,16 +80,18 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def read_record(name: str, *, strict: bool = False) -> SacctResult:
+def read_record(
+    name: str, *, strict: bool = False, limits: SacctLimits | None = None
+) -> SacctResult:
     """``sacct`` output from a file, or from standard input for ``-``, read as a stream; records
     that cannot be read are left out and counted (``strict``: the first is an ``InputError``),
     said in one line on standard error."""
     if name == STDIN:
-        result = read_sacct(sys.stdin.buffer, source="standard input", strict=strict)
+        result = read_sacct(sys.stdin.buffer, source="standard input", strict=strict, limits=limits)
     else:
         try:
             with open(name, "rb") as stream:
-                result = read_sacct(stream, source=name, strict=strict)
+                result = read_sacct(stream, source=name, strict=strict, limits=limits)
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
     for problem in (*result.warnings, result.skipped_words()):
@@ -219,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         assert settings.sacct is not None  # argparse requires a source
         if cluster is None:
             raise GpuAdvisorError("--sacct needs the cluster: --cluster or --nodes")
-        record = read_record(settings.sacct, strict=settings.strict)
+        record = read_record(settings.sacct, strict=settings.strict, limits=settings.sacct_limits)
         source = "standard input" if settings.sacct == STDIN else settings.sacct
         if settings.node_events:
             read_end = until if until is not None else latest_instant(record.jobs)
