@@ -122,9 +122,12 @@ def test_whatif_summary_lines_show_hostile_text_as_text(value: str) -> None:
         },
     }
     as_run = AsRun("fifo", f"--slurm-config FILE: {value}", warning=f"no order for {value}")
-    output = printed(
-        lambda console: (print_summary(console, document), print_as_run(console, as_run))
-    )
+
+    def draw(console: Console) -> None:
+        print_summary(console, document)
+        print_as_run(console, as_run)
+
+    output = printed(draw)
     assert_plain(output)
     if value.isprintable() and len(value) < 40:
         assert value in output
