@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise
 from gpuadvisor.analysis.estimates import estimate_runtime
@@ -35,6 +34,7 @@ from gpuadvisor.sinks.report.tables import (
     render_table,
     results_json,
 )
+from gpuadvisor.sinks.report.terminal import terminal_text
 from gpuadvisor.sources.traces import (
     default_workload_path,
     read_trace,
@@ -116,8 +116,10 @@ def run(args: argparse.Namespace) -> int:
             "(what the live advisor would have said):"
         )
         for rec in advice[:6]:
-            console.print(escape(f"  [{rec.severity}] {rec.kind}: {rec.action}"))
-            console.print(escape(f"      run: {rec.command}"))
+            console.print(
+                f"  [{rec.severity}] {rec.kind}: {terminal_text(rec.action)}", markup=False
+            )
+            console.print(f"      run: {terminal_text(rec.command)}", markup=False)
     (out / "results.json").write_text(
         results_json(rows, meta={"workload": "bundled default", "cluster": DEMO_CLUSTER})
     )

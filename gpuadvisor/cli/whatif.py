@@ -45,12 +45,13 @@ from gpuadvisor.simulation.results import SimulationResult
 from gpuadvisor.simulation.whatif import UNKNOWABLE, counterfactual, fidelity
 from gpuadvisor.sinks.report.plots import plot_pngs, wait_distribution_png
 from gpuadvisor.sinks.report.tables import document_json, progress_bar
+from gpuadvisor.sinks.report.terminal import terminal_text
 from gpuadvisor.sinks.report.whatif_html import duration, percent, pp, render_report
 from gpuadvisor.sources.prometheus.podhistory import UNKNOWABLE as POD_UNKNOWABLE
 from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO
 from gpuadvisor.sources.slurm.config import parse_scheduler_config
 from gpuadvisor.sources.slurm.node_events import node_availability, parse_node_events
-from gpuadvisor.sources.slurm.sacct import SacctResult, read_sacct
+from gpuadvisor.sources.slurm.sacct import SacctLimits, SacctResult, read_sacct
 from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.alibaba import spot_nodes_unwritable
 
@@ -79,21 +80,23 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def read_record(name: str, *, strict: bool = False) -> SacctResult:
+def read_record(
+    name: str, *, strict: bool = False, limits: SacctLimits | None = None
+) -> SacctResult:
     """``sacct`` output from a file, or from standard input for ``-``, read as a stream; records
     that cannot be read are left out and counted (``strict``: the first is an ``InputError``),
     said in one line on standard error."""
     if name == STDIN:
-        result = read_sacct(sys.stdin.buffer, source="standard input", strict=strict)
+        result = read_sacct(sys.stdin.buffer, source="standard input", strict=strict, limits=limits)
     else:
         try:
             with open(name, "rb") as stream:
-                result = read_sacct(stream, source=name, strict=strict)
+                result = read_sacct(stream, source=name, strict=strict, limits=limits)
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
     for problem in (*result.warnings, result.skipped_words()):
         if problem:
-            print(f"warning: {problem}", file=sys.stderr)
+            print(f"warning: {terminal_text(problem, lines=True)}", file=sys.stderr)
     return result
 
 
@@ -218,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         assert settings.sacct is not None  # argparse requires a source
         if cluster is None:
             raise GpuAdvisorError("--sacct needs the cluster: --cluster or --nodes")
-        record = read_record(settings.sacct, strict=settings.strict)
+        record = read_record(settings.sacct, strict=settings.strict, limits=settings.sacct_limits)
         source = "standard input" if settings.sacct == STDIN else settings.sacct
         if settings.node_events:
             read_end = until if until is not None else latest_instant(record.jobs)
@@ -232,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
         fallback=settings.fallback_order,
     )
     if chosen_as_run.warning:
-        console.print(f"warning: {chosen_as_run.warning}", markup=False)
+        console.print(f"warning: {terminal_text(chosen_as_run.warning)}", markup=False)
     as_run, policies = configs_of(settings, chosen_as_run.order)
     try:
         rebuilt = rebuild(record.jobs, since_s=since, until_s=until)
@@ -420,29 +423,35 @@ def print_capacity(console: Console, document: dict[str, Any], cluster: Cluster)
 
 def print_as_run(console: Console, as_run: AsRun) -> None:
     line = f"the site's own policy replayed as {as_run.order} (from {as_run.origin})"
-    console.print(line, markup=False)
+    console.print(terminal_text(line), markup=False)
 
 
 def print_summary(console: Console, document: dict[str, Any]) -> None:
+    """The fidelity line and one line per policy; labels and reasons (which may quote a job
+    id) go through ``terminal_text`` and are printed without rich markup."""
     f = document["fidelity"]
+    as_run = terminal_text(f["as_run"])
     console.print(
         f"fidelity: observed allocation {percent(f['observed_allocation_ratio'])}, replayed "
-        f"under {f['as_run']} {percent(f['replayed_allocation_ratio'])} "
+        f"under {as_run} {percent(f['replayed_allocation_ratio'])} "
         f"({pp(f['allocation_delta_pp'])}); mean wait {duration(f['observed_wait_mean_s'])} "
         f"observed, {duration(f['replayed_wait_mean_s'])} replayed; "
-        f"KS {f['wait_ks_statistic']:.3f}"
+        f"KS {f['wait_ks_statistic']:.3f}",
+        markup=False,
     )
     if not f["reproduced"]:
         console.print(
             f"the replay does NOT reproduce the record within {f['tolerance_pp']:g} pp; likely: "
-            + "; ".join(f["reasons"][:3])
+            + "; ".join(terminal_text(reason) for reason in f["reasons"][:3]),
+            markup=False,
         )
     for entry in document["counterfactual"]["policies"]:
-        money = entry["money_recovered"]
+        money, label = entry["money_recovered"], terminal_text(entry["policy"])
         console.print(
-            f"{entry['policy']:>12}: allocation {percent(entry['allocation_ratio'])} "
-            f"({pp(entry['allocation_gain_pp'])} vs {f['as_run']} replay), "
+            f"{label:>12}: allocation {percent(entry['allocation_ratio'])} "
+            f"({pp(entry['allocation_gain_pp'])} vs {as_run} replay), "
             f"{entry['gpu_hours_recovered']:.1f} GPU-hours recovered"
             + ("" if money is None else f" ({money:,.2f})")
-            + f", {entry['starvation']['jobs_waiting_longer']} jobs wait longer than in reality"
+            + f", {entry['starvation']['jobs_waiting_longer']} jobs wait longer than in reality",
+            markup=False,
         )

@@ -392,10 +392,16 @@ def _history(root: YamlMap, base: str) -> HistorySettings:
     section = root.section("history")
     if section is None:
         return HistorySettings()
-    section.reject_unknown({"sacct_file", "last"})
+    section.reject_unknown({"sacct_file", "last", "max_bytes", "max_hosts", "max_array_task_index"})
+    default = HistorySettings()
     return HistorySettings(
         sacct_file=_path(section, "sacct_file", base),
-        last=_get(section, "last", _count(1), HistorySettings().last),
+        last=_get(section, "last", _count(1), default.last),
+        max_bytes=_get(section, "max_bytes", _count(1), default.max_bytes),
+        max_hosts=_get(section, "max_hosts", _count(1), default.max_hosts),
+        max_array_task_index=_get(
+            section, "max_array_task_index", _count(0), default.max_array_task_index
+        ),
     )
 
 

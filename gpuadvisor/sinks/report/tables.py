@@ -3,7 +3,9 @@
 Every output takes ``rows``: ``(policy label, SimulationResult.metrics())`` pairs in display order.
 The JSON is deterministic (keys sorted, floats rounded to 6 significant digits, NaN as ``null``),
 so the same seed and trace give byte-identical files. The tables show the headline figures; the
-plain-text variants carry the same cells for pipes, logs and tests.
+plain-text variants carry the same cells for pipes, logs and tests. Every cell and header of a
+table goes through ``terminal_text`` and reaches rich as plain ``Text``, never as markup: a label
+or a name can neither send a control sequence nor style the table.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from gpuadvisor.model.duration import format_duration
 from gpuadvisor.model.job import SIZE_CLASSES
+from gpuadvisor.sinks.report.terminal import terminal_text
 
 Rows = Sequence[tuple[str, Mapping[str, object]]]
 """(policy label, metrics dict) pairs, in the order they are shown."""
@@ -284,13 +288,17 @@ def _rich_table(headers: list[str], cells: list[list[str]], *, title: str) -> Ta
     table = Table(title=title, title_justify="left", caption_justify="left")
     for header in headers:
         left = header in _LEFT_COLUMNS
-        table.add_column(header, justify="left" if left else "right", no_wrap=left)
+        table.add_column(
+            Text(terminal_text(header)), justify="left" if left else "right", no_wrap=left
+        )
     for row in cells:
-        table.add_row(*row)
+        table.add_row(*(Text(terminal_text(cell)) for cell in row))
     return table
 
 
 def _text_table(headers: list[str], cells: list[list[str]]) -> str:
+    headers = [terminal_text(h) for h in headers]
+    cells = [[terminal_text(c) for c in row] for row in cells]
     widths = [max(len(r[i]) for r in [headers, *cells]) for i in range(len(headers))]
 
     def line(row: list[str]) -> str:

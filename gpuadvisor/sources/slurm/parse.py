@@ -40,9 +40,9 @@ from typing import Any
 
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model.queue import PENDING, QueueEntry, QueueSnapshot
+from gpuadvisor.model.slurm_job_id import MAX_JOB_ID
 from gpuadvisor.sources.jsonstream import loads
 from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
-from gpuadvisor.sources.slurm.jobid import MAX_JOB_ID
 
 SQUEUE_SOURCE = "squeue --json"
 """How errors name output that came straight from the command."""
@@ -412,8 +412,8 @@ def _messages(doc: Mapping[str, object], key: str) -> tuple[str, ...]:
 
 def json_object(data: bytes | str, source: str) -> dict[str, Any]:
     """The JSON object a Slurm command printed; ``InputError`` naming ``source`` (and the line
-    and column) for text that is not JSON, not UTF-8, nested deeper than ``MAX_DEPTH``, or not an
-    object."""
+    and column) for text that is not JSON, not UTF-8, nested deeper than ``nesting.MAX_DEPTH``,
+    or not an object."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")

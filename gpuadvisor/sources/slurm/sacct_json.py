@@ -27,9 +27,9 @@ from collections.abc import Mapping
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.slurm_job_id import parse_job_id
 from gpuadvisor.sources.jsonstream import Element, ObjectStream
 from gpuadvisor.sources.slurm.hostlist import HostlistError, count_hosts
-from gpuadvisor.sources.slurm.jobid import parse_job_id
 from gpuadvisor.sources.slurm.parse import (
     FORMATS,
     JobRecord,
@@ -41,6 +41,7 @@ from gpuadvisor.sources.slurm.parse import (
 from gpuadvisor.sources.slurm.sacct_record import (
     MAX_TIME_S,
     RecordChecks,
+    SacctLimits,
     SacctRecord,
     SacctResult,
     check_counts,
@@ -174,7 +175,7 @@ class _JsonJob(JobRecord):
             return f"{int(het_job)}+{int(offset)}"
         return self.job_id
 
-    def nodes(self) -> int:
+    def nodes(self, max_hosts: int) -> int:
         """Nodes allocated; for a job never given any (``allocation_nodes`` 0, ``nodes``
         ``None assigned`` in 22.05), the ``node`` count it requested."""
         count = self.number("allocation_nodes")
@@ -187,7 +188,7 @@ class _JsonJob(JobRecord):
                 if is_number(wanted) and isinstance(wanted, int | float) and wanted >= 1:
                     return int(wanted)
         try:
-            return count_hosts(self.text("nodes")) or 1
+            return count_hosts(self.text("nodes"), max_hosts=max_hosts) or 1
         except HostlistError:
             return 1
 
@@ -197,7 +198,9 @@ def json_format(doc: Mapping[str, object], source: str) -> SqueueFormat:
     return plugin_format(doc, source, JSON_FORMATS, "sacct")
 
 
-def _job(raw: object, index: int, source: str, fmt: SqueueFormat) -> tuple[FinishedJob, bool]:
+def _job(
+    raw: object, index: int, source: str, fmt: SqueueFormat, limits: SacctLimits
+) -> tuple[FinishedJob, bool]:
     """One job object as a ``FinishedJob``, and whether it used wrapped numbers; raises
     ``InputError`` (``reason`` in its ``column``) for a field it cannot read."""
     if not isinstance(raw, Mapping):
@@ -216,8 +219,9 @@ def _job(raw: object, index: int, source: str, fmt: SqueueFormat) -> tuple[Finis
         if problem:
             raise job.error(field, problem)
     gpus = (allocated if allocated is not None else requested) or 0
-    nodes = job.nodes()
-    problem = check_counts(nodes, gpus, job.number("time.elapsed"), job.number("time.limit"))
+    nodes = job.nodes(limits.max_hosts)
+    elapsed, limit = job.number("time.elapsed"), job.number("time.limit")
+    problem = check_counts(nodes, gpus, elapsed, limit, max_hosts=limits.max_hosts)
     if problem:
         raise job.error("allocation_nodes", problem)
     record = SacctRecord(
@@ -241,11 +245,17 @@ def _job(raw: object, index: int, source: str, fmt: SqueueFormat) -> tuple[Finis
     array_text = str(int(array_job)) if array_job else ""
     task_text = None if task is None else str(int(task))
     try:
-        parse_job_id(f"{array_text}_{task_text}" if array_text and task_text else name)
+        parse_job_id(
+            f"{array_text}_{task_text}" if array_text and task_text else name,
+            max_array_index=limits.max_array_task_index,
+        )
     except ValueError as exc:
         raise job.error("job_id", str(exc)) from None
     try:
-        return record.one_job(name, array_text, task_text, tasks), job.wrapped
+        finished = record.one_job(
+            name, array_text, task_text, tasks, max_array_index=limits.max_array_task_index
+        )
+        return finished, job.wrapped
     except ValueError as exc:  # ModelError is one
         raise job.error("array.task" if tasks else "job_id", str(exc)) from exc
 
@@ -256,11 +266,17 @@ def _reason(error: InputError) -> str:
     return _REASONS.get(field.partition(".")[0], "field")
 
 
-def json_jobs(stream: ObjectStream, source: str, *, strict: bool = False) -> SacctResult:
+def json_jobs(
+    stream: ObjectStream,
+    source: str,
+    *,
+    strict: bool = False,
+    limits: SacctLimits | None = None,
+) -> SacctResult:
     """The jobs of ``sacct --json`` output, read one job at a time from ``stream``."""
     doc: dict[str, object] = {}
     fmt: SqueueFormat | None = None
-    checks = RecordChecks(source, strict)
+    checks = RecordChecks(source, strict, limits)
     out: list[FinishedJob] = []
     first_wrapped = ""
     listed = False
@@ -276,7 +292,9 @@ def json_jobs(stream: ObjectStream, source: str, *, strict: bool = False) -> Sac
             continue
         listed = True
         try:
-            finished, wrapped = _job(item.value, item.index, source, fmt or ANY_FORMAT)
+            finished, wrapped = _job(
+                item.value, item.index, source, fmt or ANY_FORMAT, checks.limits
+            )
         except InputError as exc:
             error = exc if exc.path else InputError(exc.reason, path=source)
             checks.skip(_reason(exc) if isinstance(item.value, Mapping) else "field", error)
