@@ -19,6 +19,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.errors import InputError
+from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
 from gpuadvisor.services.queue import POLLER, QueueSettings, create_app
 from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
@@ -191,9 +192,9 @@ FIELD = st.lists(
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(job_id=FIELD.filter(bool), user=FIELD, partition=FIELD, state=FIELD, node=FIELD)
+@given(job_id=FIELD.filter(bool), user=FIELD, partition=FIELD, state=FIELD, node=FIELD, name=FIELD)
 def test_metrics_render_and_parse_for_any_field_strings(
-    job_id: str, user: str, partition: str, state: str, node: str
+    job_id: str, user: str, partition: str, state: str, node: str, name: str
 ) -> None:
     entry = QueueEntry(
         job_id,
@@ -205,13 +206,15 @@ def test_metrics_render_and_parse_for_any_field_strings(
         NOW,
         node_names=(node,),
         gpu_indices=((node, (0,)),),
+        name=name,
     )
     found = {
         f.name: [s.labels for s in f.samples]
         for f in text_string_to_metric_families(render((entry,)))
     }
     (info,) = found["gpuadvisor_queue_job_info"]
-    assert set(info) == {"job_id", "user", "partition", "state"}
+    assert set(info) == {"job_id", "user", "partition", "state", "name"}
+    assert info["name"] == bounded_job_name(name)
     for value, text in ((info["user"], user), (info["job_id"], job_id)):
         if text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") == text:
             assert value == text  # every encodable string is served as it is

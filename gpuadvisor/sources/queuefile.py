@@ -15,6 +15,7 @@ a built-in source and for tests and demos. The format is documented in docs/queu
         node_names: gpu-[01-02]      # a Slurm hostlist or a list of names
         gpu_indices: {gpu-01: [0, 1, 2, 3], gpu-02: [4, 5, 6, 7]}
         reason: ""                   # why it waits, free text
+        name: train-llm              # the job's name, free text (cut at 128 characters)
 
 The file is composed (``yaml.compose``), not loaded, so that every error names the file, the line
 and the field (``jobs[2].gpus``). Scalars are taken from their raw text: an unquoted ISO time
@@ -46,6 +47,7 @@ import yaml
 
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model.ids import job_id_problem
+from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
 from gpuadvisor.sources.slurm.hostlist import count_hosts, expand_hostlist
 from gpuadvisor.sources.yamltree import compose as compose_yaml
@@ -65,6 +67,7 @@ JOB_KEYS = (
     "node_names",
     "gpu_indices",
     "reason",
+    "name",
 )
 REQUIRED = ("job_id", "user", "partition", "state", "submit_time")
 UNLIMITED = frozenset({"unlimited", "infinite"})
@@ -289,6 +292,7 @@ def _entry(file: _File, node: yaml.Node, field: str) -> QueueEntry:
             node_names=names,
             gpu_indices=get("gpu_indices", lambda n, f: file.gpu_indices(n, f, names), ()),
             reason=get("reason", file.text, ""),
+            name=bounded_job_name(get("name", file.text, "")),
         )
     except ModelError as exc:
         raise file.error(node, field, str(exc)) from exc

@@ -14,6 +14,7 @@ from gpuadvisor.model import (
     SourceHealth,
 )
 from gpuadvisor.model.ids import job_id_problem, kubernetes_name_problem
+from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.queue import PENDING, RUNNING
 from gpuadvisor.sources.prometheus.client import Sample
 from gpuadvisor.sources.prometheus.scratch import (
@@ -156,7 +157,9 @@ JOB_FIELDS = ("job_gpus", "job_nodes", "job_submit_time", "job_start_time", "job
 
 
 def _queue(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]:
-    """The queue exporter's jobs as queue entries, and its health."""
+    """The queue exporter's jobs as queue entries, and its health. A job's ``name`` label (an
+    exporter with ``--no-job-names``, or an older one, gives none: then empty) is read as
+    ``bounded_job_name`` makes it, the form the history's names are kept in."""
     per = {name: r.values(name, "job_id") for name in JOB_FIELDS}
     priority = r.values("job_priority", "job_id")
     nodes_of: dict[str, list[str]] = {}
@@ -195,6 +198,7 @@ def _queue(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]:
                     priority=finite(priority.get(job_id)) or 0.0,
                     node_names=_sorted_names(nodes_of.get(job_id)),
                     gpu_indices=_sorted_indices(told.get(job_id)),
+                    name=bounded_job_name(info.label("name")),
                 )
             )
         except ModelError as exc:

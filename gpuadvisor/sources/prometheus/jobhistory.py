@@ -8,6 +8,8 @@ with the jobs and nodes, never with the samples. Rules:
   (exact, from squeue). Without a start value, the first sample where the job ran; without an
   end value, the **last sample where it ran**: the true end lies within one scrape interval after
   it (the resolution);
+- user, partition and name: the ``gpuadvisor_queue_job_info`` labels (the name as
+  ``bounded_job_name`` makes it; empty from an exporter that gives none);
 - the final state is the ``state`` label once it is a final one (COMPLETED, FAILED, TIMEOUT,
   CANCELLED…); an exporter that does not export final states leaves it unknown: a job seen
   running that vanished is ``ENDED``, one seen only pending that vanished left the queue
@@ -34,6 +36,7 @@ from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
 from gpuadvisor.model.availability import Availability, Outage
 from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.sources.prometheus.client import Series
 from gpuadvisor.sources.prometheus.ranges import (
     LatestValues,
@@ -87,6 +90,7 @@ STALE_S = 300.0
 class _Job:
     user: str = ""
     partition: str = ""
+    name: str = ""
     first_seen: float = float("inf")
     last_seen: float = float("-inf")
     first_ran: float | None = None
@@ -196,7 +200,7 @@ class JobHistory(ScrapedHistory):
         return job
 
     def add_info(self, chunk: Iterable[Series]) -> None:
-        """Samples of ``gpuadvisor_queue_job_info{job_id,user,partition,state}``."""
+        """Samples of ``gpuadvisor_queue_job_info{job_id,user,partition,state,name}``."""
         for series in chunk:
             job_id = series.label("job_id")
             times = series.times
@@ -206,6 +210,7 @@ class JobHistory(ScrapedHistory):
             job = self._job(job_id)
             job.user = series.label("user") or job.user
             job.partition = series.label("partition") or job.partition
+            job.name = series.label("name") or job.name
             state = series.label("state").upper()
             first, last = times[0], times[-1]
             job.first_seen = min(job.first_seen, first)
@@ -288,6 +293,7 @@ class JobHistory(ScrapedHistory):
             user=seen.user,
             time_limit_s=values.get("time_limit"),
             partition=seen.partition,
+            name=bounded_job_name(seen.name),
         )
         near_end = read_end_s - STALE_S
         if seen.first_ran is None and "start" not in values:

@@ -263,8 +263,9 @@ GPUADVISOR = Profile(
         Query(
             "job_info",
             "gpuadvisor_queue_job_info{$selector}",
-            "Every job in the queue with its user, partition and state.",
-            ("job_id", "user", "partition", "state"),
+            "Every job in the queue with its user, partition, state and name (the name, where "
+            "the exporter gives it, keys runtime predictions).",
+            ("job_id", "user", "partition", "state", "name"),
         ),
         Query(
             "job_gpus",

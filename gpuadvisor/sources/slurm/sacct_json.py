@@ -5,7 +5,9 @@ The format is chosen by ``meta.plugin`` as for squeue (``sources.slurm.parse``):
 ``data_parser/v0.0.39`` … ``v0.0.45`` after (``time.limit`` and ``array.task_id`` as
 ``{set, infinite, number}``; ``state.current`` a list of flags from v0.0.40 on). Fields read
 (Slurm's ``src/plugins/data_parser`` job parser): ``job_id``, ``array.{job_id,task_id,task}``,
-``name``, ``user``, ``account``, ``partition``, ``state.current``,
+``name`` (kept as ``model.jobname.bounded_job_name`` makes it, the form the queue exporter's
+``name`` label has, so the live advisor's jobs find their history), ``user``, ``account``,
+``partition``, ``state.current``,
 ``time.{submission,start,end,elapsed,limit}`` (limit in minutes), ``allocation_nodes``,
 ``tres.allocated`` (``tres.requested`` for a job that never started: its request), each a list of
 ``{type, name, count}`` (22.05 writes ``count: null`` for a TRES it has no value for, such as
@@ -27,6 +29,7 @@ from collections.abc import Mapping
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.slurm_job_id import parse_job_id
 from gpuadvisor.sources.jsonstream import Element, ObjectStream
 from gpuadvisor.sources.slurm.hostlist import HostlistError, count_hosts
@@ -228,7 +231,7 @@ def _job(
         user=job.text("user"),
         account=job.text("account"),
         partition=job.text("partition"),
-        name=job.text("name"),
+        name=bounded_job_name(job.text("name")),
         state=state,
         submit_s=job.time("time.submission"),
         start_s=job.time("time.start"),
