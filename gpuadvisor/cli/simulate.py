@@ -191,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
         estimates=settings.estimates,
         estimate_noise=settings.estimate_noise,
         raise_rule=settings.raise_rule,
+        predictor=settings.predictor,
         settings=OrderSettings(starvation_s=settings.starvation_s),
         sharing=sharing,
     )
@@ -208,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
         f"offered load {offered_load(jobs, cluster.gpus):.2f}"
     )
     meta: dict[str, object] = {"jobs": len(jobs), "cluster_gpus": cluster.gpus}
+    if any(config.estimates == "predicted" for config in configs):
+        meta["predictor"] = settings.predictor
     if settings.outages is not None:
         console.print(
             f"{len(availability.outages)} node outages ({settings.outages}), "
