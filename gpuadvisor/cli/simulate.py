@@ -200,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
         estimates=settings.estimates,
         estimate_noise=settings.estimate_noise,
         raise_rule=settings.raise_rule,
+        predictor=settings.predictor,
         settings=OrderSettings(starvation_s=settings.starvation_s),
         sharing=sharing,
     )
@@ -229,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
     meta: dict[str, object] = {"jobs": len(jobs), "cluster_gpus": cluster.gpus}
     if read is not None and read.meta:
         meta["trace"] = read.meta
+    if any(config.estimates == "predicted" for config in configs):
+        meta["predictor"] = settings.predictor
     if settings.outages is not None:
         console.print(
             f"{len(availability.outages)} node outages ({settings.outages}), "
