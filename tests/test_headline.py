@@ -105,3 +105,10 @@ def test_replays_of_a_light_and_a_heavy_load_lead_differently() -> None:
 
     assert lead(0.3) == "waits"
     assert lead(1.3) == "allocation"
+
+
+def test_a_cluster_full_under_every_policy_is_not_called_idle() -> None:
+    lead = headline({"fifo": 0.9995, "easy": 1.0})
+
+    assert lead.kind == "waits"
+    assert lead.reason.startswith("the cluster was full under every policy: every policy kept")

@@ -2,8 +2,9 @@
 of the cluster was used, waits and slowdown where it did not.
 
 On a cluster that is not backlogged every order eventually starts every job, so every policy
-reaches the same allocation; an "allocation gain of +0.0 pp" then says nothing, and the policies
-differ only in how long jobs waited. ``headline`` is the one place that decides which story a
+reaches the same allocation (and on one that is full all along, every order keeps it busy); an
+"allocation gain of +0.0 pp" then says nothing, and the policies differ only in how long jobs
+waited. ``headline`` is the one place that decides which story a
 report tells; ``simulate``, ``demo``, ``whatif`` and the what-if report all ask it, and write its
 ``document()`` as the ``headline`` key of their JSON so that scripts read the same choice.
 """
@@ -17,7 +18,11 @@ from typing import Literal
 
 HEADLINE_SPREAD_PP = 0.5
 """Allocations of every policy within this many percentage points of each other (max − min):
-the cluster was not backlogged, and waits and slowdown lead."""
+every order reached the same allocation, and waits and slowdown lead."""
+
+FULL_RATIO = 0.99
+"""Where every policy kept at least this share allocated, the cluster was full (saturated)
+rather than not backlogged: every order keeps it busy, and waits still decide."""
 
 _SLACK_PP = 1e-9
 """Float error of a difference of ratios: 0.505 − 0.5 is 0.50000000000000044 pp, on the line."""
@@ -71,10 +76,11 @@ def headline(allocation_by_policy: Mapping[str, float]) -> Headline:
             spread_pp,
         )
     kept = _percent(low) if _percent(low) == _percent(high) else _range(low, high)
+    why = "was full under every policy" if low >= FULL_RATIO else "was not backlogged"
     return Headline(
         "waits",
-        f"the cluster was not backlogged: every policy kept {kept} of the GPUs allocated, so "
-        "the difference is in how long jobs waited",
+        f"the cluster {why}: every policy kept {kept} of the GPUs allocated, so the "
+        "difference is in how long jobs waited",
         spread_pp,
     )
 
