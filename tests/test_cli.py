@@ -523,7 +523,7 @@ def test_an_unknown_order_is_named_with_the_orders_there_are(
 
     line = assert_one_line_error(outcome)
     assert "unknown policy 'lifo'" in line
-    assert "fifo, fifo-skip, easy, conservative, sjf, advisor" in line
+    assert "fifo, fifo-skip, easy, conservative, sjf, easy-sjbf, advisor" in line
 
 
 def test_an_unknown_placement_is_named_with_the_placements_there_are(
@@ -668,8 +668,8 @@ def test_the_starvation_bound_is_a_duration_and_hours_are_a_deprecated_alias(
         "gpuadvisor simulate: warning: --starvation-hours is deprecated and will be removed; "
         "use --starvation 30m"
     ]
-    assert run("--starvation", "1d")[0] != as_duration, "the bound must reach the policy"
-    assert run()[0] == run("--starvation", "6h")[0] == run("--starvation", "21600")[0]
+    assert run("--starvation", "6h")[0] != as_duration, "the bound must reach the policy"
+    assert run()[0] == run("--starvation", "1d")[0] == run("--starvation", "86400")[0]
 
 
 def test_the_starvation_bound_is_given_once(capsys: pytest.CaptureFixture[str]) -> None:
