@@ -255,13 +255,15 @@ def build_gpuadvisor(
 
 def _pods(b: Build, r: Results | Answers) -> list[QueueEntry]:
     """GPU pods as queue entries: a pod already bound to a node holds its GPUs (it is
-    starting), so only an unbound Pending pod waits."""
+    starting), so only an unbound Pending pod waits; one held by a scheduling gate
+    (``SchedulingGated``: Kueue's admission, say) cannot start and is left out."""
     gpus_of = first_by(r.get("pod_gpus", ()), "namespace", "pod")
     node_of = {
         k: s.label("node") for k, s in first_by(r.get("pod_info", ()), "namespace", "pod").items()
     }
     created = first_by(r.get("pod_created", ()), "namespace", "pod")
     started = first_by(r.get("pod_start_time", ()), "namespace", "pod")
+    gated = first_by(r.get("pod_gated", ()), "namespace", "pod")
     phases: dict[tuple[str, ...], str] = {}
     for key, s in sorted_by(r.get("pod_phase", ()), "namespace", "pod", "phase").items():
         if phases.get(key[:2]) != "Running":  # a recreated pod's old series may say Pending
@@ -280,6 +282,9 @@ def _pods(b: Build, r: Results | Answers) -> list[QueueEntry]:
             continue
         node = node_of.get(key, "")
         state = PENDING if phase == "Pending" and not node else RUNNING
+        if state == PENDING and key in gated:
+            b.warn("gated", subject, "held by a scheduling gate (Kueue?): not startable; left out")
+            continue
         start = finite(started[key].value) if key in started else None
         entries.append(
             QueueEntry(

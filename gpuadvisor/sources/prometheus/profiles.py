@@ -256,6 +256,13 @@ KUBERNETES = Profile(
             ("namespace", "pod", "node"),
         ),
         Query(
+            "pod_gated",
+            f'(kube_pod_status_reason{{reason="SchedulingGated",$selector}} == 1) {_GPU_PODS}',
+            "GPU pods held by scheduling gates (Kueue's admission gate, or any other): not "
+            "startable, never advised to start (kube-state-metrics 2.19 and newer).",
+            ("namespace", "pod"),
+        ),
+        Query(
             "pod_created",
             f"kube_pod_created{{$selector}} {_GPU_PODS}",
             "Creation time of each GPU pod (epoch seconds): its submit time.",
