@@ -40,7 +40,15 @@ def test_simulate_output_json_dash_is_the_json_alone_on_stdout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    argv: list[str | Path] = ["simulate", "--trace", trace, "--cluster", "2x8", "--policies", "fifo,easy"]
+    argv: list[str | Path] = [
+        "simulate",
+        "--trace",
+        trace,
+        "--cluster",
+        "2x8",
+        "--policies",
+        "fifo,easy",
+    ]
 
     piped = gpuadvisor(capsys, *argv, "--output-json", "-")
     to_file = gpuadvisor(capsys, *argv, "--output-json", tmp_path / "out.json")
@@ -56,7 +64,15 @@ def test_simulate_output_json_dash_is_the_json_alone_on_stdout(
 def test_simulate_output_schedule_dash_is_the_csv_alone_on_stdout(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, trace: Path
 ) -> None:
-    argv: list[str | Path] = ["simulate", "--trace", trace, "--cluster", "2x8", "--policies", "easy"]
+    argv: list[str | Path] = [
+        "simulate",
+        "--trace",
+        trace,
+        "--cluster",
+        "2x8",
+        "--policies",
+        "easy",
+    ]
 
     piped = gpuadvisor(capsys, *argv, "--output-schedule", "-")
     gpuadvisor(capsys, *argv, "--output-schedule", tmp_path / "schedule.csv")
