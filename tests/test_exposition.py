@@ -1,4 +1,4 @@
-"""The agent's exposition: golden /metrics, the contract's names (docs/metrics.md), absent series, docs drift.
+"""The agent's exposition: golden /metrics, the names of docs/metrics.md, absent series, docs drift.
 
 The golden file and promtool hold for both renderers: prometheus-client's families and the
 agent's own cached text renderer (``sinks.agent_render``), which is what /metrics serves.

@@ -31,7 +31,7 @@ def metrics_markdown() -> str:
             metrics_table(AGENT_METRICS),
             "## Queue exporter (`gpuadvisor queue`, one per scheduler, :19843)",
             "",
-            "Beyond the first contract: `gpuadvisor_queue_job_gpu_info` (the GPU indices the scheduler",
+            "Also: `gpuadvisor_queue_job_gpu_info` (the GPU indices the scheduler",
             "assigned, where it tells), the exporter's own read time and last success, and",
             "`gpuadvisor_queue_job_gpus` is the job's total (GPUs per node × nodes). While the",
             "source fails, `gpuadvisor_queue_up` is 0 and no job series are served.",
