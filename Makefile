@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gpuadvisor demo --output demo-output
 
-# Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7):
+# Real components the tests start on 127.0.0.1 (Debian packages; README.md, Layout: tests/):
 # Prometheus + promtool, Alertmanager + amtool, node_exporter, a single-node Slurm 22.05 with munge
 # and accounting (slurmdbd on MariaDB; sacct), systemd-analyze (checks the shipped units),
 # shellcheck (the Slurm prolog and epilog), kubectl (`kubectl kustomize` builds deploy/kubernetes)
