@@ -33,6 +33,7 @@ from gpuadvisor.simulation.compare import BASELINE, PolicyRun, compare, parse_po
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.simulation.habits import generate_habitual_workload
+from gpuadvisor.simulation.headline import metrics_headline
 from gpuadvisor.simulation.inflation import run_inflation
 from gpuadvisor.simulation.sharing import Sharing
 from gpuadvisor.simulation.workload import offered_load, scale_to_load
@@ -40,10 +41,10 @@ from gpuadvisor.sinks.report.plots import require_plotting, write_plots
 from gpuadvisor.sinks.report.schedule import write_schedule
 from gpuadvisor.sinks.report.swf_schedule import is_swf, write_swf_schedule
 from gpuadvisor.sinks.report.tables import (
+    headline_tables,
     progress_bar,
     render_share_table,
     render_size_table,
-    render_table,
     results_json,
 )
 from gpuadvisor.sources.traces import read_nodes
@@ -271,9 +272,12 @@ def report(
     meta: dict[str, object],
 ) -> None:
     rows = [(r.label, r.metrics) for r in runs]
+    lead = metrics_headline(rows)
     # strict FIFO always runs (for the starvation figures) but has a column only when listed
     shown = BASELINE if any(label == BASELINE for label, _ in rows) else None
-    console.print(render_table(rows, baseline=shown))
+    reason = lead.reason if lead.waits else None
+    for table in headline_tables(rows, baseline=shown, waits_reason=reason):
+        console.print(table)
     console.print(render_size_table(rows))
     share_table = render_share_table(rows)
     if share_table is not None:
@@ -281,7 +285,10 @@ def report(
     output_json, plots = _path(settings.output_json), _path(settings.plots)
     output_schedule = _path(settings.output_schedule)
     if output_json:
-        write_atomically(output_json, results_json(rows, meta={**meta, "seed": settings.seed}))
+        document = results_json(
+            rows, meta={**meta, "seed": settings.seed}, headline=lead.document()
+        )
+        write_atomically(output_json, document)
         console.print(f"results: {output_json}")
     if plots:
         for path in write_plots([r.result for r in runs], plots):

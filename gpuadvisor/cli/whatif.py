@@ -42,11 +42,11 @@ from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.rebuild import Rebuilt, latest_instant, observed_result, rebuild
 from gpuadvisor.simulation.results import SimulationResult
-from gpuadvisor.simulation.whatif import UNKNOWABLE, counterfactual, fidelity
+from gpuadvisor.simulation.whatif import UNKNOWABLE, counterfactual, fidelity, whatif_headline
 from gpuadvisor.sinks.report.plots import plot_pngs, wait_distribution_png
 from gpuadvisor.sinks.report.tables import document_json, progress_bar
 from gpuadvisor.sinks.report.terminal import terminal_text
-from gpuadvisor.sinks.report.whatif_html import duration, percent, pp, render_report
+from gpuadvisor.sinks.report.whatif_html import duration, percent, plain, pp, render_report
 from gpuadvisor.sources.prometheus.podhistory import UNKNOWABLE as POD_UNKNOWABLE
 from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO
 from gpuadvisor.sources.slurm.config import parse_scheduler_config
@@ -320,6 +320,24 @@ def whatif_document(
     missing_gpu_s: float = 0.0,
 ) -> dict[str, object]:
     window = rebuilt.window
+    fidelity_document = fidelity(
+        rebuilt,
+        cluster,
+        as_run.result,
+        missing_gpu_s=missing_gpu_s,
+        unknowable=POD_UNKNOWABLE if settings.profile == "kubernetes" else UNKNOWABLE,
+    )
+    counterfactual_document = counterfactual(
+        rebuilt,
+        cluster,
+        as_run.result,
+        [(r.result, r.metrics) for r in chosen],
+        gpu_hour_price=settings.gpu_hour_price,
+        missing_gpu_s=missing_gpu_s,
+    )
+    replays = {r.label: r.metrics for r in chosen}
+    if as_run.label not in replays:  # the site's policy first, where it is not compared itself
+        replays = {as_run.label: as_run.metrics, **replays}
     return {
         "meta": {
             "source": source,
@@ -343,21 +361,9 @@ def whatif_document(
             "steps_skipped": record.steps_skipped,
             "states": rebuilt.states,
         },
-        "fidelity": fidelity(
-            rebuilt,
-            cluster,
-            as_run.result,
-            missing_gpu_s=missing_gpu_s,
-            unknowable=POD_UNKNOWABLE if settings.profile == "kubernetes" else UNKNOWABLE,
-        ),
-        "counterfactual": counterfactual(
-            rebuilt,
-            cluster,
-            as_run.result,
-            [(r.result, r.metrics) for r in chosen],
-            gpu_hour_price=settings.gpu_hour_price,
-            missing_gpu_s=missing_gpu_s,
-        ),
+        "fidelity": fidelity_document,
+        "counterfactual": counterfactual_document,
+        "headline": whatif_headline(fidelity_document, counterfactual_document, replays),
     }
 
 
@@ -445,10 +451,22 @@ def print_summary(console: Console, document: dict[str, Any]) -> None:
             + "; ".join(terminal_text(reason) for reason in f["reasons"][:3]),
             markup=False,
         )
+    lead = document["headline"]
+    if lead["kind"] == "waits":
+        console.print(f"waits lead: {lead['reason']}", markup=False)
+        figures = {entry["policy"]: entry for entry in lead["policies"]}
     for entry in document["counterfactual"]["policies"]:
         money, label = entry["money_recovered"], terminal_text(entry["policy"])
+        waits = ""
+        if lead["kind"] == "waits":
+            w = figures[entry["policy"]]
+            waits = (
+                f"mean wait {duration(w['wait_mean_s'])}, p95 {duration(w['wait_p95_s'])}, "
+                f"max {duration(w['wait_max_s'])}, bounded slowdown "
+                f"{plain(w['bounded_slowdown_mean'])}; "
+            )
         console.print(
-            f"{label:>12}: allocation {percent(entry['allocation_ratio'])} "
+            f"{label:>12}: {waits}allocation {percent(entry['allocation_ratio'])} "
             f"({pp(entry['allocation_gain_pp'])} vs {as_run} replay), "
             f"{entry['gpu_hours_recovered']:.1f} GPU-hours recovered"
             + ("" if money is None else f" ({money:,.2f})")

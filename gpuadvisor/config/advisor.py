@@ -63,7 +63,8 @@ class AdvisorConfig:
     slack: tuple[SlackSettings, ...] = ()
     webhooks: tuple[WebhookSettings, ...] = ()
     scheduler: str | None = None
-    """``slurm`` or ``none``; None: from the profile (gpuadvisor → slurm, kubernetes → none)."""
+    """``slurm`` or ``none``; None: from the profile (gpuadvisor, slurm-dcgm → slurm; kubernetes →
+    none)."""
     history: HistorySettings = field(default_factory=HistorySettings)
     """Finished jobs to learn runtimes from (``history:``); no file: advice plans with limits."""
 
@@ -72,7 +73,7 @@ class AdvisorConfig:
         """``cycle`` with the scheduler whose commands the advice carries, the reclaim window
         set to the window the utilization queries average over (``live.window_s``), and the
         share window to the loads' (``live.share_window_s``)."""
-        scheduler = self.scheduler or ("slurm" if self.profile.kind == "gpuadvisor" else "none")
+        scheduler = self.scheduler or ("none" if self.profile.kind == "kubernetes" else "slurm")
         advice = dataclasses.replace(self.cycle.advice, scheduler=scheduler)
         reclaim = dataclasses.replace(self.cycle.reclaim, window_s=self.live.window_s)
         share = dataclasses.replace(self.cycle.share, window_s=self.live.share_window_s)

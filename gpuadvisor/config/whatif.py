@@ -250,7 +250,12 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
     ),
 )
 
-WHATIF_CHOICES: Choices = {"as_run": (AUTO, *ORDERS), "profile": tuple(PROFILES)}
+WHATIF_CHOICES: Choices = {
+    "as_run": (AUTO, *ORDERS),
+    "profile": tuple(p for p in PROFILES if p in FALLBACK_ORDERS),
+}
+"""``slurm-dcgm`` is the advisor's only: what-if replays histories of the agent's or
+kube-state-metrics' series."""
 
 
 @dataclass(frozen=True, slots=True)

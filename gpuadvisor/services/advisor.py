@@ -49,6 +49,7 @@ from gpuadvisor.sinks.delivery.webhook import WebhookSink
 from gpuadvisor.sinks.exposition.advisor import AdvisorMetrics, AdvisorStatus
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusClient
+from gpuadvisor.sources.prometheus.dcgm import WITHOUT_AGENT
 from gpuadvisor.sources.prometheus.live import LiveBuild, gc_paused, read_live
 from gpuadvisor.transport.url import redact_url
 
@@ -508,4 +509,6 @@ def generation(config: AdvisorConfig, first: tuple[Middleware, ...] = ()) -> Gen
         f"advising from {redact_url(config.prometheus.url)} (profile {config.profile.name}) every "
         f"{config.interval_s:g}s; {sinks} sink(s)"
     )
+    if config.profile.kind == "slurm-dcgm":
+        what += f"; without the node agent: {WITHOUT_AGENT}"
     return Generation(app, config.listen, security.ssl_context, what)

@@ -182,9 +182,7 @@ class _Engine:
         self.ctx = PlacementContext(mix or WorkloadMix.of_jobs(self.jobs), rng)
         self.capacity = Capacity(cluster)
         self.history = RuntimeHistory()
-        self.predictor = (
-            PREDICTORS[config.predictor]() if config.estimates == "predicted" else None
-        )
+        self.predictor = PREDICTORS[config.predictor]() if config.estimates == "predicted" else None
         self.at_submit = config.estimates == "user-last2"  # predicted once, at submission
         if self.at_submit:
             self.predictor = user_last_two()

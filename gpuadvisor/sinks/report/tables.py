@@ -74,8 +74,11 @@ def _number(metrics: Mapping[str, object], key: str) -> float:
 # -- JSON contract -----------------------------------------------------------------------------
 
 
-def results_json(rows: Rows, *, meta: Mapping[str, object]) -> str:
-    """``{"results": [{"policy": label, <metrics>}, ...], "meta": {...}}`` as deterministic JSON.
+def results_json(
+    rows: Rows, *, meta: Mapping[str, object], headline: Mapping[str, object] | None = None
+) -> str:
+    """``{"results": [{"policy": label, <metrics>}, ...], "meta": {...}}`` as deterministic JSON,
+    with ``"headline": {...}`` (``Headline.document()``: what leads, and why) when given.
 
     Keys inside metrics and meta are sorted (``policy`` first), floats rounded to 6 significant
     digits, NaN and infinities become ``null``, tuples become lists and anything else that JSON
@@ -89,6 +92,8 @@ def results_json(rows: Rows, *, meta: Mapping[str, object]) -> str:
                 entry[key] = _plain(metrics[key])
         results.append(entry)
     document = {"results": results, "meta": _plain(meta)}
+    if headline is not None:
+        document["headline"] = _plain(headline)
     return json.dumps(document, indent=2, allow_nan=False) + "\n"
 
 
@@ -170,6 +175,26 @@ def summary_cells(rows: Rows, *, baseline: str | None) -> tuple[list[str], list[
         ]
         cells.append(row)
     return headers, cells
+
+
+def waits_cells(rows: Rows) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the waits table, which leads where allocations do not differ."""
+    headers = ["policy", "wait mean", "wait p95", "wait max", "bounded slowdown", "alloc %"]
+    cells = [
+        [
+            label,
+            *(format_duration(_number(m, key)) for key in ("wait_mean_s", "wait_p95_s")),
+            format_duration(_number(m, "wait_max_s")),
+            _format_slowdown(_number(m, "bounded_slowdown_mean")),
+            _format_percent(_number(m, "allocation_ratio")),
+        ]
+        for label, m in rows
+    ]
+    return headers, cells
+
+
+def _format_slowdown(value: float) -> str:
+    return f"{value:,.1f}" if math.isfinite(value) else MISSING
 
 
 def size_cells(rows: Rows) -> tuple[list[str], list[list[str]]]:
@@ -268,6 +293,22 @@ def render_table(rows: Rows, *, baseline: str | None) -> Table:
     return table
 
 
+def render_waits_table(rows: Rows, *, reason: str) -> Table:
+    """Waits and bounded slowdown per policy, captioned with why they lead."""
+    table = _rich_table(*waits_cells(rows), title="Waits and slowdown")
+    table.caption = (
+        f"Waits lead: {reason}. bounded slowdown: mean of max(1, (wait + run) / max(run, 10 s))."
+    )
+    return table
+
+
+def headline_tables(rows: Rows, *, baseline: str | None, waits_reason: str | None) -> list[Table]:
+    """The tables a comparison opens with: where waits lead (``waits_reason``, the
+    ``Headline``'s reason), the waits table first, then the allocation table as always."""
+    lead = [] if waits_reason is None else [render_waits_table(rows, reason=waits_reason)]
+    return [*lead, render_table(rows, baseline=baseline)]
+
+
 def render_size_table(rows: Rows) -> Table:
     """Waits by job size (total GPUs, rounded up to a power of two), mean / p95."""
     headers, cells = size_cells(rows)
@@ -277,6 +318,11 @@ def render_size_table(rows: Rows) -> Table:
 def table_text(rows: Rows, *, baseline: str | None) -> str:
     """The headline table as aligned plain text, for pipes, logs and tests."""
     return _text_table(*summary_cells(rows, baseline=baseline))
+
+
+def waits_table_text(rows: Rows) -> str:
+    """The waits table as aligned plain text."""
+    return _text_table(*waits_cells(rows))
 
 
 def size_table_text(rows: Rows) -> str:
