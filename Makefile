@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint format bench clean system-deps
+.PHONY: demo test lint format bench clean system-deps render
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,13 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format gpuadvisor tests bench scripts
 	$(BIN)/ruff check --fix gpuadvisor tests bench scripts
+
+# The rules, dashboards and PrometheusRule in the repository, rendered from the package's own
+# (gpuadvisor/data/alerts, gpuadvisor/data/grafana; tests/test_render.py holds them equal).
+render: $(STAMP)
+	$(BIN)/gpuadvisor render rules --output alerts
+	$(BIN)/gpuadvisor render dashboards --output grafana
+	$(BIN)/gpuadvisor render prometheusrule --output deploy/kubernetes/prometheus-operator
 
 bench: $(STAMP)
 	$(BIN)/python bench/simulator.py

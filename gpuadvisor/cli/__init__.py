@@ -1,5 +1,5 @@
 """Command line: ``gpuadvisor agent | queue | advisor | apply | simulate | whatif | demo |
-check-config``."""
+check-config | render``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "check-config": "gpuadvisor.cli.check_config",
     "advisor": "gpuadvisor.cli.advisor",
     "apply": "gpuadvisor.cli.apply",
+    "render": "gpuadvisor.cli.render",
 }
 """Each command and the module that defines it (``add_parser(subparsers)``). Only the module of
 the command being run is imported, so ``gpuadvisor agent`` runs on a GPU node with the agent's
