@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint format bench clean system-deps
+.PHONY: demo test lint format bench clean system-deps render
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gpuadvisor demo --output demo-output
 
-# Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7):
+# Real components the tests start on 127.0.0.1 (Debian packages; README.md, Layout: tests/):
 # Prometheus + promtool, Alertmanager + amtool, node_exporter, a single-node Slurm 22.05 with munge
 # and accounting (slurmdbd on MariaDB; sacct), systemd-analyze (checks the shipped units),
 # shellcheck (the Slurm prolog and epilog), kubectl (`kubectl kustomize` builds deploy/kubernetes)
@@ -52,6 +52,13 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format gpuadvisor tests bench scripts
 	$(BIN)/ruff check --fix gpuadvisor tests bench scripts
+
+# The rules, dashboards and PrometheusRule in the repository, rendered from the package's own
+# (gpuadvisor/data/alerts, gpuadvisor/data/grafana; tests/test_render.py holds them equal).
+render: $(STAMP)
+	$(BIN)/gpuadvisor render rules --output alerts
+	$(BIN)/gpuadvisor render dashboards --output grafana
+	$(BIN)/gpuadvisor render prometheusrule --output deploy/kubernetes/prometheus-operator
 
 bench: $(STAMP)
 	$(BIN)/python bench/simulator.py

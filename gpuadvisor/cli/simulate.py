@@ -16,7 +16,14 @@ from gpuadvisor.analysis.scheduling.orders import OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, argparse_type, given
-from gpuadvisor.cli.outputs import prepare_file, prepare_folder, write_atomically
+from gpuadvisor.cli.outputs import (
+    open_output,
+    output_name,
+    prepare_folder,
+    prepare_output,
+    stdout_flag,
+    write_output,
+)
 from gpuadvisor.cli.simulate_trace import TraceInput, read_trace_input
 from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.config.simulate import (
@@ -142,18 +149,19 @@ def _path(text: str | None) -> Path | None:
 
 def run(args: argparse.Namespace) -> int:
     settings = simulate_settings(args)
-    console = make_console()
+    outputs = {"--output-json": settings.output_json, "--output-schedule": settings.output_schedule}
+    console = make_console(stderr=stdout_flag(outputs) is not None)  # "-": stdout is the output's
     output_json, plots = _path(settings.output_json), _path(settings.plots)
     output_schedule = _path(settings.output_schedule)
     if output_json is not None:
-        prepare_file(output_json, "--output-json")
+        prepare_output(output_json, "--output-json")
     if plots is not None:
         require_plotting()
         prepare_folder(plots, "--plots")
     if output_schedule is not None:
         if settings.protocol != "replay":
             raise GpuAdvisorError("--output-schedule needs --protocol replay")
-        prepare_file(output_schedule, "--output-schedule")
+        prepare_output(output_schedule, "--output-schedule")
     elif settings.schedule_policy is not None:
         raise GpuAdvisorError("--schedule-policy needs --output-schedule")
     if settings.outages is not None:
@@ -288,8 +296,8 @@ def report(
         document = results_json(
             rows, meta={**meta, "seed": settings.seed}, headline=lead.document()
         )
-        write_atomically(output_json, document)
-        console.print(f"results: {output_json}")
+        write_output(output_json, document)
+        console.print(f"results: {output_name(output_json)}")
     if plots:
         for path in write_plots([r.result for r in runs], plots):
             console.print(f"plot: {path}")
@@ -302,8 +310,9 @@ def report(
                 output_schedule, chosen[0], unix_start_time=None if start is None else str(start)
             )
         else:
-            written = write_schedule(output_schedule, chosen)
-        console.print(f"schedule: {output_schedule} ({written} rows)")
+            with open_output(output_schedule) as stream:
+                written = write_schedule(stream, chosen)
+        console.print(f"schedule: {output_name(output_schedule)} ({written} rows)")
 
 
 def mean_curve(curves: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -342,10 +351,10 @@ def run_inflation_protocol(
         )
     output_json = _path(settings.output_json)
     if output_json:
-        write_atomically(
+        write_output(
             output_json, results_json(rows, meta={"protocol": "inflation", "seed": settings.seed})
         )
-        console.print(f"results: {output_json}")
+        console.print(f"results: {output_name(output_json)}")
     return 0
 
 

@@ -21,7 +21,7 @@ from rich.console import Console
 
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, given
-from gpuadvisor.cli.outputs import prepare_file, write_atomically
+from gpuadvisor.cli.outputs import output_name, prepare_output, stdout_flag, write_output
 from gpuadvisor.cli.whatif_files import nodes_text, outages_text, trace_text
 from gpuadvisor.cli.whatif_prometheus import no_cluster_error, read_prometheus
 from gpuadvisor.config.setting import build, from_flags
@@ -150,7 +150,6 @@ def run(args: argparse.Namespace) -> int:
     settings = build(
         WhatifSettings, from_flags(WHATIF_SETTINGS, given(args, WHATIF_SETTINGS), WHATIF_CHOICES)
     )
-    console = make_console()
     outputs = {
         "--report": settings.report,
         "--output-json": settings.output_json,
@@ -158,9 +157,10 @@ def run(args: argparse.Namespace) -> int:
         "--output-nodes": settings.output_nodes,
         "--output-outages": settings.output_outages,
     }
+    console = make_console(stderr=stdout_flag(outputs) is not None)  # "-": stdout is the output's
     for flag, name in outputs.items():
         if name is not None:
-            prepare_file(Path(name), flag)
+            prepare_output(name, flag)
     now_s = time.time()
     since = resolve_instant(settings.since, now_s)
     until = resolve_instant(settings.until, now_s)
@@ -303,8 +303,8 @@ def run(args: argparse.Namespace) -> int:
     print_as_run(console, chosen_as_run)
     print_summary(console, document)
     for name, data in texts.items():
-        write_atomically(Path(name), data)
-        console.print(f"written: {name}")
+        write_output(name, data)
+        console.print(f"written: {output_name(name)}")
     return 0
 
 

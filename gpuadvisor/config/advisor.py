@@ -97,6 +97,8 @@ class AdvisorConfig:
             changes["interval_s"] = flags.interval_s
         if flags.listen_address is not None:
             changes["listen_address"] = flags.listen_address
+        if flags.web_config_file is not None:
+            changes["web_config_file"] = flags.web_config_file or None
         if flags.history_sacct_file is not None:
             changes["history"] = dataclasses.replace(
                 self.history, sacct_file=flags.history_sacct_file or None
@@ -114,6 +116,8 @@ class AdvisorOverrides:
     interval_s: float | None = None
     listen_address: str | None = None
     history_sacct_file: str | None = None
+    web_config_file: str | None = None
+    """``""``: none, over the file's ``web.config_file``."""
 
 
 def advisor_default(name: str) -> Any:

@@ -1,6 +1,6 @@
 """The queue exporter's Prometheus exposition: metric definitions, the collector, the docs table.
 
-``QUEUE_METRICS`` names every queue metric (DESIGN §4; names are a public API). The collector
+``QUEUE_METRICS`` names every queue metric (docs/metrics.md; names are a public API). The collector
 renders the latest ``QueueStatus`` only, so a scrape never runs squeue. Job series exist only
 while the latest read succeeded: after a failed read the exporter says ``gpuadvisor_queue_up 0``
 and shows no jobs at all, rather than a queue that may no longer be true. Node series follow the

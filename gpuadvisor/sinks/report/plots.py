@@ -72,7 +72,10 @@ LOG_TICKS = (
 )
 
 
-REPORT_EXTRA_HINT = "pip install 'gpuadvisor[report]'"
+REPORT_EXTRA_HINT = (
+    "pip install 'matplotlib>=3.8,<4' (the report extra: pip install './[report]' in a clone)"
+)
+"""No package index serves gpuadvisor, so the hint names matplotlib itself."""
 
 
 def require_plotting() -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.model import Cluster, Node
@@ -85,19 +86,28 @@ def schedule_rows(result: SimulationResult) -> Iterator[tuple[str, ...]]:
             )
 
 
-def write_schedule(path: Path, results: Sequence[SimulationResult]) -> int:
-    """Write every result's placements into ``path``; return the number of rows."""
+def write_schedule(target: Path | TextIO, results: Sequence[SimulationResult]) -> int:
+    """Write every result's placements into the file ``target`` (or a stream such as
+    standard output); return the number of rows."""
     clusters: list[Cluster] = [r.cluster for r in results]
     if any(c != clusters[0] for c in clusters[1:]):
         raise GpuAdvisorError("--output-schedule: the runs replayed different clusters")
+    if isinstance(target, Path):
+        with target.open("w", newline="", encoding="utf-8") as stream:
+            return _write_schedule(stream, clusters, results)
+    return _write_schedule(target, clusters, results)
+
+
+def _write_schedule(
+    stream: TextIO, clusters: Sequence[Cluster], results: Sequence[SimulationResult]
+) -> int:
     rows = 0
-    with path.open("w", newline="", encoding="utf-8") as stream:
-        stream.write(TITLE + "\n")
-        for node in clusters[0].nodes if clusters else ():
-            stream.write(node_line(node) + "\n")
-        stream.write(",".join(COLUMNS) + "\n")
-        for result in results:
-            for row in schedule_rows(result):
-                stream.write(",".join(row) + "\n")
-                rows += 1
+    stream.write(TITLE + "\n")
+    for node in clusters[0].nodes if clusters else ():
+        stream.write(node_line(node) + "\n")
+    stream.write(",".join(COLUMNS) + "\n")
+    for result in results:
+        for row in schedule_rows(result):
+            stream.write(",".join(row) + "\n")
+            rows += 1
     return rows

@@ -8,7 +8,7 @@ many clusters, ``$window`` the look-back window of ``rate()`` and ``avg_over_tim
 Users replace any query by name from config; the builder in ``live_state`` only relies on the
 output labels each query documents, so a replacement must keep them.
 
-- ``gpuadvisor``: the node agent's and the queue exporter's metrics (DESIGN §4).
+- ``gpuadvisor``: the node agent's and the queue exporter's metrics (docs/metrics.md).
 - ``kubernetes``: kube-state-metrics for capacity and pods, dcgm-exporter for utilization.
 - ``slurm-dcgm``: dcgm-exporter for GPUs, utilization, memory and the job on each GPU (its
   ``--hpc-job-mapping-dir``), the queue exporter for jobs: a Slurm site without the agent.
