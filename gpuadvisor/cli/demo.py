@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise
 from gpuadvisor.analysis.estimates import estimate_runtime
