@@ -25,20 +25,11 @@ demo: $(STAMP)
 # shellcheck (the Slurm prolog and epilog), kubectl (`kubectl kustomize` builds deploy/kubernetes)
 # chromium (opens the whatif report headless) and VictoriaMetrics (whatif --prometheus against a
 # long-term store).
-SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager amtool prometheus-node-exporter \
-	slurmctld slurmd squeue sacct munged slurmdbd mariadbd systemd-analyze shellcheck kubectl \
-	chromium victoria-metrics
-SYSTEM_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter \
-	slurmctld slurmd slurm-client slurmdbd mariadb-server munge systemd shellcheck \
-	kubernetes-client chromium victoria-metrics
-
+# scripts/system_deps.sh maps each binary to its package and installs only the packages of the
+# binaries missing (a kubectl from the Kubernetes apt repository stays: Debian's kubernetes-client
+# conflicts with it), then says which binaries found are versions the tests cannot use.
 system-deps:
-	@missing=""; for b in $(SYSTEM_BINARIES); do \
-		command -v $$b >/dev/null 2>&1 || [ -x /usr/sbin/$$b ] || missing="$$missing $$b"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages for:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends $(SYSTEM_PACKAGES); fi
+	sh scripts/system_deps.sh
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

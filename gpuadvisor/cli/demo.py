@@ -29,7 +29,7 @@ from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.headline import Headline, metrics_headline
 from gpuadvisor.simulation.results import SimulationResult
 from gpuadvisor.simulation.workload import offered_load
-from gpuadvisor.sinks.report.plots import require_plotting, write_plots
+from gpuadvisor.sinks.report.plots import plotting_missing, write_plots
 from gpuadvisor.sinks.report.tables import (
     Rows,
     headline_tables,
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     settings = demo_settings(args)
     console = make_console()
     started = time.monotonic()
-    require_plotting()
+    no_plots = plotting_missing()  # the plots are an extra: the comparison and advice need none
     out = prepare_folder(Path(settings.output), "--output")
     cluster = Cluster.parse_shape(DEMO_CLUSTER)
     jobs = read_trace(default_workload_path())
@@ -142,13 +142,15 @@ def run(args: argparse.Namespace) -> int:
     (out / "advice.json").write_text(
         json.dumps([_advice_json(r) for r in advice], indent=2, sort_keys=True) + "\n"
     )
-    plots = write_plots([r.result for r in runs], out)
-    console.print(
-        f"\nWrote {out / 'results.json'}, {out / 'users_limits_results.json'}, "
-        f"{out / 'advice.json'} and {len(plots)} plots:"
-    )
-    for path in plots:
-        console.print(f"  {path}")
+    written = f"\nWrote {out / 'results.json'}, {out / 'users_limits_results.json'}"
+    if no_plots is not None:
+        console.print(f"{written} and {out / 'advice.json'}.", markup=False)
+        console.print(f"No plots: {no_plots}.", markup=False)
+    else:
+        plots = write_plots([r.result for r in runs], out)
+        console.print(f"{written}, {out / 'advice.json'} and {len(plots)} plots:", markup=False)
+        for path in plots:
+            console.print(f"  {path}", markup=False)
     console.print(f"Done in {time.monotonic() - started:.1f} s.")
     return 0
 

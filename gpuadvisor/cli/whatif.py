@@ -49,7 +49,7 @@ from gpuadvisor.sinks.report.terminal import terminal_text
 from gpuadvisor.sinks.report.whatif_html import duration, percent, plain, pp, render_report
 from gpuadvisor.sources.prometheus.podhistory import UNKNOWABLE as POD_UNKNOWABLE
 from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO
-from gpuadvisor.sources.slurm.config import parse_scheduler_config
+from gpuadvisor.sources.slurm.config import over_time_limit_s, parse_scheduler_config
 from gpuadvisor.sources.slurm.node_events import node_availability, parse_node_events
 from gpuadvisor.sources.slurm.sacct import SacctLimits, SacctResult, read_sacct
 from gpuadvisor.sources.traces import read_nodes
@@ -123,13 +123,14 @@ def _iso(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def read_slurm_config(name: str) -> SchedulerConfig:
-    """``scontrol show config`` output saved in a file (``--slurm-config``)."""
+def read_slurm_config(name: str) -> tuple[SchedulerConfig, float]:
+    """``scontrol show config`` output saved in a file (``--slurm-config``): the scheduler,
+    and its ``OverTimeLimit`` in seconds."""
     try:
         data = Path(name).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
-    return parse_scheduler_config(data, source=name)
+    return parse_scheduler_config(data, source=name), over_time_limit_s(data, source=name)
 
 
 def configs_of(
@@ -181,9 +182,9 @@ def run(args: argparse.Namespace) -> int:
         raise GpuAdvisorError("--until must be after --since")
     configs_of(settings)  # a bad --policies fails before anything is read
     cluster = load_cluster(settings)
-    scheduler, reported_by = None, ""
+    scheduler, reported_by, over_time_s = None, "", 0.0
     if settings.slurm_config is not None:
-        scheduler = read_slurm_config(settings.slurm_config)
+        scheduler, over_time_s = read_slurm_config(settings.slurm_config)
         reported_by = f"--slurm-config {settings.slurm_config}"
     details: dict[str, object] | None = None
     no_scheduler = "sacct does not record the scheduler (give --slurm-config or --as-run)"
@@ -198,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
             settings.prometheus_chunk,
             http_config=settings.prometheus_http_config,
             profile=settings.profile,
+            over_time_limit_s=over_time_s,
         )
         record, source, details = read.record, read.source, read.details
         if scheduler is None and read.scheduler is not None:
