@@ -239,7 +239,13 @@ def run(args: argparse.Namespace) -> int:
             "outages": len(availability.outages),
             "nodes_out": list(availability.nodes),
         }
-    runs = run_replay(console, jobs, cluster, configs, availability)
+    if settings.no_baseline and not any(
+        c.order == BASELINE and c.placement is None for c in configs
+    ):
+        meta["fifo_baseline"] = False  # no delta_wait_vs_fifo_* figures
+    runs = run_replay(
+        console, jobs, cluster, configs, availability, baseline=not settings.no_baseline
+    )
     report(console, runs, settings, meta=meta)
     return 0
 
@@ -250,6 +256,8 @@ def run_replay(
     cluster: Cluster,
     configs: list[SimulationConfig],
     availability: Availability | None = None,
+    *,
+    baseline: bool = True,
 ) -> list[PolicyRun]:
     with progress_bar(console) as tick:
         return compare(
@@ -258,6 +266,7 @@ def run_replay(
             configs,
             progress=lambda label, d, t: tick(d, t),
             availability=availability,
+            baseline=baseline,
         )
 
 

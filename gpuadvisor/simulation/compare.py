@@ -85,8 +85,11 @@ def compare(
     *,
     progress: Callable[[str, int, int], None] | None = None,
     availability: Availability | None = None,
+    baseline: bool = True,
 ) -> list[PolicyRun]:
-    """Run each config; strict FIFO also runs (first) when absent, as the starvation baseline.
+    """Run each config; strict FIFO also runs (first) when absent, as the starvation baseline
+    (``baseline=False``: only when listed; without it the metrics have no
+    ``delta_wait_vs_fifo_*`` figures).
 
     Every run sees the same jobs, the same workload mix and the same node outages
     (``availability``), so results differ only by policy.
@@ -109,10 +112,11 @@ def compare(
 
         return simulate(jobs, cluster, config, mix=mix, progress=report, availability=availability)
 
-    baseline = run(baseline_config)
-    fifo_waits = baseline.waits_s
+    listed = baseline_config in configs
+    fifo = run(baseline_config) if baseline or listed else None
+    fifo_waits = None if fifo is None else fifo.waits_s
     runs = []
     for config in configs:
-        result = baseline if config == baseline_config else run(config)
+        result = fifo if fifo is not None and config == baseline_config else run(config)
         runs.append(PolicyRun(config.label, result.metrics(fifo_waits), result))
     return runs
