@@ -94,8 +94,8 @@ def compare(
     Every run sees the same jobs, the same workload mix and the same node outages
     (``availability``), so results differ only by policy.
     """
-    runnable, _ = prepare_jobs(jobs, cluster)
-    mix = WorkloadMix.of_jobs(runnable)
+    prepared = prepare_jobs(jobs, cluster)  # once for every run (a spread copies a job)
+    mix = WorkloadMix.of_jobs(prepared[0])
     baseline_config = next(
         (c for c in configs if c.order == BASELINE and c.placement is None),
         replace(configs[0], order=BASELINE, placement=None, label_estimates=False, alias="")
@@ -110,7 +110,15 @@ def compare(
             if progress is not None:
                 progress(config.label, done, total)
 
-        return simulate(jobs, cluster, config, mix=mix, progress=report, availability=availability)
+        return simulate(
+            jobs,
+            cluster,
+            config,
+            mix=mix,
+            progress=report,
+            availability=availability,
+            prepared=prepared,
+        )
 
     listed = baseline_config in configs
     fifo = run(baseline_config) if baseline or listed else None
