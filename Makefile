@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint format bench clean system-deps
+.PHONY: demo test lint format bench clean system-deps render
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,26 +19,17 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gpuadvisor demo --output demo-output
 
-# Real components the tests start on 127.0.0.1 (Debian packages; DESIGN.md section 7):
+# Real components the tests start on 127.0.0.1 (Debian packages; README.md, Layout: tests/):
 # Prometheus + promtool, Alertmanager + amtool, node_exporter, a single-node Slurm 22.05 with munge
 # and accounting (slurmdbd on MariaDB; sacct), systemd-analyze (checks the shipped units),
 # shellcheck (the Slurm prolog and epilog), kubectl (`kubectl kustomize` builds deploy/kubernetes)
 # chromium (opens the whatif report headless) and VictoriaMetrics (whatif --prometheus against a
 # long-term store).
-SYSTEM_BINARIES := promtool prometheus prometheus-alertmanager amtool prometheus-node-exporter \
-	slurmctld slurmd squeue sacct munged slurmdbd mariadbd systemd-analyze shellcheck kubectl \
-	chromium victoria-metrics
-SYSTEM_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter \
-	slurmctld slurmd slurm-client slurmdbd mariadb-server munge systemd shellcheck \
-	kubernetes-client chromium victoria-metrics
-
+# scripts/system_deps.sh maps each binary to its package and installs only the packages of the
+# binaries missing (a kubectl from the Kubernetes apt repository stays: Debian's kubernetes-client
+# conflicts with it), then says which binaries found are versions the tests cannot use.
 system-deps:
-	@missing=""; for b in $(SYSTEM_BINARIES); do \
-		command -v $$b >/dev/null 2>&1 || [ -x /usr/sbin/$$b ] || missing="$$missing $$b"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages for:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends $(SYSTEM_PACKAGES); fi
+	sh scripts/system_deps.sh
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -52,6 +43,13 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format gpuadvisor tests bench scripts
 	$(BIN)/ruff check --fix gpuadvisor tests bench scripts
+
+# The rules, dashboards and PrometheusRule in the repository, rendered from the package's own
+# (gpuadvisor/data/alerts, gpuadvisor/data/grafana; tests/test_render.py holds them equal).
+render: $(STAMP)
+	$(BIN)/gpuadvisor render rules --output alerts
+	$(BIN)/gpuadvisor render dashboards --output grafana
+	$(BIN)/gpuadvisor render prometheusrule --output deploy/kubernetes/prometheus-operator
 
 bench: $(STAMP)
 	$(BIN)/python bench/simulator.py

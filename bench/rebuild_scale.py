@@ -447,6 +447,7 @@ def child_rebuild(url: str, since: float, until: float, chunk: float, out: Path)
 
 READS = (
     ("gpuadvisor_queue_job_info", False),
+    ("gpuadvisor_queue_up", False),
     ("gpuadvisor_queue_job_gpus", True),
     ("gpuadvisor_queue_job_nodes", True),
     ("gpuadvisor_queue_job_submit_timestamp_seconds", True),

@@ -4,22 +4,34 @@ counted, and its HTTP endpoints (metrics accepted by promtool, readiness after a
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
 import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import bcrypt
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.analysis.advice.hysteresis import Change, HysteresisSettings
+from gpuadvisor.cli import build_parser
+from gpuadvisor.cli.advisor import load_config
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import Kind, LiveState, SourceHealth
-from gpuadvisor.services.advisor import ADVISOR, Advisor, AdvisorSettings, create_app, run_once
+from gpuadvisor.services.advisor import (
+    ADVISOR,
+    Advisor,
+    AdvisorSettings,
+    create_app,
+    generation,
+    run_once,
+)
 from gpuadvisor.sinks.delivery.outbox import Coalescing, Cycle
 from gpuadvisor.sinks.exposition.advisor import AdvisorStatus
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
@@ -176,9 +188,15 @@ async def test_http_endpoints_ready_after_a_cycle_and_metrics_pass_promtool() ->
     try:
         assert (await client.get("/-/healthy")).status == 200
         assert (await client.get("/-/ready")).status == 503
+        assert "no cycle has run yet" in await (await client.get("/")).text()
         advisor = app[ADVISOR]
         await advisor.cycle()
         assert (await client.get("/-/ready")).status == 200
+        landing = await client.get("/")
+        page = await landing.text()
+        assert landing.content_type == "text/html"
+        assert 'href="/metrics"' in page and 'href="/api/v1/recommendations"' in page
+        assert f"1 cycles: inputs trusted, {len(advisor.status.active)} recommendations" in page
         body = await (await client.get("/api/v1/recommendations")).json()
         assert body["recommendations"] == [r.id for r in advisor.status.active]
         assert body["recommendations"]  # the head-of-line advice, held for one cycle
@@ -272,3 +290,31 @@ async def test_once_runs_one_cycle_without_hysteresis_and_says_whether_it_truste
     body = await run_once(held_twice, query=down, clock=lambda: NOW)
     assert body["trusted"] is False and body["recommendations"] == [] and "cluster" not in body
     assert body["sources"][0]["up"] is False
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+async def test_the_web_config_file_flag_puts_basic_auth_in_front_of_every_path(
+    tmp_path: Path,
+) -> None:
+    web_config = tmp_path / "web.yml"
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    web_config.write_text(f"basic_auth_users:\n  prometheus: {hashed}\n")
+    words = ["advisor", "--prometheus.url", "http://prometheus.invalid:9090"]
+    words += ["--web.config.file", str(web_config)]
+    config = load_config(build_parser(words).parse_args(words))
+    assert config.web_config_file == str(web_config)
+    built = generation(config)
+    client: Client = TestClient(TestServer(built.app, host="127.0.0.1"))
+    await client.start_server()
+    try:
+        for path in ("/", "/metrics", "/api/v1/recommendations"):
+            assert (await client.get(path)).status == 401, path
+            wrong = {"Authorization": basic("prometheus", "guess")}
+            assert (await client.get(path, headers=wrong)).status == 401, path
+            right = {"Authorization": basic("prometheus", "s3cret")}
+            assert (await client.get(path, headers=right)).status == 200, path
+    finally:
+        await client.close()

@@ -111,6 +111,52 @@ def test_dry_run_prints_and_logs_the_exact_commands_and_runs_nothing(
     assert logged[0]["time"].endswith("Z")
 
 
+def test_without_an_audit_log_path_the_log_goes_to_stderr_and_no_file_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path, document())  # an empty dry run
+    monkeypatch.chdir(tmp_path)
+
+    assert main(["apply", "--from", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "0 recommendations to run" in out
+    assert "Audit log: stderr" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recommendations.json"]
+
+    path.write_text(document(advice("5")))
+    assert main(["apply", "--from", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "would run: scontrol top 5" in out
+    [logged] = [json.loads(line) for line in err.splitlines()]
+    assert (logged["outcome"], logged["argv"]) == ("planned", ["scontrol", "top", "5"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recommendations.json"]
+
+
+def test_audit_log_dash_is_stdout_and_the_report_moves_to_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, document(advice("5"), advice("4")))
+
+    assert main(["apply", "--from", str(path), "--audit-log", "-"]) == 0
+    out, err = capsys.readouterr()
+    logged = [json.loads(line) for line in out.splitlines()]  # stdout: the log alone
+    assert [r["job_id"] for r in logged] == ["5", "4"]
+    assert "would run: scontrol top 5" in err
+    assert "Audit log: stdout" in err
+
+
+def test_audit_log_path_is_appended_to(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, document(advice("5")))
+    log = tmp_path / "var" / "apply.log"
+    log.parent.mkdir()
+    for _ in range(2):
+        assert main(["apply", "--from", str(path), "--audit-log", str(log)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert f"Audit log: {log}" in out
+    assert [r["job_id"] for r in records(log)] == ["5", "5"]
+
+
 def test_expired_advice_is_skipped_reported_and_logged(tmp_path: Path, apply: Apply) -> None:
     path = write(tmp_path, document(advice("4", valid_for_s=-5.0)))
     code, out, _ = apply("--from", str(path), "--yes")
@@ -433,8 +479,9 @@ def test_apply_yes_from_a_file_starts_job_5_and_job_3_still_waits(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ran: scontrol top 5 (exit 0" in done.stdout
     assert_only_job_5_started(cluster)
-    # The default log is gpuadvisor-apply.log in the current directory.
-    ran, expired = records(tmp_path / "gpuadvisor-apply.log")
+    # Without --audit-log the log goes to stderr, and nothing is written in the current folder.
+    assert not (tmp_path / "gpuadvisor-apply.log").exists()
+    ran, expired = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
     assert ran["outcome"] == "ok"
     assert (ran["argv"], ran["exit_code"], ran["job_id"]) == (["scontrol", "top", "5"], 0, "5")
     assert ran["recommendation_id"] == advice("5")["id"]

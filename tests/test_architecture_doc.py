@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,3 +28,19 @@ def test_every_module_has_a_line_in_the_architecture_doc() -> None:
 def test_the_architecture_doc_names_no_module_that_is_gone() -> None:
     gone = sorted(_documented() - _modules())
     assert not gone, f"docs/architecture.md names modules that do not exist: {', '.join(gone)}"
+
+
+def test_nothing_cites_a_design_document_that_is_not_in_the_repository() -> None:
+    """The design of record is this page; a DESIGN.md outside the repository is no citation."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    citing = []
+    for name in filter(None, tracked.split("\0")):
+        path = ROOT / name
+        if name == "tests/test_architecture_doc.py" or not path.is_file():
+            continue
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        if "DESIGN.md" in text or "DESIGN §" in text:
+            citing.append(name)
+    assert citing == []

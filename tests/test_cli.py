@@ -7,7 +7,9 @@ runs ``python -m gpuadvisor`` as a separate process.
 
 from __future__ import annotations
 
+import io
 import json
+import random
 import re
 import subprocess
 import sys
@@ -16,9 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
-from gpuadvisor.cli import main
+from gpuadvisor.cli import demo, main
+from gpuadvisor.model import Cluster
 from gpuadvisor.model.job import SIZE_CLASSES
+from gpuadvisor.simulation.compare import compare
+from gpuadvisor.simulation.engine import SimulationConfig
+from gpuadvisor.simulation.generator import generate_workload
+from gpuadvisor.simulation.headline import metrics_headline
 from gpuadvisor.sources.traces import read_trace
 
 TRACES = Path(__file__).parent / "data" / "traces"
@@ -163,7 +171,7 @@ def test_simulate_writes_every_contract_key_per_policy_and_three_plots(
 
     assert outcome.code == 0, outcome.err
     document = read_json(out_json)
-    assert set(document) == {"results", "meta"}
+    assert set(document) == {"results", "meta", "headline"}
     assert policies_of(document) == ["fifo", "easy", "advisor"]
     assert document["meta"] == {"cluster_gpus": 16, "jobs": len(CONTENDED_JOBS), "seed": 0}
     for entry in document["results"]:
@@ -362,6 +370,54 @@ def test_load_rescales_the_arrivals_of_a_trace(
     assert light["jobs"] == heavy["jobs"] == len(CONTENDED_JOBS)
 
 
+def test_simulate_leads_with_waits_where_every_policy_kept_the_same_allocation(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """At a light load every order reaches the same allocation: the waits table comes first,
+    captioned with why, and the JSON says so."""
+    out_json = tmp_path / "light.json"
+    workload = ("--generate", "philly", "--jobs", "300", "--cluster", "2x8", "--load", "0.3")
+
+    outcome = gpuadvisor(capsys, "simulate", *workload, "--output-json", out_json)
+
+    assert outcome.code == 0, outcome.err
+    document = read_json(out_json)
+    headline = document["headline"]
+    allocations = [entry["allocation_ratio"] for entry in document["results"]]
+    assert (max(allocations) - min(allocations)) * 100 <= 0.5
+    assert headline["kind"] == "waits"
+    assert headline["reason"].startswith("the cluster was not backlogged: every policy kept ")
+    assert headline["threshold_pp"] == 0.5
+    printed = " ".join(outcome.out.split())  # the caption wraps
+    assert f"Waits lead: {headline['reason']}." in printed
+    assert printed.index("Waits and slowdown") < printed.index("Simulated policies")
+    header = next(line for line in outcome.out.splitlines() if "bounded slowdown" in line)
+    assert [word for word in header.split() if word.isalpha()][:4] == [
+        "policy",
+        "wait",
+        "mean",
+        "wait",
+    ]
+
+
+def test_simulate_keeps_the_allocation_headline_where_the_order_changed_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_json = tmp_path / "heavy.json"
+    workload = ("--generate", "philly", "--jobs", "300", "--cluster", "2x8", "--load", "1.3")
+
+    outcome = gpuadvisor(capsys, "simulate", *workload, "--output-json", out_json)
+
+    assert outcome.code == 0, outcome.err
+    headline = read_json(out_json)["headline"]
+    assert headline["kind"] == "allocation"
+    assert headline["allocation_spread_pp"] > 0.5
+    assert headline["reason"].startswith("allocations differ by ")
+    assert "Waits and slowdown" not in outcome.out
+    assert "Waits lead" not in outcome.out
+    assert outcome.out.index("Simulated policies") < outcome.out.index("Wait by job size")
+
+
 def test_policies_combine_an_order_with_a_placement(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, contended_trace: Path
 ) -> None:
@@ -493,7 +549,7 @@ def test_an_unknown_order_is_named_with_the_orders_there_are(
 
     line = assert_one_line_error(outcome)
     assert "unknown policy 'lifo'" in line
-    assert "fifo, fifo-skip, easy, conservative, sjf, advisor" in line
+    assert "fifo, fifo-skip, easy, conservative, sjf, easy-sjbf, advisor" in line
 
 
 def test_an_unknown_placement_is_named_with_the_placements_there_are(
@@ -638,8 +694,8 @@ def test_the_starvation_bound_is_a_duration_and_hours_are_a_deprecated_alias(
         "gpuadvisor simulate: warning: --starvation-hours is deprecated and will be removed; "
         "use --starvation 30m"
     ]
-    assert run("--starvation", "1d")[0] != as_duration, "the bound must reach the policy"
-    assert run()[0] == run("--starvation", "6h")[0] == run("--starvation", "21600")[0]
+    assert run("--starvation", "6h")[0] != as_duration, "the bound must reach the policy"
+    assert run()[0] == run("--starvation", "1d")[0] == run("--starvation", "86400")[0]
 
 
 def test_the_starvation_bound_is_given_once(capsys: pytest.CaptureFixture[str]) -> None:
@@ -680,6 +736,34 @@ def test_demo_writes_results_advice_and_plots_and_prints_the_gain(
     assert policies_of(limits) == ["fifo", "easy", "advisor@predicted"]
     predicted = by_policy(limits)["advisor@predicted"]
     assert isinstance(predicted["prediction_raises"], int) and predicted["prediction_raises"] > 0
+    # both bundled workloads are backlogged: allocation leads, as it always did
+    for document in (results, limits):
+        assert document["headline"]["kind"] == "allocation"
+        assert document["headline"]["reason"].startswith("allocations differ by ")
+    assert "Waits lead" not in outcome.out
+
+
+def test_demo_leads_with_waits_where_every_policy_kept_the_same_allocation() -> None:
+    """The demo's comparison on a light load (its bundled workloads are backlogged): the waits
+    table first, and the sentence leads with waits and slowdown and says why."""
+    cluster = Cluster.parse_shape("2x8")
+    jobs = generate_workload(random.Random(3), jobs=300, cluster_gpus=cluster.gpus, load=0.3)
+    configs = [SimulationConfig(order=order) for order in ("fifo", "easy", "advisor")]
+    runs = {run.label: run for run in compare(jobs, cluster, configs)}
+    rows = [(label, run.metrics) for label, run in runs.items()]
+    lead = metrics_headline(rows)
+    console = Console(file=io.StringIO(), width=2000, color_system=None)
+
+    demo.print_tables(console, rows, lead)
+    demo.summarise(console, runs["fifo"], runs["advisor"], lead)
+
+    printed = console.file.getvalue()  # type: ignore[attr-defined]
+    assert lead.kind == "waits"
+    assert printed.index("Waits and slowdown") < printed.index("Simulated policies")
+    summary = next(line for line in printed.splitlines() if "Advisor vs strict FIFO" in line)
+    assert summary.startswith(f"Advisor vs strict FIFO: {lead.reason}: mean wait ")
+    assert summary.index("bounded slowdown") < summary.index("allocation ")
+    assert "p95 wait" in summary and "max wait" in summary
 
 
 # -- the installed entry point -----------------------------------------------------------------

@@ -423,17 +423,17 @@ def test_the_advisor_has_a_disruption_budget_that_lets_a_drain_proceed() -> None
 
 
 def test_the_prometheus_rule_is_the_rules_file() -> None:
-    """deploy/kubernetes/prometheusrule.yaml is ``scripts/render_rules.py --prometheus-rule``:
-    regenerate it when the rules change."""
+    """deploy/kubernetes/prometheusrule.yaml is ``gpuadvisor render prometheusrule``:
+    regenerate it (``make render``) when the rules change."""
     path = OPERATOR / "prometheusrule.yaml"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "render_rules.py"), "--prometheus-rule"],
+        [sys.executable, "-m", "gpuadvisor", "render", "prometheusrule"],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    assert path.read_text() == done.stdout, "run scripts/render_rules.py --prometheus-rule"
+    assert path.read_text() == done.stdout, "run make render"
     rule = one("PrometheusRule", "gpuadvisor")
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     assert rule["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]

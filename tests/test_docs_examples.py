@@ -30,6 +30,7 @@ from gpuadvisor.config.http import HTTP_KEYS, load_http_config
 from gpuadvisor.config.simnode import load_sim_spec
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.webconfig import load_web_config
+from gpuadvisor.sinks.report.plots import REPORT_EXTRA_HINT
 from gpuadvisor.sources.queuefile import read_queue_file
 from tests.harness.process import require_binary
 
@@ -312,3 +313,21 @@ def test_a_drifted_example_fails(tmp_path: Path, supplies: Supplies) -> None:
     assert name == "advisor"
     with pytest.raises(ConfigError, match=r"prometheus\.profile: unknown key"):
         load(old, tmp_path, supplies)
+
+
+INDEX_INSTALL = re.compile(r"pip3? install\s+['\"]?gpuadvisor(\[|['\"\s`]|$)")
+
+
+def test_no_doc_installs_gpuadvisor_from_an_index() -> None:
+    """No package index serves gpuadvisor: an install line names a clone (``.``), a wheel file,
+    or matplotlib itself; ``pip install gpuadvisor`` or ``'gpuadvisor[report]'`` would fail."""
+    texts = {str(path): path.read_text() for path in DOC_FILES}
+    texts["REPORT_EXTRA_HINT"] = REPORT_EXTRA_HINT
+    offending = [
+        f"{where}: {line.strip()}"
+        for where, text in texts.items()
+        for line in text.splitlines()
+        if INDEX_INSTALL.search(line)
+    ]
+    assert offending == []
+    assert "pip install ." in (ROOT / "README.md").read_text()

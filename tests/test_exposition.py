@@ -1,4 +1,4 @@
-"""The agent's exposition: golden /metrics, the DESIGN §4 names, absent series, docs drift.
+"""The agent's exposition: golden /metrics, the names of docs/metrics.md, absent series, docs drift.
 
 The golden file and promtool hold for both renderers: prometheus-client's families and the
 agent's own cached text renderer (``sinks.agent_render``), which is what /metrics serves.
@@ -37,7 +37,7 @@ DOCS = ROOT / "docs" / "metrics.md"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 T0 = 1_700_000_000.0
 
-DESIGN_AGENT_METRICS = {
+CONTRACT_AGENT_METRICS = {
     "gpuadvisor_gpu_info",
     "gpuadvisor_gpu_up",
     "gpuadvisor_gpu_busy_seconds_total",
@@ -167,14 +167,14 @@ def test_the_served_renderer_matches_the_golden_file_too() -> None:
 
 
 def test_the_defined_metrics_are_exactly_the_design_contract() -> None:
-    assert {m.name for m in AGENT_METRICS} == DESIGN_AGENT_METRICS
-    assert len(AGENT_METRICS) == len(DESIGN_AGENT_METRICS)
+    assert {m.name for m in AGENT_METRICS} == CONTRACT_AGENT_METRICS
+    assert len(AGENT_METRICS) == len(CONTRACT_AGENT_METRICS)
 
 
 def test_a_fully_supported_node_exposes_every_family() -> None:
     text = exposition(fixed_state())
     emitted = {full_name(name, text) for name in families(text)}
-    assert emitted == DESIGN_AGENT_METRICS
+    assert emitted == CONTRACT_AGENT_METRICS
 
 
 def test_every_help_text_names_its_source() -> None:

@@ -1,6 +1,6 @@
 """The Grafana dashboards in ``grafana/``: their structure, and every query run for real.
 
-No Grafana server exists in any registry here (DESIGN §7), so the JSON is checked the way
+No Grafana server exists in any registry here, so the JSON is checked the way
 Grafana 10 reads it (panels with ``gridPos``, ``targets[].expr``, the data source as the
 ``${datasource}`` variable), and every panel's and variable's query is run, with the variables
 set to their "All" value, against two real Prometheus servers that scrape the same real

@@ -194,7 +194,7 @@ def test_plotting_without_the_report_extra_names_what_to_install(
     """Before any work, one line that names the extra; nothing written."""
     done = run_without_matplotlib(tmp_path, *args)
     assert done.returncode == 2, done.stderr
-    assert "pip install 'gpuadvisor[report]'" in done.stderr
+    assert "pip install 'matplotlib>=3.8,<4'" in done.stderr
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert list(tmp_path.iterdir()) == []

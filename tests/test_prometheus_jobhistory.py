@@ -14,6 +14,7 @@ from gpuadvisor.model.availability import Outage
 from gpuadvisor.simulation.rebuild import rebuild
 from gpuadvisor.sources.prometheus.client import Series
 from gpuadvisor.sources.prometheus.jobhistory import STALE_S, JobHistory, Runs
+from gpuadvisor.sources.prometheus.queue_scrapes import QueueScrapes
 
 STEP = 15.0
 
@@ -131,3 +132,84 @@ def test_the_resolution_is_the_smallest_step_of_any_series() -> None:
     history._gaps((100.0,))
     history._gaps((0.0, 15.0))
     assert history.resolution_s == 15.0
+
+
+EXPORTER = {"job": "gpuadvisor-queue", "instance": "head:9700"}
+
+
+def queue_up(start: float, end: float, value: float = 1.0, **target: str) -> Series:
+    return series({**EXPORTER, **target}, start, end, value)
+
+
+def running(job_id: str, start: float, end: float, **target: str) -> Series:
+    labels = {"job_id": job_id, "user": "u", "partition": "p", "state": "RUNNING"}
+    return series({**labels, **EXPORTER, **target}, start, end)
+
+
+def test_a_job_its_exporter_scraped_twelve_times_without_it_ended_at_its_last_sample() -> None:
+    """The job's last sample is at 3405, 195 s before the read ends at 3600: within STALE_S,
+    so without the exporter's scrapes it would still run; twelve successful scrapes lacked it."""
+    history = JobHistory()
+    history.add_info([running("1", 0, 3420)])
+    history.add_values("time_limit", [series({"job_id": "1"}, 0, 3420, 7200.0)])
+    history.add_queue_up([queue_up(0, 3600)])
+    (job,), _ = history.finished(3600.0)
+    assert (job.start_time_s, job.end_time_s, job.state) == (0.0, 3405.0, "ENDED")
+
+
+def test_a_job_is_not_gone_while_its_exporter_failed_or_was_scraped_once_since() -> None:
+    history = JobHistory()
+    history.add_info([running("1", 0, 3420), running("2", 0, 3585)])
+    history.add_queue_up([queue_up(0, 3420), queue_up(3420, 3600, 0.0)])  # failing since
+    jobs, _ = history.finished(3600.0)
+    assert [j.end_time_s for j in jobs] == [None, None]
+    history = JobHistory()
+    history.add_info([running("1", 0, 3585)])  # last sample 3570; one scrape (3585) since
+    history.add_queue_up([queue_up(0, 3600)])
+    (job,), _ = history.finished(3600.0)
+    assert job.end_time_s is None and job.state == "RUNNING"
+
+
+def test_only_the_jobs_own_exporter_scrapes_count() -> None:
+    history = JobHistory()
+    history.add_info([running("1", 0, 3420, instance="a:9700")])
+    history.add_queue_up(
+        [queue_up(0, 3420, instance="a:9700"), queue_up(0, 3600, instance="b:9700")]
+    )
+    (job,), _ = history.finished(3600.0)
+    assert job.end_time_s is None  # a:9700 was not scraped since: nothing says it has gone
+
+
+def test_a_pending_job_its_exporter_no_longer_lists_left_the_queue() -> None:
+    history = JobHistory()
+    labels = {"job_id": "1", "user": "u", "partition": "p", "state": "PENDING", **EXPORTER}
+    history.add_info([series(labels, 0, 3420)])
+    history.add_queue_up([queue_up(0, 3600)])
+    (job,), _ = history.finished(3600.0)
+    assert (job.state, job.start_time_s, job.end_time_s) == ("CANCELLED", None, 3405.0)
+
+
+def test_no_job_runs_past_its_time_limit_plus_over_time_limit() -> None:
+    history = JobHistory()
+    history.add_info([running("1", 0, 3600), running("2", 0, 900), running("3", 0, 3600)])
+    history.add_values("time_limit", [series({"job_id": "1"}, 0, 3600, 600.0)])
+    history.add_values("time_limit", [series({"job_id": "2"}, 0, 900, 600.0)])
+    history.add_values("time_limit", [series({"job_id": "3"}, 0, 3600, 7200.0)])
+    ends = {j.job_id: j.end_time_s for j in history.finished(3600.0)[0]}
+    assert ends == {"1": 600.0, "2": 600.0, "3": None}
+    ends = {j.job_id: j.end_time_s for j in history.finished(3600.0, over_time_limit_s=120)[0]}
+    assert ends == {"1": 720.0, "2": 720.0, "3": None}
+    ends = {j.job_id: j.end_time_s for j in history.finished(3600.0, over_time_limit_s=1e9)[0]}
+    assert ends == {"1": None, "2": 885.0, "3": None}
+
+
+def test_queue_scrapes_keep_the_latest_successful_scrapes_across_chunks() -> None:
+    scrapes = QueueScrapes()
+    scrapes.add([queue_up(0, 60)])
+    scrapes.add([queue_up(60, 120), queue_up(0, 120, instance="other:9700")])
+    scrapes.add([queue_up(120, 180, 0.0)])
+    target = ("gpuadvisor-queue", "head:9700")
+    assert scrapes.latest[target] == [90.0, 105.0]
+    assert scrapes.gone(target, 75.0) is True
+    assert scrapes.gone(target, 90.0) is False
+    assert scrapes.gone(("gpuadvisor-queue", "nowhere:9700"), 0.0) is None

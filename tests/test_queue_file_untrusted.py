@@ -19,19 +19,19 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.errors import InputError
+from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
 from gpuadvisor.services.queue import POLLER, QueueSettings, create_app
 from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
+from gpuadvisor.sources.nesting import MAX_DEPTH
 from gpuadvisor.sources.queuefile import (
     MAX_NODE_NAMES,
     QueueFileSource,
     combine_surrogates,
-    hostlist_size,
     parse_queue_bytes,
     parse_queue_file,
 )
-from gpuadvisor.sources.slurm.hostlist import expand_hostlist
-from gpuadvisor.sources.yamltree import MAX_DEPTH
+from gpuadvisor.sources.slurm.hostlist import count_hosts, expand_hostlist
 
 NOW = 1796050000.0
 EMOJI = "\N{GRINNING FACE}"
@@ -137,17 +137,23 @@ def test_yaml_aliases_are_refused() -> None:
     "hostlist",
     ["gpu-[01-02]", "a[1-2]-n[1-3],b,c[5,7-9]", "vm", "rack[1-2]-n[1-2]", "a[1-4],b[1-4]", "x[7]"],
 )
-def test_hostlist_size_counts_what_expansion_builds(hostlist: str) -> None:
-    assert hostlist_size(hostlist) == len(expand_hostlist(hostlist))
+def test_count_hosts_counts_what_expansion_builds(hostlist: str) -> None:
+    assert count_hosts(hostlist) == len(expand_hostlist(hostlist))
 
 
-@pytest.mark.parametrize(
-    "hostlist", ["n[0-99999999]", "a[0-9999]b[0-9999]", "n[1-" + "9" * 30 + "]"]
-)
+@pytest.mark.parametrize("hostlist", ["n[0-99999999]", "a[0-9999]b[0-9999]"])
 def test_a_hostlist_larger_than_the_file_allows_is_refused_before_expanding(
     hostlist: str,
 ) -> None:
-    with pytest.raises(InputError, match=r"line 1: jobs\[0\]\.node_names: expands to \d+"):
+    with pytest.raises(
+        InputError, match=r"line 1: jobs\[0\]\.node_names: expands to more than \d+"
+    ):
+        parse(json.dumps({"jobs": [job(node_names=hostlist)]}))
+
+
+def test_a_hostlist_number_too_long_to_count_is_refused() -> None:
+    hostlist = "n[1-" + "9" * 30 + "]"
+    with pytest.raises(InputError, match=r"line 1: jobs\[0\]\.node_names: .*numbers too long"):
         parse(json.dumps({"jobs": [job(node_names=hostlist)]}))
 
 
@@ -186,9 +192,9 @@ FIELD = st.lists(
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(job_id=FIELD.filter(bool), user=FIELD, partition=FIELD, state=FIELD, node=FIELD)
+@given(job_id=FIELD.filter(bool), user=FIELD, partition=FIELD, state=FIELD, node=FIELD, name=FIELD)
 def test_metrics_render_and_parse_for_any_field_strings(
-    job_id: str, user: str, partition: str, state: str, node: str
+    job_id: str, user: str, partition: str, state: str, node: str, name: str
 ) -> None:
     entry = QueueEntry(
         job_id,
@@ -200,13 +206,15 @@ def test_metrics_render_and_parse_for_any_field_strings(
         NOW,
         node_names=(node,),
         gpu_indices=((node, (0,)),),
+        name=name,
     )
     found = {
         f.name: [s.labels for s in f.samples]
         for f in text_string_to_metric_families(render((entry,)))
     }
     (info,) = found["gpuadvisor_queue_job_info"]
-    assert set(info) == {"job_id", "user", "partition", "state"}
+    assert set(info) == {"job_id", "user", "partition", "state", "name"}
+    assert info["name"] == bounded_job_name(name)
     for value, text in ((info["user"], user), (info["job_id"], job_id)):
         if text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") == text:
             assert value == text  # every encodable string is served as it is

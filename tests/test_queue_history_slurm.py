@@ -1,5 +1,6 @@
 """The queue exporter against a real Slurm 22.05 (tests/harness/slurm.py): how jobs ended and
-what state the node is in, as a rebuild from Prometheus will read them.
+what state the node is in, as a rebuild from Prometheus will read them; and a job name of any
+user's making, served bounded and escaped.
 
 ``gpuadvisor queue --source slurm`` runs as a real process (squeue and sinfo are the real
 binaries). Jobs run to completion, fail, and are cancelled while pending; the node is drained
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpuadvisor.model.jobname import bounded_job_name
 from tests.harness.process import ManagedProcess
 from tests.harness.slurm import SlurmCluster
 from tests.ports import free_port
@@ -31,7 +33,10 @@ Found = dict[str, dict[tuple[tuple[str, str], ...], float]]
 
 def scrape(url: str) -> tuple[str, Found]:
     with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
+        return scrape_text(response.read().decode())
+
+
+def scrape_text(text: str) -> tuple[str, Found]:
     found: Found = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -131,3 +136,44 @@ def seconds(value: object) -> float:
 
 def by_job_node_gpus(found: Found) -> dict[str, float]:
     return {dict(k)["node"]: v for k, v in found.get("gpuadvisor_queue_node_gpus", {}).items()}
+
+
+HOSTILE_NAME = "x\n77_[0-19999999]|alice|\x1b[2J\u202e" + "y" * 300
+"""A job name with a line feed, an escape sequence and a bidi override, longer than 128."""
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-job-names",)])
+def test_a_hostile_job_name_from_the_real_slurm_is_served_bounded(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    """sbatch takes the name as typed and ``squeue --json`` escapes it; the exporter serves the
+    ``name`` label cut at 128 characters with the controls replaced (or empty with
+    ``--no-job-names``), and promtool accepts the page."""
+    with SlurmCluster() as cluster:
+        hostile = cluster.submit(HOSTILE_NAME, 1, 5, sleep_s=3600)
+        plain = cluster.submit("train-a", 8, 5, sleep_s=3600)  # waits: 7 of 8 GPUs are free
+        cluster.wait_state(hostile, "RUNNING")
+        argv = [sys.executable, "-m", "gpuadvisor", "queue", "--source", "slurm", "--once"]
+        done = subprocess.run(
+            [*argv, *flags], capture_output=True, text=True, env=cluster.env, check=False
+        )
+    assert done.returncode == 0, done.stderr
+    check = subprocess.run(
+        ["promtool", "check", "metrics"],
+        input=done.stdout,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (check.returncode, check.stdout + check.stderr) == (0, "")
+    _, found = scrape_text(done.stdout)
+    names = {
+        dict(labels)["job_id"]: dict(labels)["name"]
+        for labels in found["gpuadvisor_queue_job_info"]
+    }
+    if flags:
+        assert names == {hostile: "", plain: ""}
+    else:
+        assert names == {hostile: bounded_job_name(HOSTILE_NAME), plain: "train-a"}
+        shown = "x\ufffd77_[0-19999999]|alice|\ufffd[2J\ufffd"
+        assert names[hostile] == shown + "y" * (127 - len(shown)) + "…"

@@ -100,9 +100,16 @@ async def test_the_queue_is_exposed_and_promtool_accepts_it(client: Client) -> N
     assert found["gpuadvisor_queue_last_success_timestamp_seconds"] == [({}, NOW)]
     assert found["gpuadvisor_queue_read_duration_seconds"][0][1] > 0
     info = [labels for labels, _ in found["gpuadvisor_queue_job_info"]]
-    assert info[0] == {"job_id": "101", "user": "alice", "partition": "gpu", "state": "RUNNING"}
+    assert info[0] == {
+        "job_id": "101",
+        "user": "alice",
+        "partition": "gpu",
+        "state": "RUNNING",
+        "name": "job-101",
+    }
     assert [i["job_id"] for i in info] == ["101", "102", "103", "104", "105", "106", "99"]
     assert info[-1]["state"] == "completed"  # ended, still listed by squeue
+    assert info[-1]["name"] == "job-99"
     ends = found["gpuadvisor_queue_job_end_timestamp_seconds"]
     assert ends == [({"job_id": "99"}, 1796039700.0)]
     gpus = {labels["job_id"]: v for labels, v in found["gpuadvisor_queue_job_gpus"]}

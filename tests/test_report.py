@@ -17,14 +17,17 @@ from gpuadvisor.model.duration import format_duration
 from gpuadvisor.model.job import SIZE_CLASSES
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import generate_workload
+from gpuadvisor.simulation.headline import metrics_headline
 from gpuadvisor.sinks.report.tables import (
     format_pp,
+    headline_tables,
     progress_bar,
     render_size_table,
     render_table,
     results_json,
     size_table_text,
     table_text,
+    waits_table_text,
 )
 
 HOUR_S = 3600.0
@@ -154,6 +157,22 @@ def test_json_has_one_entry_per_policy_with_every_metric() -> None:
     assert document["meta"] == {"cluster": "16x8", "seed": 7}
 
 
+def test_json_carries_the_headline_when_given() -> None:
+    rows = [("fifo", make_metrics()), ("easy", make_metrics(allocation_ratio=0.502))]
+    lead = metrics_headline(rows)
+    document = json.loads(results_json(rows, meta={}, headline=lead.document()))
+    assert list(document) == ["results", "meta", "headline"]
+    assert document["headline"] == {
+        "kind": "waits",
+        "reason": (
+            "the cluster was not backlogged: every policy kept 50.0–50.2 % of the GPUs "
+            "allocated, so the difference is in how long jobs waited"
+        ),
+        "allocation_spread_pp": 0.2,
+        "threshold_pp": 0.5,
+    }
+
+
 def test_json_writes_nan_and_infinity_as_null() -> None:
     rows = [("fifo", make_metrics(wait_mean_s=math.nan, wait_max_s=math.inf))]
     text = results_json(rows, meta={"note": math.nan})
@@ -212,6 +231,31 @@ def test_text_table_shows_headline_figures_against_the_baseline() -> None:
     assert "12m05s" in easy
     assert "+1d02h" in easy
     assert fifo.endswith("45")
+
+
+def test_waits_table_shows_waits_and_bounded_slowdown_first() -> None:
+    rows = [("fifo", make_metrics()), ("easy", make_metrics(wait_mean_s=725.0))]
+    header, _, fifo, easy = waits_table_text(rows).splitlines()
+    assert header.split("  ")[0] == "policy"
+    assert [h.strip() for h in header.split("  ") if h.strip()] == [
+        "policy",
+        "wait mean",
+        "wait p95",
+        "wait max",
+        "bounded slowdown",
+        "alloc %",
+    ]
+    assert fifo.split() == ["fifo", "3h12m", "2d04h", "4d00h", "2.5", "50.0"]
+    assert easy.split()[:2] == ["easy", "12m05s"]
+
+
+def test_the_waits_table_leads_only_where_waits_lead() -> None:
+    rows = two_policies()
+    waits_first = headline_tables(rows, baseline="fifo", waits_reason="the reason")
+    assert [str(t.title) for t in waits_first] == ["Waits and slowdown", "Simulated policies"]
+    assert "Waits lead: the reason." in str(waits_first[0].caption)
+    alone = headline_tables(rows, baseline="fifo", waits_reason=None)
+    assert [str(t.title) for t in alone] == ["Simulated policies"]
 
 
 def test_text_table_without_baseline_has_no_delta_column() -> None:

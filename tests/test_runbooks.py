@@ -1,4 +1,4 @@
-"""docs/runbooks.md and the alerts' links into it, and scripts/render_rules.py, which sets the
+"""docs/runbooks.md and the alerts' links into it, and ``gpuadvisor render rules``, which sets the
 rules' selectors and runbook address in one place.
 
 Every alert's ``runbook_url`` points at an anchor that a heading of docs/runbooks.md makes
@@ -22,7 +22,6 @@ from tests.test_alert_rules import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
-RENDER = ROOT / "scripts" / "render_rules.py"
 BASE = "https://github.com/gpuadvisor/gpuadvisor/blob/main/docs/runbooks.md"
 PARTS = ("**Meaning.**", "**Confirm.**", "**Act.**")
 
@@ -92,12 +91,12 @@ def test_docs_links_into_sections_exist() -> None:
         assert fragment in headings, f"{target}#{fragment}"
 
 
-# ---------------------------------------------------------------------------- render_rules.py
+# ------------------------------------------------------------------------ gpuadvisor render rules
 
 
 def render(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(RENDER), *args],
+        [sys.executable, "-m", "gpuadvisor", "render", "rules", *args],
         check=False,
         capture_output=True,
         text=True,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gpuadvisor.errors import InputError
-from gpuadvisor.sources.slurm.jobid import array_task_count
+from gpuadvisor.model.slurm_job_id import array_task_count
 from gpuadvisor.sources.slurm.sacct import SACCT_COMMAND, SACCT_FORMAT, parse_sacct
 
 DATA = Path(__file__).parent / "data" / "slurm"

@@ -11,7 +11,11 @@ import pytest
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.scheduler import SchedulerConfig
-from gpuadvisor.sources.slurm.config import SlurmSchedulerSource, parse_scheduler_config
+from gpuadvisor.sources.slurm.config import (
+    SlurmSchedulerSource,
+    over_time_limit_s,
+    parse_scheduler_config,
+)
 from gpuadvisor.sources.slurm.squeue import QueueSourceError, SqueueSettings
 from tests.fake_squeue import write_fake_squeue
 
@@ -85,6 +89,25 @@ Slurmctld(primary) at head01 is UP
 def test_text_without_a_scheduler_type_is_refused_naming_the_source(text: str) -> None:
     with pytest.raises(InputError, match=re.escape("saved.txt: no 'SchedulerType = …' line")):
         parse_scheduler_config(text, source="saved.txt")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        (BUILTIN.read_text(), 0.0),  # a real 22.05: "OverTimeLimit           = 0 min"
+        ("OverTimeLimit           = 2 min\n", 120.0),
+        ("OverTimeLimit = UNLIMITED\n", float("inf")),
+        ("OverTimeLimit = (null)\n", 0.0),
+        ("SchedulerType = sched/backfill\n", 0.0),
+    ],
+)
+def test_over_time_limit_is_read_in_seconds(text: str, seconds: float) -> None:
+    assert over_time_limit_s(text) == seconds
+
+
+def test_an_over_time_limit_that_is_not_minutes_is_refused_naming_the_source() -> None:
+    with pytest.raises(InputError, match=re.escape("saved.txt: OverTimeLimit '2 hours'")):
+        over_time_limit_s("OverTimeLimit = 2 hours\n", source="saved.txt")
 
 
 async def test_scontrol_runs_show_config_and_a_failure_names_the_flag(tmp_path: Path) -> None:

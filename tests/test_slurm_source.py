@@ -13,6 +13,7 @@ import asyncio
 import copy
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ RECORDED_WARNINGS = {"squeue-23.11-recorded.json": (f"{NO_QOS} (8 times)",)}
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "slurm-22.05"
 T0 = 1796040000.0
 
-EXPECTED = (
+UNNAMED = (
     QueueEntry(
         "101", "alice", "gpu", "RUNNING", 4, 2, T0, T0 + 60, 7200.0, 1000.0,
         ("gpu-01", "gpu-02"), (("gpu-01", (0, 1, 2, 3)), ("gpu-02", (4, 5, 6, 7))),
@@ -77,6 +78,8 @@ EXPECTED = (
     QueueEntry("106", "frank", "big", "PENDING", 8, 2, T0 + 130, None, 86400.0, 500.0,
                reason="Dependency"),
 )  # fmt: skip
+EXPECTED = tuple(replace(e, name=f"job-{e.job_id}") for e in UNNAMED)
+"""The fixtures name each job ``job-<id>``."""
 
 
 def load(release: str) -> dict[str, Any]:
@@ -99,6 +102,7 @@ def test_every_release_parses_to_the_same_queue(release: str) -> None:
     assert result.finished_jobs == 1  # job 99, COMPLETED
     (ended,) = result.snapshot.ended
     assert (ended.job_id, ended.state, ended.gpus, ended.node_names) == ("99", "COMPLETED", 1, ())
+    assert ended.name == "job-99"
     assert (ended.submit_time_s, ended.start_time_s, ended.end_time_s) == (
         1796036000.0,
         1796036100.0,
@@ -120,6 +124,9 @@ RECORDED_QUEUE = (
     ("7", "PENDING", 2, 20, "Priority"),  # eval-2gpu --gpus=2
     ("8", "PENDING", 0, 10, "Priority"),  # cpu-only --cpus-per-task=2
 )
+
+RECORDED_NAMES = ("train-a", "train-b", "big-8gpu", "small-1gpu", "pair-tasks", "eval-2gpu",
+                  "cpu-only")  # fmt: skip
 
 
 @pytest.mark.parametrize("name", RECORDED)
@@ -147,6 +154,7 @@ def test_recorded_squeue_of_real_slurm_parses_to_the_submitted_queue(name: str) 
         )
         for e in entries
     ] == list(RECORDED_QUEUE)
+    assert [e.name for e in entries] == list(RECORDED_NAMES)
     assert {(e.user, e.partition, e.nodes, e.gpus_per_node) for e in entries} == {
         ("root", "gpu", 1, gpus) for _, _, gpus, _, _ in RECORDED_QUEUE
     }

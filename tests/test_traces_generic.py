@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from gpuadvisor.cli import main
 from gpuadvisor.errors import InputError
-from gpuadvisor.model import Job
+from gpuadvisor.model import Job, csvcell
+from gpuadvisor.sources.simnode.schedule import read_schedule
 from gpuadvisor.sources.traces import generic
 from tests.hostile import HOSTILE, SHORT
 
@@ -203,7 +204,7 @@ def test_text_columns_never_start_a_formula_and_round_trip(tmp_path: Path, value
         return
     (row,) = cells(stream.getvalue())
     for column in TEXT_COLUMNS:
-        assert row[column][:1] not in generic.FORMULA_STARTS, (column, row[column][:40])
+        assert row[column][:1] not in csvcell.FORMULA_STARTS, (column, row[column][:40])
     assert (row["submit_time"], row["duration"], row["num_gpus"]) == ("0", "60", "1")
     assert (row["start_time"], row["end_time"]) == ("5", "65")  # numbers are untouched
     (back,) = generic.read(path).jobs
@@ -212,33 +213,34 @@ def test_text_columns_never_start_a_formula_and_round_trip(tmp_path: Path, value
 
 
 def test_a_formula_gets_one_quote_and_a_real_leading_quote_survives() -> None:
-    assert generic.neutralised('=HYPERLINK("https://evil.example","x")').startswith("'=")
-    assert [generic.neutralised(v) for v in ("+1", "-1+1", "@SUM(1)", "\t=1", "\r=1")] == [
+    assert csvcell.neutralised('=HYPERLINK("https://evil.example","x")').startswith("'=")
+    assert [csvcell.neutralised(v) for v in ("+1", "-1+1", "@SUM(1)", "\t=1", "\r=1")] == [
         "'+1",
         "'-1+1",
         "'@SUM(1)",
         "'\t=1",
         "'\r=1",
     ]
-    assert generic.neutralised("'=1") == "''=1"  # so reading it back gives '=1
-    assert generic.neutralised("'quoted") == "'quoted"  # nothing to protect, nothing added
-    assert generic.neutralised("4711") == "4711" and generic.neutralised("") == ""
+    assert csvcell.neutralised("'=1") == "''=1"  # so reading it back gives '=1
+    assert csvcell.neutralised("'quoted") == "'quoted"  # nothing to protect, nothing added
+    assert csvcell.neutralised("4711") == "4711" and csvcell.neutralised("") == ""
 
 
 @given(st.text())
 def test_neutralising_is_undone_by_the_reader_for_any_text(value: str) -> None:
-    written = generic.neutralised(value)
-    assert written[:1] not in generic.FORMULA_STARTS
-    assert generic.unneutralised(written) == value
+    written = csvcell.neutralised(value)
+    assert written[:1] not in csvcell.FORMULA_STARTS
+    assert csvcell.unneutralised(written) == value
 
 
 def test_a_trace_with_formula_names_round_trips_through_simulate(tmp_path: Path) -> None:
     """whatif --output-trace's writer, then gpuadvisor simulate --trace: the jobs keep their
-    ids and users, as the replay's --output-schedule shows."""
-    # The schedule, the observation point, writes a lone CR unquoted (csv's lineterminator is
-    # "\n"): values with one are left to the direct round trip above.
-    values = [v for v in SHORT.values() if v == v.strip() and "\0" not in v and "\r" not in v]
+    ids and users, as the replay's --output-schedule shows, where they are neutralised by the
+    same rule (no cell starts a formula, a lone CR is quoted) and read back by the agent's
+    schedule reader."""
+    values = [v for v in SHORT.values() if v == v.strip() and "\0" not in v]
     values = [re.sub("[\ud800-\udfff]", "\ufffd", v) for v in values]
+    assert any("\r" in v for v in values)
     jobs = [hostile_job(v, submit_s=float(i)) for i, v in enumerate(dict.fromkeys(values))]
     trace = tmp_path / "trace.csv"
     with trace.open("w", encoding="utf-8", newline="") as stream:
@@ -248,6 +250,11 @@ def test_a_trace_with_formula_names_round_trips_through_simulate(tmp_path: Path)
     assert main([*argv, "--policies", "fifo", "--output-schedule", str(schedule)]) == 0
     with schedule.open(newline="", encoding="utf-8") as stream:
         rows = list(csv.DictReader(line for line in stream if line[:1] != "#"))
-    assert sorted((r["job_id"], r["user"]) for r in rows) == sorted(
-        (j.job_id, j.user) for j in jobs
-    )
+    for row in rows:
+        assert row["job_id"][:1] not in csvcell.FORMULA_STARTS, row["job_id"][:40]
+        assert row["user"][:1] not in csvcell.FORMULA_STARTS, row["user"][:40]
+    expected = sorted((j.job_id, j.user) for j in jobs)
+    back = [(csvcell.unneutralised(r["job_id"]), csvcell.unneutralised(r["user"])) for r in rows]
+    assert sorted(back) == expected
+    placements = read_schedule(str(schedule)).placements
+    assert sorted(p.job_id for p in placements) == [job_id for job_id, _ in expected]

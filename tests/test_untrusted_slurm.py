@@ -24,16 +24,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpuadvisor.config.advisor import load_advisor_config
 from gpuadvisor.errors import InputError
+from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX, array_task_count, parse_job_id
 from gpuadvisor.services.history import HistoryFeed
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.advice import parse_recommendations
-from gpuadvisor.sources.jsonstream import MAX_DEPTH
-from gpuadvisor.sources.slurm.history import HistorySettings
+from gpuadvisor.sources.nesting import MAX_DEPTH
+from gpuadvisor.sources.slurm.history import HistorySettings, SacctFile
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS, HostlistError, expand_hostlist
-from gpuadvisor.sources.slurm.jobid import MAX_ARRAY_INDEX, array_task_count, parse_job_id
 from gpuadvisor.sources.slurm.parse import parse_squeue
-from gpuadvisor.sources.slurm.sacct import SACCT_FORMAT, parse_sacct
+from gpuadvisor.sources.slurm.sacct import SACCT_FORMAT, SacctLimits, parse_sacct
 from tests.test_cli import gpuadvisor
 
 DATA = Path(__file__).parent / "data" / "slurm"
@@ -193,9 +194,14 @@ def test_job_ids_have_slurms_shapes() -> None:
     for good in ("1", "4294967295", "12_3", f"12_{MAX_ARRAY_INDEX}", "12_[0-3%2]", "12+127"):
         assert parse_job_id(good).base == good
     assert parse_job_id("12_3.batch").step == "batch"
-    for bad in ("", "-1", "4294967296", "12_", "12_x", "12+128", "12 ", "１２", "12\n13", "a"):
+    bad_ids = ("", "-1", "4294967296", "12_", "12_x", "12+128", "12 ", "１２", "12\n13", "a", "012")
+    for bad in bad_ids:
         with pytest.raises(ValueError, match="Slurm"):
             parse_job_id(bad)
+    with pytest.raises(ValueError, match="MaxArraySize"):
+        parse_job_id("12_1001", max_array_index=1000)
+    with pytest.raises(ValueError, match="array task"):
+        parse_job_id("12_[0-1001]", max_array_index=1000)
 
 
 # ---------------------------------------------------------------- nesting bounded
@@ -407,3 +413,48 @@ def test_any_change_to_squeue_json_gives_a_queue_or_an_input_error(
     result = _bounded(data, lambda: parse_squeue(data, time_s=0.0, source="squeue"))
     if result is not None:
         assert len(result.snapshot.entries) <= len(_SQUEUE[name]["jobs"])
+
+
+# ---------------------------------------------------------------- limits are settings
+
+
+def test_the_record_limits_are_the_advisors_and_whatifs_settings(tmp_path: Path) -> None:
+    """history.max_hosts / max_array_task_index / max_bytes, whatif's --max-hosts and
+    --max-array-task-index: passed down to the reader, defaults unchanged."""
+    text = f"{HEADER}\n{line('101')}\n{line('12_1500')}\n"
+    assert parse_sacct(text).skipped == {}
+    lowered = SacctLimits(max_array_task_index=1000)
+    assert parse_sacct(text, limits=lowered).skipped == {"job_id": 1}
+    wide = line("102").replace("|1|", "|9|", 1)
+    assert "|9|" in wide
+    assert parse_sacct(f"{HEADER}\n{line('101')}\n{wide}\n", limits=SacctLimits(8)).skipped == {
+        "number": 1
+    }
+    path = tmp_path / "advisor.yaml"
+    path.write_text(
+        "prometheus: {url: 'http://127.0.0.1:9'}\n"
+        "history: {sacct_file: s.txt, max_bytes: 100, max_hosts: 8, max_array_task_index: 1000}\n"
+    )
+    history = load_advisor_config(str(path)).history
+    assert (history.max_bytes, history.limits) == (100, SacctLimits(8, 1000))
+    assert HistorySettings().limits == SacctLimits(MAX_HOSTS, MAX_ARRAY_INDEX)
+    (tmp_path / "s.txt").write_text(text)
+    with pytest.raises(InputError, match=r"more than the 100 read \(history.max_bytes\)"):
+        SacctFile(str(tmp_path / "s.txt"), max_bytes=100).read()
+    result = SacctFile(str(tmp_path / "s.txt"), limits=history.limits).read()
+    assert result.skipped == {"job_id": 1}
+
+
+def test_whatif_passes_its_limits_to_the_reader(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("\n".join([HEADER, line("101"), line("12_1500"), line("103")]) + "\n")
+    out = tmp_path / "w.json"
+    argv: list[str | Path] = ["whatif", "--sacct", sacct, "--cluster", "2x8", "--output-json", out]
+    assert gpuadvisor(capsys, *argv).code == 0
+    assert json.loads(out.read_text())["rebuild"]["skipped"] == {}
+    result = gpuadvisor(capsys, *argv, "--max-array-task-index", "1000", "--max-hosts", "4")
+    assert result.code == 0, result.err
+    assert json.loads(out.read_text())["rebuild"]["skipped"] == {"unreadable job_id": 1}
+    assert "above the largest task index (1000" in result.err

@@ -21,8 +21,8 @@ from aiohttp.typedefs import Middleware
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.agent import AgentSettings, create_app
+from gpuadvisor.services.basicauth import BasicAuth
 from gpuadvisor.services.webconfig import (
-    BasicAuth,
     ConcurrencyLimit,
     load_web_config,
     web_security,
@@ -225,23 +225,28 @@ async def test_malformed_authorization_headers_are_refused(
     assert not await BasicAuth(users).check(header)
 
 
-async def test_a_successful_check_is_cached_so_bcrypt_runs_once_per_credential(
+async def test_every_result_is_cached_so_bcrypt_runs_once_per_credential(
     users: dict[str, bytes], serve: list[TestServer]
 ) -> None:
-    auth = BasicAuth(users)
+    auth = BasicAuth(users, rest_ratio=0, refusal_hold_s=0)
     server = await start(serve, agent_app((auth.middleware,)), None)
     good = basic("prometheus", PASSWORD)
     for _ in range(5):
         assert (await get(server, auth=good))[0] == 200
     assert auth.bcrypt_checks == 1
-    for _ in range(2):  # failures are not cached: each pays bcrypt
+    for _ in range(3):  # a wrong password is remembered too: repeating it costs no bcrypt
         assert (await get(server, auth=basic("prometheus", "nope")))[0] == 401
+    assert auth.bcrypt_checks == 2
+    for _ in range(2):  # nor does an unknown user (checked once against the dummy hash)
+        assert (await get(server, auth=basic("nobody", PASSWORD)))[0] == 401
+    assert auth.bcrypt_checks == 3
+    assert (await get(server, auth=good))[0] == 200
     assert auth.bcrypt_checks == 3
 
 
 async def test_bcrypt_runs_off_the_event_loop(users: dict[str, bytes]) -> None:
     slow = {"prometheus": bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=12))}
-    auth = BasicAuth(slow)
+    auth = BasicAuth(slow, rest_ratio=0)
     header = basic("prometheus", PASSWORD)
     ticks = 0
 

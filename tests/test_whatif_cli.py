@@ -84,8 +84,29 @@ def test_every_sample_gives_the_same_rebuild_and_figures(
         assert entry["money_recovered"] == pytest.approx(entry["gpu_hours_recovered"] * 2.5)
     assert document["meta"]["window_start"] == "2025-12-01T12:00:00Z"
     assert "fidelity: observed allocation" in result.out
+    # every policy keeps the same share of these GPUs: waits and slowdown lead, and say why
+    headline = document["headline"]
+    assert headline["kind"] == "waits"
+    assert headline["allocation_spread_pp"] == 0
+    assert headline["reason"] == (
+        "the cluster was not backlogged: every policy kept 33.9 % of the GPUs allocated, so "
+        "the difference is in how long jobs waited"
+    )
+    figures = {entry["policy"]: entry for entry in headline["policies"]}
+    assert list(figures) == policies
+    for entry in document["counterfactual"]["policies"]:
+        lead = figures[entry["policy"]]
+        assert lead["wait_mean_s"] == entry["wait_mean_s"]
+        assert lead["wait_p95_s"] == entry["wait_p95_s"]
+        assert lead["allocation_ratio"] == entry["allocation_ratio"]
+        assert lead["wait_max_s"] >= lead["wait_p95_s"]
+        assert lead["bounded_slowdown_mean"] >= 1
+    printed = " ".join(result.out.split())  # the console wraps long lines
+    assert f"waits lead: {headline['reason']}" in printed
+    assert "fifo: mean wait 16m20s, p95 28m06s, max 28m20s, bounded slowdown" in printed
     page = paths["--report"].read_text()
     assert page.startswith("<!DOCTYPE html>")
+    assert page.index("Waits and slowdown lead") < page.index("Fidelity")
     assert page.index("Fidelity") < page.index("Counterfactual") < page.index("Waste split")
 
 
@@ -296,6 +317,17 @@ def test_a_record_made_by_the_as_run_policy_is_reproduced_end_to_end(
         assert fifo["allocation_gain_vs_observed_pp"] == 0
         assert fifo["starvation"]["jobs_waiting_longer"] == 0
     assert advisor["wait_mean_s"] < fifo["wait_mean_s"]
+    # backlogged at load 1.2: the orders use different shares of the cluster, allocation leads
+    headline = document["headline"]
+    allocations = [entry["allocation_ratio"] for entry in headline["policies"]]
+    assert headline["kind"] == "allocation", headline
+    assert headline["allocation_spread_pp"] == pytest.approx(
+        (max(allocations) - min(allocations)) * 100, abs=1e-3
+    )
+    assert [entry["policy"] for entry in headline["policies"]] == (
+        ["fifo", "advisor"] if order == "fifo" else ["easy", "fifo", "advisor"]
+    )
+    assert "waits lead" not in result.out
 
 
 @pytest.mark.parametrize(

@@ -426,3 +426,58 @@ def test_the_http_config_reaches_a_secured_server_and_url_credentials_are_refuse
         capsys, "http://alice:s3cret@127.0.0.1:9/", tmp_path, "--since", str(BASE)
     )
     assert code == 2 and "basic_auth" in err and "s3cret" not in err, err
+
+
+QUEUE_TARGET = (("instance", "head:9700"), ("job", "gpuadvisor-queue"))
+SHORT_UNTIL = BASE + 3600
+VANISHING = (
+    # ended 185 s before --until: twelve successful scrapes of its exporter lacked it
+    TrueJob("10", "u10", "gpu", 2, 1, BASE + 100, BASE + 100, SHORT_UNTIL - 185, "COMPLETED", 3400),
+    # listed up to --until, 100 s past its 1500 s limit (OverTimeLimit lets it run on)
+    TrueJob("11", "u11", "gpu", 1, 1, BASE + 2000, BASE + 2000, BASE + 5000, "COMPLETED", 1500),
+    # well within its limit at --until: still running, censored there
+    TrueJob("12", "u12", "gpu", 1, 1, BASE + 3000, BASE + 3000, BASE + 6000, "COMPLETED", 7200),
+)
+
+
+@pytest.fixture(scope="module")
+def vanishing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    history = scrapes(VANISHING, (TrueNode("n1", 8),), BASE, SHORT_UNTIL, queue_target=QUEUE_TARGET)
+    with loaded_prometheus(history, tmp_path_factory.mktemp("vanishing")) as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("over_time_limit", "end_11", "states"),
+    [
+        (None, BASE + 3500.0, {"ENDED": 2, "RUNNING": 1}),  # start + limit
+        ("2 min", SHORT_UNTIL, {"ENDED": 1, "RUNNING": 2}),  # start + limit + 120 s > --until
+    ],
+)
+def test_a_job_its_exporter_no_longer_lists_ends_and_none_runs_past_its_limit(
+    vanishing: PrometheusServer,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    over_time_limit: str | None,
+    end_11: float,
+    states: dict[str, int],
+) -> None:
+    more: tuple[str, ...] = ()
+    if over_time_limit is not None:
+        config = tmp_path / "scontrol-show-config.txt"
+        line = "OverTimeLimit           = {}"
+        text = BUILTIN_CONFIG.read_text().replace(
+            line.format("0 min"), line.format(over_time_limit)
+        )
+        assert line.format(over_time_limit) in text
+        config.write_text(text)
+        more = ("--slurm-config", str(config))
+    argv = ("--since", str(BASE), "--until", str(SHORT_UNTIL), *more)
+    code, err, out = run_whatif(capsys, vanishing.url, tmp_path, *argv)
+    assert code == 0, err
+    assert rebuilt_trace(out / "trace.csv") == {
+        "10": (BASE + 100, BASE + 100, scrape_before(SHORT_UNTIL - 185, BASE, STEP_S), 2),
+        "11": (BASE + 2000, BASE + 2000, end_11, 1),
+        "12": (BASE + 3000, BASE + 3000, SHORT_UNTIL, 1),
+    }
+    assert json.loads((out / "whatif.json").read_text())["rebuild"]["states"] == states

@@ -6,16 +6,21 @@ console error and an external image shows that the checks catch both."""
 from __future__ import annotations
 
 import json
+import random
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+from gpuadvisor.model import Cluster
 from gpuadvisor.model.duration import format_duration
+from gpuadvisor.simulation.engine import SimulationConfig, simulate
+from gpuadvisor.simulation.generator import generate_workload
 from tests.harness.process import require_binary
 from tests.test_cli import gpuadvisor
+from tests.test_whatif_cli import T0, sacct_text_of
 
 DATA = Path(__file__).parent / "data" / "slurm"
 HANG_GUARD_S = 120  # a browser that never exits fails the test; not a speed bound
@@ -156,6 +161,18 @@ def test_the_report_renders_cleanly_and_its_figures_equal_the_json(
                 "starvation/jobs_waiting_longer",
             )
         ),
+        # every policy kept the same allocation: the waits and slowdown that lead the page
+        *(
+            f"/headline/policies/{i}/{key}"
+            for i in range(len(document["headline"]["policies"]))
+            for key in (
+                "wait_mean_s",
+                "wait_p95_s",
+                "wait_max_s",
+                "bounded_slowdown_mean",
+                "allocation_ratio",
+            )
+        ),
         "/counterfactual/waits_by/user/observed/alice/wait_mean_s",
         "/counterfactual/waits_by/partition/advisor/gpu/wait_p95_s",
         "/counterfactual/waits_by/size/easy/4/wait_mean_s",
@@ -208,3 +225,33 @@ def test_the_capacity_that_was_there_is_on_the_page_as_in_the_json(
     ]
     assert [p for p in required if p not in page.cells] == []
     assert document["capacity"]["missing_gpu_hours"] == pytest.approx(8 * 4 / 3600)
+
+
+def test_a_backlogged_record_keeps_the_allocation_headline_on_the_page(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A record made by strict FIFO at an offered load of 1.2: the orders use different shares
+    of the cluster, so the page opens with fidelity as it always did, with no waits section."""
+    jobs = generate_workload(random.Random(7), jobs=120, cluster_gpus=16, load=1.2)
+    whole = [
+        replace(j, submit_time_s=round(j.submit_time_s), runtime_s=round(j.runtime_s or 1))
+        for j in jobs
+    ]
+    truth = simulate(whole, Cluster.uniform(2, 8), SimulationConfig(order="fifo"))
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text(sacct_text_of(truth, T0))
+    report, output = tmp_path / "report.html", tmp_path / "whatif.json"
+    argv: list[str | Path] = ["whatif", "--sacct", sacct, "--cluster", "2x8", "--as-run", "fifo"]
+    argv += ["--report", report, "--output-json", output]
+    result = gpuadvisor(capsys, *argv)
+    assert result.code == 0, result.err
+    document = json.loads(output.read_text())
+    assert document["headline"]["kind"] == "allocation"
+    page = open_in_browser(report, tmp_path)
+    assert page.console == []
+    assert len(page.image_widths) == 4 and all(w > 0 for w in page.image_widths)
+    assert not any(pointer.startswith("/headline/") for pointer in page.cells)
+    assert "/counterfactual/policies/0/allocation_gain_pp" in page.cells
+    html = report.read_text()
+    assert "Waits lead" not in html
+    assert html.index("<h2>") == html.index("<h2>Fidelity")

@@ -24,6 +24,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Job
@@ -201,3 +202,20 @@ RAISE_RULES: dict[str, RaiseRule] = {
     "double": raise_by_doubling,
     "tsafrir": raise_tsafrir,
 }
+
+
+class Predictor(Protocol):
+    """What a replay or an advisor cycle plans with: ``RuntimePredictor`` (the mean of the last
+    similar runs) or ``LearnedPredictor`` (``analysis.learned_prediction``)."""
+
+    def record(self, job: Job, runtime_s: float) -> None:
+        """Learn ``job``'s runtime (call when it completes)."""
+
+    def predict(self, job: Job) -> Prediction:
+        """The prediction for a waiting or running job, never above its limit."""
+
+    def estimate(self, job: Job) -> float | None:
+        """The predicted runtime alone."""
+
+    def class_of(self, job: Job) -> tuple[object, ...]:
+        """Jobs with one class always get the same prediction (for the pending buckets)."""

@@ -1,5 +1,5 @@
 """Command line: ``gpuadvisor agent | queue | advisor | apply | simulate | whatif | demo |
-check-config``."""
+check-config | render``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from gpuadvisor import __version__
 from gpuadvisor.cli.flags import add_flags, given
-from gpuadvisor.cli.logs import configure
+from gpuadvisor.cli.logs import configure, fatal_line
 from gpuadvisor.config.log import LOG_CHOICES, LOG_SETTINGS, LogSettings
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.sinks.report.terminal import terminal_text
@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "check-config": "gpuadvisor.cli.check_config",
     "advisor": "gpuadvisor.cli.advisor",
     "apply": "gpuadvisor.cli.apply",
+    "render": "gpuadvisor.cli.render",
 }
 """Each command and the module that defines it (``add_parser(subparsers)``). Only the module of
 the command being run is imported, so ``gpuadvisor agent`` runs on a GPU node with the agent's
@@ -55,16 +56,20 @@ MAX_ERROR_CHARS = 4000
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(words).parse_args(words)
-    configure(LogSettings(**given(args, LOG_SETTINGS)))  # type: ignore[arg-type]
+    log_flags = given(args, LOG_SETTINGS)
+    configure(LogSettings(**log_flags))  # type: ignore[arg-type]
+    chosen = log_flags.get("log_format")
+    log_format = chosen if isinstance(chosen, str) else None
     try:
         code: int = args.run(args)
     except GpuAdvisorError as exc:
         message = terminal_text(str(exc), max_chars=MAX_ERROR_CHARS, lines=True)
-        print(f"gpuadvisor {args.command}: error: {message}", file=sys.stderr)
+        print(fatal_line(args.command, message, log_format), file=sys.stderr)
         return 2
     except OSError as exc:  # a write that failed mid-run (disk full, permissions)
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"gpuadvisor {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        message = terminal_text(f"{where}{exc.strerror or exc}", max_chars=MAX_ERROR_CHARS)
+        print(fatal_line(args.command, message, log_format), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

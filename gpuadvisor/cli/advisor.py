@@ -56,6 +56,13 @@ def add_parser(sub: Any) -> None:
         f"(overrides the file; default {advisor_default('listen_address')})",
     )
     p.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        help="exporter-toolkit web config: TLS, client certificates, basic auth (overrides "
+        "the file's web.config_file; an empty value: none)",
+    )
+    p.add_argument(
         "--history.sacct-file",
         dest="history_sacct_file",
         metavar="FILE",
@@ -88,6 +95,7 @@ def overrides(args: argparse.Namespace) -> AdvisorOverrides:
         interval_s=interval_s,
         listen_address=args.listen_address,
         history_sacct_file=args.history_sacct_file,
+        web_config_file=args.web_config_file,
     )
 
 

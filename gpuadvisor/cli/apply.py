@@ -13,8 +13,11 @@ import os
 import shutil
 import sys
 import time
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
 
+from gpuadvisor.cli.outputs import is_stdout
 from gpuadvisor.config.http import load_http_config
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.recommendation import Kind
@@ -24,8 +27,6 @@ from gpuadvisor.sources.advice import fetch_recommendations, read_recommendation
 from gpuadvisor.transport.settings import DEFAULT_TIMEOUT_S, HttpSettings
 from gpuadvisor.transport.url import redact_url
 
-DEFAULT_LOG = "gpuadvisor-apply.log"
-
 
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
@@ -34,7 +35,8 @@ def add_parser(sub: Any) -> None:
         description="Show the scheduler commands (scontrol top …) of the advisor's current "
         "recommendations; with --yes, run them. Only scontrol top runs (and scontrol update "
         "JobId=… with --allow-update), never through a shell, never past a recommendation's "
-        "valid_until. Every command planned, run, skipped or refused is logged as one JSON line.",
+        "valid_until. Every command planned, run, skipped or refused is logged as one JSON line: "
+        "on stderr, or appended to --audit-log PATH (- for stdout).",
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--advisor", metavar="URL", help="advisor base URL (reads its API)")
@@ -55,7 +57,13 @@ def add_parser(sub: Any) -> None:
         help="also run scontrol update JobId=<its job> ReqNodeList=… (hold-node, place-on)",
     )
     p.add_argument(
-        "--log", default=DEFAULT_LOG, metavar="PATH", help=f"JSON-lines log (default {DEFAULT_LOG})"
+        "--audit-log",
+        "--log",  # the flag's first name, kept working
+        dest="audit_log",
+        default=None,
+        metavar="PATH",
+        help="append the JSON-lines audit log to PATH (- for stdout, the report then on stderr; "
+        "default: stderr, no file)",
     )
     p.add_argument(
         "--scontrol", default="scontrol", metavar="PATH", help="scontrol binary (default: PATH)"
@@ -102,22 +110,40 @@ def run(args: argparse.Namespace) -> int:
     scontrol = resolve_binary(args.scontrol) if args.yes else args.scontrol
     now_s = time.time()
     decided = plan(advices, policy, now_s)
-    with open(args.log, "a", encoding="utf-8") as stream:
+    report = sys.stderr if is_stdout(args.audit_log) else sys.stdout
+    with audit_stream(args.audit_log) as stream:
         log = ApplyLog(stream)
         mode = "running" if args.yes else "dry run: nothing runs without --yes"
-        print(f"gpuadvisor apply ({mode}): {counted(len(advices), 'recommendation')} from {origin}")
+        print(
+            f"gpuadvisor apply ({mode}): {counted(len(advices), 'recommendation')} from {origin}",
+            file=report,
+        )
         counts = carry_out(
             decided,
             log,
-            sys.stdout,
+            report,
             yes=args.yes,
             scontrol=scontrol,
             timeout_s=args.timeout,
             now_s=now_s,
         )
-    print(summary(decided, counts, args))
+    print(summary(decided, counts, args), file=report)
     refused = any(step.verdict is Verdict.REFUSED for step in decided.steps)
     return 1 if args.yes and (counts.failed or refused) else 0
+
+
+@contextmanager
+def audit_stream(path: str | None) -> Iterator[IO[str]]:
+    """Where the audit log goes: appended to the file ``path``, standard output for ``-``,
+    standard error (the journal, under systemd) when no path is given: a dry run in some
+    folder leaves no file behind."""
+    if path is None or is_stdout(path):
+        stream = sys.stderr if path is None else sys.stdout
+        yield stream
+        stream.flush()
+        return
+    with open(path, "a", encoding="utf-8") as appended:
+        yield appended
 
 
 def parse_kinds(text: str) -> frozenset[str]:
@@ -159,7 +185,8 @@ def summary(decided: Plan, counts: Counts, args: argparse.Namespace) -> str:
     text = "\n" + ", ".join(parts)
     if decided.not_selected:
         text += f"; {decided.not_selected} of other kinds not selected (--kinds {args.kinds})"
-    return f"{text}. Log: {args.log}"
+    where = {None: "stderr", "-": "stdout"}.get(args.audit_log, args.audit_log)
+    return f"{text}. Audit log: {where}"
 
 
 def counted(number: int, noun: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gpuadvisor.config.advisor import AdvisorConfig, load_advisor_config
@@ -25,13 +26,47 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--agent", metavar="FILE", help="agent config (gpuadvisor agent --config)")
     p.add_argument("--advisor", metavar="FILE", help="advisor config (gpuadvisor advisor --config)")
     p.add_argument("--web", metavar="FILE", help="web config (--web.config.file)")
+    p.add_argument(
+        "--syntax-only",
+        action="store_true",
+        help="check the files' keys and values without the host's secrets: a *_env variable "
+        "need not be set, and the TLS files and web config a file names are not read (they "
+        "exist where the service runs); for the shipped examples in CI",
+    )
     p.set_defaults(run=run)
 
 
-def _check_advisor(path: str) -> AdvisorConfig:
+PLACEHOLDER = "https://syntax-only.invalid/placeholder"
+"""The value of an unset variable: a URL (``url_env``, ``webhook_url_env``) and a secret alike;
+``.invalid`` never resolves (RFC 2606)."""
+
+
+class AnyVariable(Mapping[str, str]):
+    """An environment in which every variable is set: the real value where there is one, a
+    placeholder elsewhere, so that ``*_env`` secrets check without being set."""
+
+    def __init__(self, real: Mapping[str, str]) -> None:
+        self._real = real
+
+    def __getitem__(self, name: str) -> str:
+        return self._real.get(name) or PLACEHOLDER
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._real)
+
+    def __len__(self) -> int:
+        return len(self._real)
+
+
+def _check_advisor(path: str, *, syntax_only: bool = False) -> AdvisorConfig:
     """The advisor's file as the advisor reads it, and every client TLS file it names loaded
-    (the advisor loads them when it starts its clients)."""
-    config = load_advisor_config(path, env=os.environ)
+    (the advisor loads them when it starts its clients); with ``syntax_only``, neither the
+    ``*_env`` variables nor the TLS files."""
+    env: Mapping[str, str] = AnyVariable(os.environ) if syntax_only else os.environ
+    config = load_advisor_config(path, env=env)
     targets = [
         ("prometheus", config.prometheus.http),
         *((f"sinks.alertmanager[{i}]", t.http) for i, t in enumerate(config.alertmanagers)),
@@ -39,14 +74,15 @@ def _check_advisor(path: str) -> AdvisorConfig:
         *((f"sinks.webhook[{i}]", t.http) for i, t in enumerate(config.webhooks)),
     ]
     for name, http in targets:
-        if http.tls is not None:
+        if http.tls is not None and not syntax_only:
             try:
                 ssl_context(http.tls)
             except ConfigError as exc:
                 raise ConfigError(f"{name}.{exc.column}: {exc.reason}", path=path) from None
     sinks = len(config.alertmanagers) + len(config.slack) + len(config.webhooks)
+    how = "syntax only, secrets not read: " if syntax_only else ""
     print(
-        f"{path}: OK (Prometheus {redact_url(config.prometheus.url)}, profile "
+        f"{path}: OK ({how}Prometheus {redact_url(config.prometheus.url)}, profile "
         f"{config.profile.name}, {sinks} sink(s), listen {config.listen_address})"
     )
     return config
@@ -56,9 +92,10 @@ def run(args: argparse.Namespace) -> int:
     if args.agent is None and args.web is None and args.advisor is None:
         raise ConfigError("nothing to check: give --agent FILE, --advisor FILE and/or --web FILE")
     web_files = [args.web] if args.web else []
+    named = not args.syntax_only  # the web configs the files name, read on their hosts
     if args.advisor is not None:
-        advisor = _check_advisor(args.advisor)
-        if advisor.web_config_file and advisor.web_config_file not in web_files:
+        advisor = _check_advisor(args.advisor, syntax_only=args.syntax_only)
+        if named and advisor.web_config_file and advisor.web_config_file not in web_files:
             web_files.append(advisor.web_config_file)
     if args.agent is not None:
         config = load_agent_config(args.agent, env=os.environ, choices=AGENT_CHOICES)
@@ -68,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             shape = f"backend {config.backend}"
         print(f"{args.agent}: OK ({shape}, listen {config.listen_address})")
-        if config.web_config_file and config.web_config_file not in web_files:
+        if named and config.web_config_file and config.web_config_file not in web_files:
             web_files.append(config.web_config_file)
     for path in web_files:
         web = load_web_config(path)

@@ -26,15 +26,18 @@ from gpuadvisor.model import MILLI_PER_GPU, Cluster, Recommendation
 from gpuadvisor.model.duration import format_duration
 from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
+from gpuadvisor.simulation.headline import Headline, metrics_headline
 from gpuadvisor.simulation.results import SimulationResult
 from gpuadvisor.simulation.workload import offered_load
-from gpuadvisor.sinks.report.plots import require_plotting, write_plots
+from gpuadvisor.sinks.report.plots import plotting_missing, write_plots
 from gpuadvisor.sinks.report.tables import (
+    Rows,
+    headline_tables,
     progress_bar,
     render_size_table,
-    render_table,
     results_json,
 )
+from gpuadvisor.sinks.report.terminal import terminal_text
 from gpuadvisor.sources.traces import (
     default_workload_path,
     read_trace,
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     settings = demo_settings(args)
     console = make_console()
     started = time.monotonic()
-    require_plotting()
+    no_plots = plotting_missing()  # the plots are an extra: the comparison and advice need none
     out = prepare_folder(Path(settings.output), "--output")
     cluster = Cluster.parse_shape(DEMO_CLUSTER)
     jobs = read_trace(default_workload_path())
@@ -105,10 +108,11 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar(console) as tick:
         runs = compare(jobs, cluster, configs, progress=lambda label, d, t: tick(d, t))
     rows = [(r.label, r.metrics) for r in runs]
-    console.print(render_table(rows, baseline="fifo"))
+    lead = metrics_headline(rows)
+    print_tables(console, rows, lead)
     console.print(render_size_table(rows))
     by_label = {r.label: r for r in runs}
-    summarise(console, by_label["fifo"], by_label["advisor"])
+    summarise(console, by_label["fifo"], by_label["advisor"], lead)
     instant, advice = example_advice(by_label["fifo"].result, replace(order_settings, explain=True))
     if advice:
         console.print(
@@ -116,36 +120,46 @@ def run(args: argparse.Namespace) -> int:
             "(what the live advisor would have said):"
         )
         for rec in advice[:6]:
-            console.print(escape(f"  [{rec.severity}] {rec.kind}: {rec.action}"))
-            console.print(escape(f"      run: {rec.command}"))
+            console.print(
+                f"  [{rec.severity}] {rec.kind}: {terminal_text(rec.action)}", markup=False
+            )
+            console.print(f"      run: {terminal_text(rec.command)}", markup=False)
     (out / "results.json").write_text(
-        results_json(rows, meta={"workload": "bundled default", "cluster": DEMO_CLUSTER})
+        results_json(
+            rows,
+            meta={"workload": "bundled default", "cluster": DEMO_CLUSTER},
+            headline=lead.document(),
+        )
     )
-    limits_rows = users_limits(console, order_settings)
+    limits_rows, limits_lead = users_limits(console, order_settings)
     (out / "users_limits_results.json").write_text(
         results_json(
-            limits_rows, meta={"workload": "bundled users' limits", "cluster": DEMO_CLUSTER}
+            limits_rows,
+            meta={"workload": "bundled users' limits", "cluster": DEMO_CLUSTER},
+            headline=limits_lead.document(),
         )
     )
     (out / "advice.json").write_text(
         json.dumps([_advice_json(r) for r in advice], indent=2, sort_keys=True) + "\n"
     )
-    plots = write_plots([r.result for r in runs], out)
-    console.print(
-        f"\nWrote {out / 'results.json'}, {out / 'users_limits_results.json'}, "
-        f"{out / 'advice.json'} and {len(plots)} plots:"
-    )
-    for path in plots:
-        console.print(f"  {path}")
+    written = f"\nWrote {out / 'results.json'}, {out / 'users_limits_results.json'}"
+    if no_plots is not None:
+        console.print(f"{written} and {out / 'advice.json'}.", markup=False)
+        console.print(f"No plots: {no_plots}.", markup=False)
+    else:
+        plots = write_plots([r.result for r in runs], out)
+        console.print(f"{written}, {out / 'advice.json'} and {len(plots)} plots:", markup=False)
+        for path in plots:
+            console.print(f"  {path}", markup=False)
     console.print(f"Done in {time.monotonic() - started:.1f} s.")
     return 0
 
 
 def users_limits(
     console: Console, order_settings: OrderSettings
-) -> list[tuple[str, dict[str, object]]]:
+) -> tuple[list[tuple[str, dict[str, object]]], Headline]:
     """The bundled users'-limits workload under FIFO, EASY (limits) and the advisor
-    (predictions); prints the table and the comparison, returns the rows."""
+    (predictions); prints the tables and the comparison, returns the rows and their headline."""
     cluster = Cluster.parse_shape(DEMO_CLUSTER)
     jobs = read_trace(users_limits_workload_path())
     console.print(
@@ -156,41 +170,78 @@ def users_limits(
     configs = [parse_policy(spec, base) for spec in USERS_LIMITS_POLICIES]
     runs = compare(jobs, cluster, configs)
     rows = [(r.label, r.metrics) for r in runs]
-    console.print(render_table(rows, baseline="fifo"))
+    lead = metrics_headline(rows)
+    print_tables(console, rows, lead)
     by_label = {r.label: r for r in runs}
     easy, advisor = by_label["easy"], by_label["advisor@predicted"]
-
-    gain = 100 * (_figure(advisor, "allocation_ratio") - _figure(easy, "allocation_ratio"))
+    title = "[bold]Advisor with predictions vs EASY with the users' limits[/]: "
+    seeds = " One trace: across seeds the gain varies (docs/benchmarks.md)."
+    if lead.waits:
+        console.print(
+            f"{title}{escape(lead.reason)}: {_waits(easy, advisor)}; "
+            f"{_allocation(easy, advisor)}.{seeds}"
+        )
+        return rows, lead
     console.print(
-        "[bold]Advisor with predictions vs EASY with the users' limits[/]: allocation "
-        f"{100 * _figure(easy, 'allocation_ratio'):.1f}% -> "
-        f"{100 * _figure(advisor, 'allocation_ratio'):.1f}% ({gain:+.1f} pp); mean wait "
+        f"{title}{_allocation(easy, advisor)}; mean wait "
         f"{format_duration(_figure(easy, 'wait_mean_s'))} -> "
         f"{format_duration(_figure(advisor, 'wait_mean_s'))}; max wait "
         f"{format_duration(_figure(easy, 'wait_max_s'))} -> "
         f"{format_duration(_figure(advisor, 'wait_max_s'))}; mean bounded slowdown "
         f"{_figure(easy, 'bounded_slowdown_mean'):.0f} -> "
-        f"{_figure(advisor, 'bounded_slowdown_mean'):.0f}. One trace: across seeds the gain "
-        "varies (docs/benchmarks.md)."
+        f"{_figure(advisor, 'bounded_slowdown_mean'):.0f}.{seeds}"
     )
-    return rows
+    return rows, lead
 
 
-def summarise(console: Console, fifo: PolicyRun, advisor: PolicyRun) -> None:
-    before, after = (100 * _figure(run, "allocation_ratio") for run in (fifo, advisor))
-    console.print(
-        f"\n[bold]Advisor vs strict FIFO[/]: allocation {before:.1f}% -> {after:.1f}% "
-        f"([bold green]{after - before:+.1f} pp[/]) with "
-        "the same hardware; mean wait "
-        f"{format_duration(_figure(fifo, 'wait_mean_s'))} -> "
-        f"{format_duration(_figure(advisor, 'wait_mean_s'))}; max wait "
-        f"{format_duration(_figure(fifo, 'wait_max_s'))} -> "
-        f"{format_duration(_figure(advisor, 'wait_max_s'))}."
-    )
+def print_tables(console: Console, rows: Rows, lead: Headline) -> None:
+    """The waits table first where waits lead, then the allocation table against FIFO."""
+    reason = lead.reason if lead.waits else None
+    for table in headline_tables(rows, baseline="fifo", waits_reason=reason):
+        console.print(table)
+
+
+def summarise(console: Console, fifo: PolicyRun, advisor: PolicyRun, lead: Headline) -> None:
+    if lead.waits:
+        console.print(
+            f"\n[bold]Advisor vs strict FIFO[/]: {escape(lead.reason)}: {_waits(fifo, advisor)}; "
+            f"{_allocation(fifo, advisor)}."
+        )
+    else:
+        before, after = (100 * _figure(run, "allocation_ratio") for run in (fifo, advisor))
+        console.print(
+            f"\n[bold]Advisor vs strict FIFO[/]: allocation {before:.1f}% -> {after:.1f}% "
+            f"([bold green]{after - before:+.1f} pp[/]) with "
+            "the same hardware; mean wait "
+            f"{format_duration(_figure(fifo, 'wait_mean_s'))} -> "
+            f"{format_duration(_figure(advisor, 'wait_mean_s'))}; max wait "
+            f"{format_duration(_figure(fifo, 'wait_max_s'))} -> "
+            f"{format_duration(_figure(advisor, 'wait_max_s'))}."
+        )
     console.print(
         "Starvation check (a job's wait under the advisor minus its wait under FIFO): "
         f"worst {format_duration(_figure(advisor, 'delta_wait_vs_fifo_max_s'))} longer, "
         f"p99 {format_duration(_figure(advisor, 'delta_wait_vs_fifo_p99_s'))}."
+    )
+
+
+def _allocation(before: PolicyRun, after: PolicyRun) -> str:
+    """ "allocation 85.6% -> 87.4% (+1.8 pp)"."""
+    low, high = (100 * _figure(run, "allocation_ratio") for run in (before, after))
+    return f"allocation {low:.1f}% -> {high:.1f}% ({high - low:+.1f} pp)"
+
+
+def _waits(before: PolicyRun, after: PolicyRun) -> str:
+    """The figures a waits headline leads with, before -> after."""
+    return (
+        f"mean wait {format_duration(_figure(before, 'wait_mean_s'))} -> "
+        f"{format_duration(_figure(after, 'wait_mean_s'))}; p95 wait "
+        f"{format_duration(_figure(before, 'wait_p95_s'))} -> "
+        f"{format_duration(_figure(after, 'wait_p95_s'))}; max wait "
+        f"{format_duration(_figure(before, 'wait_max_s'))} -> "
+        f"{format_duration(_figure(after, 'wait_max_s'))}; mean bounded slowdown "
+        f"{_figure(before, 'bounded_slowdown_mean'):.1f} -> "
+        f"{_figure(after, 'bounded_slowdown_mean'):.1f}"
     )
 
 

@@ -81,3 +81,14 @@ def configure(settings: LogSettings, stream: TextIO | None = None) -> None:
     root.addHandler(handler)
     root.setLevel(_LEVELS[settings.log_level])
     logging.getLogger("aiohttp.access").setLevel(max(logging.WARNING, root.level))
+
+
+def fatal_line(command: str, message: str, log_format: str | None) -> str:
+    """The one line a fatal error prints on stderr: ``gpuadvisor COMMAND: error: MESSAGE``, as
+    a person reads it; with ``--log.format`` given, a log record in that format (level error,
+    logger ``gpuadvisor.cli``), so that a log shipper parsing JSON lines reads the error too."""
+    text = f"gpuadvisor {command}: error: {message}"
+    if log_format is None:
+        return text
+    record = logging.LogRecord("gpuadvisor.cli", logging.ERROR, __file__, 0, text, None, None)
+    return FORMATTERS[log_format]().format(record)

@@ -124,7 +124,8 @@ def _once(
 ) -> int:
     poller = Poller(source, settings, nodes=nodes, scheduler=scheduler)
     status = asyncio.run(poller.read_once())
-    sys.stdout.write(generate_latest(queue_registry(lambda: status, settings.version)).decode())
+    registry = queue_registry(lambda: status, settings.version, job_names=settings.job_names)
+    sys.stdout.write(generate_latest(registry).decode())
     return 0 if status.up else 2  # the poller has logged the error
 
 

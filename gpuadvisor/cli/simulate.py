@@ -16,7 +16,14 @@ from gpuadvisor.analysis.scheduling.orders import OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, argparse_type, given
-from gpuadvisor.cli.outputs import prepare_file, prepare_folder, write_atomically
+from gpuadvisor.cli.outputs import (
+    open_output,
+    output_name,
+    prepare_folder,
+    prepare_output,
+    stdout_flag,
+    write_output,
+)
 from gpuadvisor.cli.simulate_trace import TraceInput, read_trace_input
 from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.config.simulate import (
@@ -33,16 +40,17 @@ from gpuadvisor.simulation.compare import BASELINE, PolicyRun, compare, parse_po
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.simulation.habits import generate_habitual_workload
+from gpuadvisor.simulation.headline import metrics_headline
 from gpuadvisor.simulation.inflation import run_inflation
 from gpuadvisor.simulation.sharing import Sharing
 from gpuadvisor.simulation.workload import offered_load, scale_to_load
 from gpuadvisor.sinks.report.schedule import write_schedule
 from gpuadvisor.sinks.report.swf_schedule import is_swf, write_swf_schedule
 from gpuadvisor.sinks.report.tables import (
+    headline_tables,
     progress_bar,
     render_share_table,
     render_size_table,
-    render_table,
     results_json,
 )
 from gpuadvisor.sources.traces import read_nodes
@@ -140,11 +148,12 @@ def _path(text: str | None) -> Path | None:
 
 def run(args: argparse.Namespace) -> int:
     settings = simulate_settings(args)
-    console = make_console()
+    outputs = {"--output-json": settings.output_json, "--output-schedule": settings.output_schedule}
+    console = make_console(stderr=stdout_flag(outputs) is not None)  # "-": stdout is the output's
     output_json, plots = _path(settings.output_json), _path(settings.plots)
     output_schedule = _path(settings.output_schedule)
     if output_json is not None:
-        prepare_file(output_json, "--output-json")
+        prepare_output(output_json, "--output-json")
     if plots is not None:
         # matplotlib and numpy load only for --plots (imported here, not at the top: they
         # cost every run 0.5 s of CPU and 40 MB)
@@ -155,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     if output_schedule is not None:
         if settings.protocol != "replay":
             raise GpuAdvisorError("--output-schedule needs --protocol replay")
-        prepare_file(output_schedule, "--output-schedule")
+        prepare_output(output_schedule, "--output-schedule")
     elif settings.schedule_policy is not None:
         raise GpuAdvisorError("--schedule-policy needs --output-schedule")
     if settings.outages is not None:
@@ -203,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
         estimates=settings.estimates,
         estimate_noise=settings.estimate_noise,
         raise_rule=settings.raise_rule,
+        predictor=settings.predictor,
         settings=OrderSettings(starvation_s=settings.starvation_s),
         sharing=sharing,
     )
@@ -232,6 +242,8 @@ def run(args: argparse.Namespace) -> int:
     meta: dict[str, object] = {"jobs": len(jobs), "cluster_gpus": cluster.gpus}
     if read is not None and read.meta:
         meta["trace"] = read.meta
+    if any(config.estimates == "predicted" for config in configs):
+        meta["predictor"] = settings.predictor
     if settings.outages is not None:
         console.print(
             f"{len(availability.outages)} node outages ({settings.outages}), "
@@ -280,9 +292,12 @@ def report(
     meta: dict[str, object],
 ) -> None:
     rows = [(r.label, r.metrics) for r in runs]
+    lead = metrics_headline(rows)
     # strict FIFO always runs (for the starvation figures) but has a column only when listed
     shown = BASELINE if any(label == BASELINE for label, _ in rows) else None
-    console.print(render_table(rows, baseline=shown))
+    reason = lead.reason if lead.waits else None
+    for table in headline_tables(rows, baseline=shown, waits_reason=reason):
+        console.print(table)
     console.print(render_size_table(rows))
     share_table = render_share_table(rows)
     if share_table is not None:
@@ -290,8 +305,11 @@ def report(
     output_json, plots = _path(settings.output_json), _path(settings.plots)
     output_schedule = _path(settings.output_schedule)
     if output_json:
-        write_atomically(output_json, results_json(rows, meta={**meta, "seed": settings.seed}))
-        console.print(f"results: {output_json}")
+        document = results_json(
+            rows, meta={**meta, "seed": settings.seed}, headline=lead.document()
+        )
+        write_output(output_json, document)
+        console.print(f"results: {output_name(output_json)}")
     if plots:
         from gpuadvisor.sinks.report.plots import write_plots  # noqa: PLC0415
 
@@ -306,8 +324,9 @@ def report(
                 output_schedule, chosen[0], unix_start_time=None if start is None else str(start)
             )
         else:
-            written = write_schedule(output_schedule, chosen)
-        console.print(f"schedule: {output_schedule} ({written} rows)")
+            with open_output(output_schedule) as stream:
+                written = write_schedule(stream, chosen)
+        console.print(f"schedule: {output_name(output_schedule)} ({written} rows)")
 
 
 def mean_curve(curves: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -346,10 +365,10 @@ def run_inflation_protocol(
         )
     output_json = _path(settings.output_json)
     if output_json:
-        write_atomically(
+        write_output(
             output_json, results_json(rows, meta={"protocol": "inflation", "seed": settings.seed})
         )
-        console.print(f"results: {output_json}")
+        console.print(f"results: {output_name(output_json)}")
     return 0
 
 

@@ -21,7 +21,7 @@ from rich.console import Console
 
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, given
-from gpuadvisor.cli.outputs import prepare_file, write_atomically
+from gpuadvisor.cli.outputs import output_name, prepare_output, stdout_flag, write_output
 from gpuadvisor.cli.whatif_files import nodes_text, outages_text, trace_text
 from gpuadvisor.cli.whatif_prometheus import no_cluster_error, read_prometheus
 from gpuadvisor.config.setting import build, from_flags
@@ -42,15 +42,16 @@ from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.rebuild import Rebuilt, latest_instant, observed_result, rebuild
 from gpuadvisor.simulation.results import SimulationResult
-from gpuadvisor.simulation.whatif import UNKNOWABLE, counterfactual, fidelity
+from gpuadvisor.simulation.whatif import UNKNOWABLE, counterfactual, fidelity, whatif_headline
 from gpuadvisor.sinks.report.plots import plot_pngs, wait_distribution_png
 from gpuadvisor.sinks.report.tables import document_json, progress_bar
-from gpuadvisor.sinks.report.whatif_html import duration, percent, pp, render_report
+from gpuadvisor.sinks.report.terminal import terminal_text
+from gpuadvisor.sinks.report.whatif_html import duration, percent, plain, pp, render_report
 from gpuadvisor.sources.prometheus.podhistory import UNKNOWABLE as POD_UNKNOWABLE
 from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO
-from gpuadvisor.sources.slurm.config import parse_scheduler_config
+from gpuadvisor.sources.slurm.config import over_time_limit_s, parse_scheduler_config
 from gpuadvisor.sources.slurm.node_events import node_availability, parse_node_events
-from gpuadvisor.sources.slurm.sacct import SacctResult, read_sacct
+from gpuadvisor.sources.slurm.sacct import SacctLimits, SacctResult, read_sacct
 from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.alibaba import spot_nodes_unwritable
 
@@ -79,21 +80,23 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def read_record(name: str, *, strict: bool = False) -> SacctResult:
+def read_record(
+    name: str, *, strict: bool = False, limits: SacctLimits | None = None
+) -> SacctResult:
     """``sacct`` output from a file, or from standard input for ``-``, read as a stream; records
     that cannot be read are left out and counted (``strict``: the first is an ``InputError``),
     said in one line on standard error."""
     if name == STDIN:
-        result = read_sacct(sys.stdin.buffer, source="standard input", strict=strict)
+        result = read_sacct(sys.stdin.buffer, source="standard input", strict=strict, limits=limits)
     else:
         try:
             with open(name, "rb") as stream:
-                result = read_sacct(stream, source=name, strict=strict)
+                result = read_sacct(stream, source=name, strict=strict, limits=limits)
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
     for problem in (*result.warnings, result.skipped_words()):
         if problem:
-            print(f"warning: {problem}", file=sys.stderr)
+            print(f"warning: {terminal_text(problem, lines=True)}", file=sys.stderr)
     return result
 
 
@@ -120,13 +123,14 @@ def _iso(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def read_slurm_config(name: str) -> SchedulerConfig:
-    """``scontrol show config`` output saved in a file (``--slurm-config``)."""
+def read_slurm_config(name: str) -> tuple[SchedulerConfig, float]:
+    """``scontrol show config`` output saved in a file (``--slurm-config``): the scheduler,
+    and its ``OverTimeLimit`` in seconds."""
     try:
         data = Path(name).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from None
-    return parse_scheduler_config(data, source=name)
+    return parse_scheduler_config(data, source=name), over_time_limit_s(data, source=name)
 
 
 def configs_of(
@@ -147,7 +151,6 @@ def run(args: argparse.Namespace) -> int:
     settings = build(
         WhatifSettings, from_flags(WHATIF_SETTINGS, given(args, WHATIF_SETTINGS), WHATIF_CHOICES)
     )
-    console = make_console()
     outputs = {
         "--report": settings.report,
         "--output-json": settings.output_json,
@@ -155,9 +158,10 @@ def run(args: argparse.Namespace) -> int:
         "--output-nodes": settings.output_nodes,
         "--output-outages": settings.output_outages,
     }
+    console = make_console(stderr=stdout_flag(outputs) is not None)  # "-": stdout is the output's
     for flag, name in outputs.items():
         if name is not None:
-            prepare_file(Path(name), flag)
+            prepare_output(name, flag)
     now_s = time.time()
     since = resolve_instant(settings.since, now_s)
     until = resolve_instant(settings.until, now_s)
@@ -178,9 +182,9 @@ def run(args: argparse.Namespace) -> int:
         raise GpuAdvisorError("--until must be after --since")
     configs_of(settings)  # a bad --policies fails before anything is read
     cluster = load_cluster(settings)
-    scheduler, reported_by = None, ""
+    scheduler, reported_by, over_time_s = None, "", 0.0
     if settings.slurm_config is not None:
-        scheduler = read_slurm_config(settings.slurm_config)
+        scheduler, over_time_s = read_slurm_config(settings.slurm_config)
         reported_by = f"--slurm-config {settings.slurm_config}"
     details: dict[str, object] | None = None
     no_scheduler = "sacct does not record the scheduler (give --slurm-config or --as-run)"
@@ -195,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
             settings.prometheus_chunk,
             http_config=settings.prometheus_http_config,
             profile=settings.profile,
+            over_time_limit_s=over_time_s,
         )
         record, source, details = read.record, read.source, read.details
         if scheduler is None and read.scheduler is not None:
@@ -218,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         assert settings.sacct is not None  # argparse requires a source
         if cluster is None:
             raise GpuAdvisorError("--sacct needs the cluster: --cluster or --nodes")
-        record = read_record(settings.sacct, strict=settings.strict)
+        record = read_record(settings.sacct, strict=settings.strict, limits=settings.sacct_limits)
         source = "standard input" if settings.sacct == STDIN else settings.sacct
         if settings.node_events:
             read_end = until if until is not None else latest_instant(record.jobs)
@@ -232,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
         fallback=settings.fallback_order,
     )
     if chosen_as_run.warning:
-        console.print(f"warning: {chosen_as_run.warning}", markup=False)
+        console.print(f"warning: {terminal_text(chosen_as_run.warning)}", markup=False)
     as_run, policies = configs_of(settings, chosen_as_run.order)
     try:
         rebuilt = rebuild(record.jobs, since_s=since, until_s=until)
@@ -300,8 +305,8 @@ def run(args: argparse.Namespace) -> int:
     print_as_run(console, chosen_as_run)
     print_summary(console, document)
     for name, data in texts.items():
-        write_atomically(Path(name), data)
-        console.print(f"written: {name}")
+        write_output(name, data)
+        console.print(f"written: {output_name(name)}")
     return 0
 
 
@@ -317,6 +322,24 @@ def whatif_document(
     missing_gpu_s: float = 0.0,
 ) -> dict[str, object]:
     window = rebuilt.window
+    fidelity_document = fidelity(
+        rebuilt,
+        cluster,
+        as_run.result,
+        missing_gpu_s=missing_gpu_s,
+        unknowable=POD_UNKNOWABLE if settings.profile == "kubernetes" else UNKNOWABLE,
+    )
+    counterfactual_document = counterfactual(
+        rebuilt,
+        cluster,
+        as_run.result,
+        [(r.result, r.metrics) for r in chosen],
+        gpu_hour_price=settings.gpu_hour_price,
+        missing_gpu_s=missing_gpu_s,
+    )
+    replays = {r.label: r.metrics for r in chosen}
+    if as_run.label not in replays:  # the site's policy first, where it is not compared itself
+        replays = {as_run.label: as_run.metrics, **replays}
     return {
         "meta": {
             "source": source,
@@ -340,21 +363,9 @@ def whatif_document(
             "steps_skipped": record.steps_skipped,
             "states": rebuilt.states,
         },
-        "fidelity": fidelity(
-            rebuilt,
-            cluster,
-            as_run.result,
-            missing_gpu_s=missing_gpu_s,
-            unknowable=POD_UNKNOWABLE if settings.profile == "kubernetes" else UNKNOWABLE,
-        ),
-        "counterfactual": counterfactual(
-            rebuilt,
-            cluster,
-            as_run.result,
-            [(r.result, r.metrics) for r in chosen],
-            gpu_hour_price=settings.gpu_hour_price,
-            missing_gpu_s=missing_gpu_s,
-        ),
+        "fidelity": fidelity_document,
+        "counterfactual": counterfactual_document,
+        "headline": whatif_headline(fidelity_document, counterfactual_document, replays),
     }
 
 
@@ -420,29 +431,47 @@ def print_capacity(console: Console, document: dict[str, Any], cluster: Cluster)
 
 def print_as_run(console: Console, as_run: AsRun) -> None:
     line = f"the site's own policy replayed as {as_run.order} (from {as_run.origin})"
-    console.print(line, markup=False)
+    console.print(terminal_text(line), markup=False)
 
 
 def print_summary(console: Console, document: dict[str, Any]) -> None:
+    """The fidelity line and one line per policy; labels and reasons (which may quote a job
+    id) go through ``terminal_text`` and are printed without rich markup."""
     f = document["fidelity"]
+    as_run = terminal_text(f["as_run"])
     console.print(
         f"fidelity: observed allocation {percent(f['observed_allocation_ratio'])}, replayed "
-        f"under {f['as_run']} {percent(f['replayed_allocation_ratio'])} "
+        f"under {as_run} {percent(f['replayed_allocation_ratio'])} "
         f"({pp(f['allocation_delta_pp'])}); mean wait {duration(f['observed_wait_mean_s'])} "
         f"observed, {duration(f['replayed_wait_mean_s'])} replayed; "
-        f"KS {f['wait_ks_statistic']:.3f}"
+        f"KS {f['wait_ks_statistic']:.3f}",
+        markup=False,
     )
     if not f["reproduced"]:
         console.print(
             f"the replay does NOT reproduce the record within {f['tolerance_pp']:g} pp; likely: "
-            + "; ".join(f["reasons"][:3])
+            + "; ".join(terminal_text(reason) for reason in f["reasons"][:3]),
+            markup=False,
         )
+    lead = document["headline"]
+    if lead["kind"] == "waits":
+        console.print(f"waits lead: {lead['reason']}", markup=False)
+        figures = {entry["policy"]: entry for entry in lead["policies"]}
     for entry in document["counterfactual"]["policies"]:
-        money = entry["money_recovered"]
+        money, label = entry["money_recovered"], terminal_text(entry["policy"])
+        waits = ""
+        if lead["kind"] == "waits":
+            w = figures[entry["policy"]]
+            waits = (
+                f"mean wait {duration(w['wait_mean_s'])}, p95 {duration(w['wait_p95_s'])}, "
+                f"max {duration(w['wait_max_s'])}, bounded slowdown "
+                f"{plain(w['bounded_slowdown_mean'])}; "
+            )
         console.print(
-            f"{entry['policy']:>12}: allocation {percent(entry['allocation_ratio'])} "
-            f"({pp(entry['allocation_gain_pp'])} vs {f['as_run']} replay), "
+            f"{label:>12}: {waits}allocation {percent(entry['allocation_ratio'])} "
+            f"({pp(entry['allocation_gain_pp'])} vs {as_run} replay), "
             f"{entry['gpu_hours_recovered']:.1f} GPU-hours recovered"
             + ("" if money is None else f" ({money:,.2f})")
-            + f", {entry['starvation']['jobs_waiting_longer']} jobs wait longer than in reality"
+            + f", {entry['starvation']['jobs_waiting_longer']} jobs wait longer than in reality",
+            markup=False,
         )

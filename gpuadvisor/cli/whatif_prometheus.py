@@ -63,10 +63,13 @@ def read_prometheus(
     http_config: str | None = None,
     stderr: TextIO | None = None,
     profile: str = "gpuadvisor",
+    over_time_limit_s: float = 0.0,
 ) -> PrometheusRecord:
     """Read ``[start_s, end_s]`` from ``url`` (reached as ``http_config``, an HTTP-keys YAML
     file, says): the queue exporter's and agents' series (``profile`` ``gpuadvisor``) or
-    kube-state-metrics' (``kubernetes``); raises ``InputError`` naming what is missing."""
+    kube-state-metrics' (``kubernetes``); raises ``InputError`` naming what is missing. No job
+    is taken to run past its time limit plus ``over_time_limit_s`` (Slurm's ``OverTimeLimit``,
+    from ``--slurm-config``)."""
     check_url(url, field="--prometheus")
     http = load_http_config(http_config, os.environ) if http_config else HttpSettings()
     settings = PrometheusSettings(url, http=http)
@@ -87,7 +90,7 @@ def read_prometheus(
         raise InputError(str(exc), path=shown) from None
     if isinstance(history, PodHistory):
         return _pod_record(history, shown, start_s, end_s)
-    jobs, left_out = history.finished(end_s)
+    jobs, left_out = history.finished(end_s, over_time_limit_s=over_time_limit_s)
     resolution = history.resolution_s
     details: dict[str, object] = {
         "profile": profile,

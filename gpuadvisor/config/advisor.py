@@ -63,7 +63,8 @@ class AdvisorConfig:
     slack: tuple[SlackSettings, ...] = ()
     webhooks: tuple[WebhookSettings, ...] = ()
     scheduler: str | None = None
-    """``slurm`` or ``none``; None: from the profile (gpuadvisor → slurm, kubernetes → none)."""
+    """``slurm`` or ``none``; None: from the profile (gpuadvisor, slurm-dcgm → slurm; kubernetes →
+    none)."""
     history: HistorySettings = field(default_factory=HistorySettings)
     """Finished jobs to learn runtimes from (``history:``); no file: advice plans with limits."""
 
@@ -72,7 +73,7 @@ class AdvisorConfig:
         """``cycle`` with the scheduler whose commands the advice carries, the reclaim window
         set to the window the utilization queries average over (``live.window_s``), and the
         share window to the loads' (``live.share_window_s``)."""
-        scheduler = self.scheduler or ("slurm" if self.profile.kind == "gpuadvisor" else "none")
+        scheduler = self.scheduler or ("none" if self.profile.kind == "kubernetes" else "slurm")
         advice = dataclasses.replace(self.cycle.advice, scheduler=scheduler)
         reclaim = dataclasses.replace(self.cycle.reclaim, window_s=self.live.window_s)
         share = dataclasses.replace(self.cycle.share, window_s=self.live.share_window_s)
@@ -96,6 +97,8 @@ class AdvisorConfig:
             changes["interval_s"] = flags.interval_s
         if flags.listen_address is not None:
             changes["listen_address"] = flags.listen_address
+        if flags.web_config_file is not None:
+            changes["web_config_file"] = flags.web_config_file or None
         if flags.history_sacct_file is not None:
             changes["history"] = dataclasses.replace(
                 self.history, sacct_file=flags.history_sacct_file or None
@@ -113,6 +116,8 @@ class AdvisorOverrides:
     interval_s: float | None = None
     listen_address: str | None = None
     history_sacct_file: str | None = None
+    web_config_file: str | None = None
+    """``""``: none, over the file's ``web.config_file``."""
 
 
 def advisor_default(name: str) -> Any:
@@ -392,10 +397,16 @@ def _history(root: YamlMap, base: str) -> HistorySettings:
     section = root.section("history")
     if section is None:
         return HistorySettings()
-    section.reject_unknown({"sacct_file", "last"})
+    section.reject_unknown({"sacct_file", "last", "max_bytes", "max_hosts", "max_array_task_index"})
+    default = HistorySettings()
     return HistorySettings(
         sacct_file=_path(section, "sacct_file", base),
-        last=_get(section, "last", _count(1), HistorySettings().last),
+        last=_get(section, "last", _count(1), default.last),
+        max_bytes=_get(section, "max_bytes", _count(1), default.max_bytes),
+        max_hosts=_get(section, "max_hosts", _count(1), default.max_hosts),
+        max_array_task_index=_get(
+            section, "max_array_task_index", _count(0), default.max_array_task_index
+        ),
     )
 
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuadvisor.config.setting import Setting
-from gpuadvisor.config.values import count, listen_address, optional_path, seconds, text
+from gpuadvisor.config.values import (
+    count,
+    listen_address,
+    optional_path,
+    seconds,
+    switch,
+    text,
+)
 from gpuadvisor.sources.slurm.squeue import DEFAULT_MAX_OUTPUT_BYTES
 
 
@@ -28,6 +35,7 @@ class QueueConfig:
     listen_address: str = ":19843"
     web_config_file: str | None = None
     web_max_requests: int = 40
+    hide_job_names: bool = False
 
 
 def _mib(size: object) -> str:
@@ -105,5 +113,12 @@ SETTINGS: tuple[Setting, ...] = (
         count(0),
         "concurrent /metrics requests beyond which the exporter answers 503; 0: no limit",
         metavar="N",
+    ),
+    Setting(
+        "hide_job_names",
+        "--no-job-names",
+        switch,
+        "export every job's name label empty, for sites that hold job names private (the "
+        "advisor then predicts runtimes without them)",
     ),
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuadvisor.analysis.prediction import RAISE_RULES
+from gpuadvisor.analysis.predictors import DEFAULT_PREDICTOR, PREDICTORS
 from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.config.setting import Choices, Setting
@@ -65,6 +66,7 @@ class SimulateSettings:
     estimates: str = "limit"
     estimate_noise: float = 0.0
     raise_rule: str = "double"
+    predictor: str = DEFAULT_PREDICTOR
     starvation_s: float = _ORDER.starvation_s
     output_json: str | None = None
     plots: str | None = None
@@ -203,6 +205,13 @@ SIMULATE_SETTINGS: tuple[Setting, ...] = (
         "planned with: double (twice what it has run, at most its limit) or limit",
     ),
     Setting(
+        "predictor",
+        "--predictor",
+        text,
+        "with --estimates predicted (or POLICY@predicted): recent (the mean of the last two "
+        "similar runs) or learned (an online linear model that costs under-prediction more)",
+    ),
+    Setting(
         "estimate_noise",
         "--estimate-noise",
         non_negative,
@@ -251,6 +260,7 @@ SIMULATE_CHOICES: Choices = {
     "protocol": PROTOCOLS,
     "estimates": ESTIMATE_MODES,
     "raise_rule": tuple(RAISE_RULES),
+    "predictor": tuple(PREDICTORS),
     "limits": LIMIT_MODELS,
     "share": tuple(SHARE_MODES),
 }

@@ -8,9 +8,20 @@ from dataclasses import dataclass
 
 from gpuadvisor.analysis.scheduling.orders import ORDERS
 from gpuadvisor.config.setting import Choices, Setting
-from gpuadvisor.config.values import instant, non_negative, optional_path, seconds, switch, text
+from gpuadvisor.config.values import (
+    at_least,
+    instant,
+    non_negative,
+    optional_path,
+    seconds,
+    switch,
+    text,
+)
 from gpuadvisor.model.scheduler import SchedulerConfig
+from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX
 from gpuadvisor.sources.prometheus.profiles import PROFILES
+from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
+from gpuadvisor.sources.slurm.sacct import SacctLimits
 
 AUTO = "auto"
 """``--as-run auto``: the order of the scheduler the site reported, else the profile's
@@ -54,6 +65,13 @@ class WhatifSettings:
     output_nodes: str | None = None
     output_outages: str | None = None
     strict: bool = False
+    max_hosts: int = MAX_HOSTS
+    max_array_task_index: int = MAX_ARRAY_INDEX
+
+    @property
+    def sacct_limits(self) -> SacctLimits:
+        """The limits each --sacct record is held to."""
+        return SacctLimits(self.max_hosts, self.max_array_task_index)
 
     @property
     def fallback_order(self) -> str:
@@ -76,6 +94,23 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
         switch,
         "refuse --sacct output with a record that cannot be read (exit 2, naming its line or "
         "job) or a free-text --parsable2 column, instead of leaving such records out, counted",
+    ),
+    Setting(
+        "max_hosts",
+        "--max-hosts",
+        at_least(1),
+        "a --sacct record of a job on more nodes is unreadable (its hostlist is counted, never "
+        "expanded); the default is six times the largest Slurm systems",
+        metavar="N",
+    ),
+    Setting(
+        "max_array_task_index",
+        "--max-array-task-index",
+        at_least(0),
+        "a --sacct record naming a larger job-array task index is unreadable; the default is "
+        "the largest Slurm allows (MaxArraySize 4000001, less one); lower it to your "
+        "MaxArraySize less one",
+        metavar="N",
     ),
     Setting(
         "prometheus",
@@ -215,7 +250,12 @@ WHATIF_SETTINGS: tuple[Setting, ...] = (
     ),
 )
 
-WHATIF_CHOICES: Choices = {"as_run": (AUTO, *ORDERS), "profile": tuple(PROFILES)}
+WHATIF_CHOICES: Choices = {
+    "as_run": (AUTO, *ORDERS),
+    "profile": tuple(p for p in PROFILES if p in FALLBACK_ORDERS),
+}
+"""``slurm-dcgm`` is the advisor's only: what-if replays histories of the agent's or
+kube-state-metrics' series."""
 
 
 @dataclass(frozen=True, slots=True)

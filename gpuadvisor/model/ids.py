@@ -10,8 +10,9 @@ that a reader can name the file, line or series in its own error or warning.
 - A **job id** (any scheduler, queue files, mapping directories): 1 to ``MAX_JOB_ID_CHARS``
   ASCII letters, digits and ``. _ : -``; a Slurm job id (below) is a job id too, ``+`` included.
 - A **Slurm job id**: ``N`` (a job), ``N_M`` (task M of array job N) or ``N+M`` (component M of
-  heterogeneous job N), each number a 32-bit unsigned integer as Slurm stores it, without a
-  leading zero.
+  heterogeneous job N), without a leading zero, within Slurm's limits (32-bit job ids, array
+  task index at most 4,000,000, 128 components): ``gpuadvisor.model.slurm_job_id``, the one
+  parser of Slurm's shapes, without a step or a task set.
 - A **pod uid**: RFC 4122's textual form, 8-4-4-4-12 lower-case hex digits (Kubernetes
   generates version 4 uids; the version nibble is not checked).
 - A **Kubernetes name** (namespace, pod): an RFC 1123 subdomain as the API server enforces,
@@ -23,6 +24,7 @@ from __future__ import annotations
 import re
 
 from gpuadvisor.errors import ModelError
+from gpuadvisor.model.slurm_job_id import parse_job_id
 
 MAX_JOB_ID_CHARS = 128
 """Longest job id accepted: Slurm's are at most 21 characters (``4294967295_4294967295``), a
@@ -30,14 +32,9 @@ Kubernetes pod uid 36, a Grid Engine or LSF id under 30; 128 leaves room for ``c
 
 JOB_ID_CHARSET = "ASCII letters, digits and . _ : -"
 
-MAX_SLURM_ID = 2**32 - 1
-"""Slurm keeps job ids, array task ids and heterogeneous offsets as ``uint32_t``."""
-
 MAX_KUBERNETES_NAME_CHARS = 253
 
 _JOB_ID = re.compile(r"[A-Za-z0-9._:-]+")
-_NUMBER = r"(?:0|[1-9][0-9]{0,9})"
-_SLURM_JOB_ID = re.compile(rf"({_NUMBER})(?:([_+])({_NUMBER}))?")
 _POD_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _KUBERNETES_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?")
 
@@ -48,16 +45,14 @@ def _shown(text: str) -> str:
 
 
 def slurm_job_id_problem(text: str) -> str | None:
-    """Why ``text`` is not a Slurm job id (``N``, ``N_M`` or ``N+M``); None when it is one."""
-    match = _SLURM_JOB_ID.fullmatch(text) if text.isascii() else None
-    if match is None:
-        return (
-            f"{_shown(text)} is not a Slurm job id (a number, N_M for an array task, "
-            "N+M for a heterogeneous job component)"
-        )
-    for number in (match.group(1), match.group(3)):
-        if number is not None and int(number) > MAX_SLURM_ID:
-            return f"{_shown(text)}: {number} is larger than Slurm's largest id {MAX_SLURM_ID}"
+    """Why ``text`` is not a Slurm job id of a job (``N``, ``N_M`` or ``N+M``: no step, no task
+    set); None when it is one."""
+    try:
+        parsed = parse_job_id(text)
+    except ValueError as exc:
+        return f"{_shown(text)}: {exc}"
+    if parsed.step is not None or parsed.tasks is not None:
+        return f"{_shown(text)} is a Slurm step or task set, not the id of one job"
     return None
 
 

@@ -26,7 +26,9 @@ class QueueEntry:
     ``gpus_per_node`` × ``nodes`` is the gang shape. ``node_names`` are the nodes a running job
     holds (empty while pending); ``gpu_indices`` are, where the scheduler tells, the GPU indices
     it holds on each of them, as ``((node, (index, ...)), ...)``. ``end_time_s`` is set only for
-    a job that has ended (``QueueSnapshot.ended``).
+    a job that has ended (``QueueSnapshot.ended``). ``name`` is the job's name as the user gave
+    it, in the form of ``model.jobname.bounded_job_name`` (the sources make it so), empty where
+    unknown.
     """
 
     job_id: str
@@ -43,6 +45,7 @@ class QueueEntry:
     gpu_indices: tuple[tuple[str, tuple[int, ...]], ...] = ()
     reason: str = ""
     end_time_s: float | None = None
+    name: str = ""
 
     def __post_init__(self) -> None:
         if not self.job_id:

@@ -39,7 +39,7 @@ from gpuadvisor.model import LiveState, SourceHealth
 from gpuadvisor.services.history import HistoryFeed
 from gpuadvisor.services.repeats import ChangeLog
 from gpuadvisor.services.serving import Generation
-from gpuadvisor.services.web import healthy, ready, serving_exposition
+from gpuadvisor.services.web import healthy, landing_page, ready, serving_exposition
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerSink
 from gpuadvisor.sinks.delivery.outbox import Active, Cycle, Outbox, Outcome, Sink
@@ -49,6 +49,7 @@ from gpuadvisor.sinks.delivery.webhook import WebhookSink
 from gpuadvisor.sinks.exposition.advisor import AdvisorMetrics, AdvisorStatus
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusClient
+from gpuadvisor.sources.prometheus.dcgm import WITHOUT_AGENT
 from gpuadvisor.sources.prometheus.live import LiveBuild, gc_paused, read_live
 from gpuadvisor.transport.url import redact_url
 
@@ -380,6 +381,21 @@ async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+async def _landing(request: web.Request) -> web.Response:
+    advisor: Advisor = request.app[ADVISOR]
+    findings = advisor.status.findings
+    if findings is None:
+        state = "no cycle has run yet"
+    elif findings.trusted:
+        state = f"inputs trusted, {len(advisor.status.active)} recommendations active"
+    else:
+        state = "inputs not trusted: no advice this cycle"
+    line = f"version {advisor.settings.version}, {advisor.cycles_run} cycles: {state}"
+    links = [("/api/v1/recommendations", "the active recommendations (JSON)")]
+    text = landing_page("gpuadvisor advisor", line, links)
+    return web.Response(text=text, content_type="text/html")
+
+
 async def _recommendations(request: web.Request) -> web.Response:
     body = request.app[RECOMMENDATIONS_JSON](request.app[ADVISOR].status)
     wanted = request.query.get("id")
@@ -453,6 +469,7 @@ def create_app(
     if parts.client is not None:
         app[PROMETHEUS] = parts.client
     app[RECOMMENDATIONS_JSON] = recommendations_json
+    app.router.add_get("/", _landing)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/api/v1/recommendations", _recommendations)
     app.router.add_get("/-/healthy", healthy("gpuadvisor advisor is healthy\n"))
@@ -508,4 +525,6 @@ def generation(config: AdvisorConfig, first: tuple[Middleware, ...] = ()) -> Gen
         f"advising from {redact_url(config.prometheus.url)} (profile {config.profile.name}) every "
         f"{config.interval_s:g}s; {sinks} sink(s)"
     )
+    if config.profile.kind == "slurm-dcgm":
+        what += f"; without the node agent: {WITHOUT_AGENT}"
     return Generation(app, config.listen, security.ssl_context, what)

@@ -42,7 +42,9 @@ class HistoryFeed:
             raise ValueError("a history feed needs history.sacct_file")
         self.settings = settings
         self.metrics = metrics
-        self._file = SacctFile(settings.sacct_file)
+        self._file = SacctFile(
+            settings.sacct_file, max_bytes=settings.max_bytes, limits=settings.limits
+        )
         self._clock = clock
         self._learned: Learned | None = None
         self._problem = ""

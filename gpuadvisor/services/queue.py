@@ -91,6 +91,8 @@ class QueueSettings:
     interval_s: float = _DEFAULTS.interval_s
     read_timeout_s: float = _DEFAULTS.squeue_timeout_s + READ_MARGIN_S
     scheduler_interval_s: float = _DEFAULTS.scheduler_interval_s
+    job_names: bool = not _DEFAULTS.hide_job_names
+    """Export each job's name (the ``name`` label); False: ``--no-job-names``."""
     version: str = __version__
 
     @classmethod
@@ -100,6 +102,7 @@ class QueueSettings:
             interval_s=config.interval_s,
             read_timeout_s=config.squeue_timeout_s + READ_MARGIN_S,
             scheduler_interval_s=config.scheduler_interval_s,
+            job_names=not config.hide_job_names,
         )
 
 
@@ -282,7 +285,9 @@ def create_app(
     app = web.Application(middlewares=middlewares)
     poller = Poller(source, settings, nodes=nodes, scheduler=scheduler, clock=clock)
     app[POLLER] = poller
-    app[REGISTRY] = queue_registry(lambda: poller.status, settings.version)
+    app[REGISTRY] = queue_registry(
+        lambda: poller.status, settings.version, job_names=settings.job_names
+    )
     app.cleanup_ctx.append(collecting(POLLER, "queue-poller"))
     app.router.add_get("/", landing)
     app.router.add_get("/metrics", metrics)

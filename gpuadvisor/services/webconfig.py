@@ -8,17 +8,12 @@ file is read at start-up and on SIGHUP, not per request (config is parsed at the
 to pick up new certificates: ``services.serving``), and keys this agent cannot honour (inline
 ``cert``/``key``/``client_ca``, ``cipher_suites``, ``http_server_config``, ``rate_limit``...)
 are errors rather than silently ignored. Bcrypt hashes are secrets: they are never logged or
-echoed in messages.
+echoed in messages. The password checks themselves, bounded and cached, are
+``services.basicauth``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
-import hashlib
-import hmac
-import logging
 import os
 import re
 import ssl
@@ -27,11 +22,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-import bcrypt
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from gpuadvisor.config.yamlfile import YamlMap, load_yaml_map
+from gpuadvisor.services.basicauth import BasicAuth
 
 CLIENT_AUTH_TYPES: Final = {
     "NoClientCert": ssl.CERT_NONE,
@@ -69,15 +64,6 @@ _BCRYPT_HASH = re.compile(r"^\$2[abxy]\$\d\d\$[./A-Za-z0-9]{53}$")
 
 DEFAULT_MAX_REQUESTS = 40
 """In-flight ``/metrics`` requests beyond which the agent answers 503 (node_exporter's default)."""
-
-REALM = "gpuadvisor"
-
-BCRYPT_MAX_PASSWORD_BYTES: Final = 72
-"""bcrypt's key schedule reads at most 72 bytes of a password. Go's bcrypt (node_exporter and
-every exporter-toolkit program) compares longer passwords on those 72 bytes; Python's bcrypt 5
-raises instead, so the password is cut here, to accept what node_exporter accepts."""
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,98 +212,6 @@ def load_web_config(path: str) -> WebConfig:
         ssl_context=_ssl_context(tls, folder) if tls is not None else None,
         basic_auth_users=_users(users) if users is not None else {},
     )
-
-
-class BasicAuth:
-    """Checks ``Authorization: Basic`` against bcrypt hashes off the event loop.
-
-    A success is cached under SHA-256(user, hash, password), so that a scraper that sends the same
-    credentials every 15 s pays bcrypt once; failures are not cached (each costs a bcrypt, which
-    also slows guessing). Unknown users are checked against a dummy hash so that they take as
-    long as known ones.
-    """
-
-    MAX_CACHED = 256
-
-    def __init__(self, users: Mapping[str, bytes]) -> None:
-        self._users = dict(users)
-        rounds = min((int(h[4:6]) for h in self._users.values()), default=10)
-        self._dummy = bcrypt.hashpw(b"gpuadvisor-dummy", bcrypt.gensalt(rounds=max(rounds, 4)))
-        self._cache: dict[bytes, bool] = {}
-        self.bcrypt_checks = 0
-        """How many bcrypt comparisons ran (tests use it to see the cache work)."""
-        self._told_long = False
-
-    def _key(self, user: str, hashed: bytes, password: bytes) -> bytes:
-        digest = hashlib.sha256()
-        for part in (user.encode(), hashed, password):
-            digest.update(len(part).to_bytes(4, "big"))
-            digest.update(part)
-        return digest.digest()
-
-    def _bcrypt(self, password: bytes, hashed: bytes) -> bool:
-        self.bcrypt_checks += 1
-        if len(password) > BCRYPT_MAX_PASSWORD_BYTES:
-            if not self._told_long:
-                self._told_long = True
-                log.warning(
-                    "a basic-auth password longer than %d bytes was given: it is checked on its "
-                    "first %d bytes, as bcrypt and node_exporter do (logged once)",
-                    BCRYPT_MAX_PASSWORD_BYTES,
-                    BCRYPT_MAX_PASSWORD_BYTES,
-                )
-            password = password[:BCRYPT_MAX_PASSWORD_BYTES]
-        try:
-            return bcrypt.checkpw(password, hashed)
-        except ValueError:
-            return False
-
-    async def check(self, header: str | None) -> bool:
-        credentials = _parse_basic(header)
-        if credentials is None:
-            return False
-        user, password = credentials
-        hashed = self._users.get(user)
-        known = hashed is not None
-        hashed = hashed if hashed is not None else self._dummy
-        key = self._key(user, hashed, password)
-        if any(hmac.compare_digest(key, cached) for cached in self._cache):
-            return True
-        ok = await asyncio.to_thread(self._bcrypt, password, hashed) and known
-        if ok:
-            if len(self._cache) >= self.MAX_CACHED:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[key] = True
-        return ok
-
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if await self.check(request.headers.get("Authorization")):
-            return await handler(request)
-        return web.Response(
-            status=401,
-            text="401 Unauthorized\n",
-            headers={"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'},
-        )
-
-
-def _parse_basic(header: str | None) -> tuple[str, bytes] | None:
-    if header is None:
-        return None
-    scheme, _, encoded = header.partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        decoded = base64.b64decode(encoded.strip(), validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    user, sep, password = decoded.partition(b":")
-    if not sep:
-        return None
-    try:
-        return user.decode("utf-8"), password
-    except UnicodeDecodeError:
-        return None
 
 
 class ConcurrencyLimit:

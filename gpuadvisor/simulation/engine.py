@@ -38,7 +38,8 @@ from gpuadvisor.analysis.idle import (
     split_idle_ordered,
     whole_gpus_only,
 )
-from gpuadvisor.analysis.prediction import RAISE_RULES, RuntimePredictor, user_last_two
+from gpuadvisor.analysis.prediction import RAISE_RULES, user_last_two
+from gpuadvisor.analysis.predictors import DEFAULT_PREDICTOR, PREDICTORS
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
 from gpuadvisor.analysis.scheduling.orders import (
     DEFAULT_PLACEMENT,
@@ -86,6 +87,7 @@ class SimulationConfig:
     estimate_noise: float = 0.0  # sigma of a log-normal factor on every estimate
     settings: OrderSettings = field(default_factory=OrderSettings)
     raise_rule: str = "double"  # predicted: what a job that outlived its prediction is planned with
+    predictor: str = DEFAULT_PREDICTOR  # predicted: which predictor (``PREDICTORS``)
     label_estimates: bool = False  # the label names the estimates (``advisor@predicted``)
     sharing: Sharing = field(default_factory=Sharing)  # light jobs share GPUs (default off)
     alias: str = ""  # a named policy's name (``easy++``), shown in place of the order's
@@ -106,6 +108,10 @@ class SimulationConfig:
             )
         if self.estimate_noise < 0:
             raise ModelError("estimate noise must be >= 0")
+        if self.predictor not in PREDICTORS:
+            raise ModelError(
+                f"unknown predictor {self.predictor!r}; choose from {', '.join(PREDICTORS)}"
+            )
         if self.raise_rule not in RAISE_RULES:
             raise ModelError(
                 f"unknown raise rule {self.raise_rule!r}; choose from {', '.join(RAISE_RULES)}"
@@ -189,7 +195,7 @@ class _Engine:
         self.ctx = PlacementContext(mix or WorkloadMix.of_jobs(self.jobs), rng)
         self.capacity = Capacity(cluster)
         self.history = RuntimeHistory()
-        self.predictor = RuntimePredictor() if config.estimates == "predicted" else None
+        self.predictor = PREDICTORS[config.predictor]() if config.estimates == "predicted" else None
         self.at_submit = config.estimates == "user-last2"  # predicted once, at submission
         if self.at_submit:
             self.predictor = user_last_two()

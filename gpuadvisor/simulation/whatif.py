@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from gpuadvisor.model import Cluster, Job
+from gpuadvisor.simulation.headline import WAIT_FIGURES, headline
 from gpuadvisor.simulation.rebuild import (
     Rebuilt,
     allocated_gpu_s,
@@ -243,3 +244,36 @@ def counterfactual(
         "policies": policies,
         "waits_by": waits_by,
     }
+
+
+def whatif_headline(
+    fidelity_document: Mapping[str, object],
+    counterfactual_document: Mapping[str, object],
+    metrics_by_policy: Mapping[str, Mapping[str, object]],
+) -> dict[str, object]:
+    """The document's ``headline``: what leads (``simulation.headline``) among the replay under
+    the site's own policy and the counterfactual's policies, by the allocation both measure the
+    same way; with each policy's waits and bounded slowdown (``metrics_by_policy``: label →
+    ``metrics()``, the site's policy first when it is not among the counterfactual's), which a
+    waits headline shows."""
+    allocations = {
+        str(fidelity_document["as_run"]): _float(fidelity_document["replayed_allocation_ratio"])
+    }
+    entries = counterfactual_document["policies"]
+    for entry in entries if isinstance(entries, list) else []:
+        allocations[str(entry["policy"])] = _float(entry["allocation_ratio"])
+    figures = [
+        {
+            "policy": label,
+            "allocation_ratio": allocations.get(label, math.nan),
+            **{key: metrics.get(key) for key in WAIT_FIGURES},
+        }
+        for label, metrics in metrics_by_policy.items()
+    ]
+    return {**headline(allocations).document(), "policies": figures}
+
+
+def _float(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    return float(value)

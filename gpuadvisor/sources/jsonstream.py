@@ -1,4 +1,4 @@
-"""JSON read with bounds: nesting no deeper than ``MAX_DEPTH``, and one large array of a
+"""JSON read with bounds: nesting no deeper than ``nesting.MAX_DEPTH``, and one large array of a
 top-level object (``sacct --json``'s ``jobs``) read one element at a time.
 
 Python's ``json`` has no depth limit of its own: it recurses, so ``[[[[…`` a few thousand levels
@@ -20,10 +20,8 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from gpuadvisor.errors import InputError
+from gpuadvisor.sources.nesting import MAX_DEPTH
 
-MAX_DEPTH = 64
-"""Deepest nesting of objects and arrays accepted. Slurm's own output nests 7 levels (a job's
-steps' TRES counts), the advisor's recommendations 5."""
 MAX_VALUE_CHARS = 64 * 1024 * 1024
 """Largest single value read (one job of ``sacct --json``, or a top-level member other than the
 one streamed). A real job is 3-5 KB; one with 10,000 steps about 20 MB."""

@@ -15,6 +15,7 @@ a built-in source and for tests and demos. The format is documented in docs/queu
         node_names: gpu-[01-02]      # a Slurm hostlist or a list of names
         gpu_indices: {gpu-01: [0, 1, 2, 3], gpu-02: [4, 5, 6, 7]}
         reason: ""                   # why it waits, free text
+        name: train-llm              # the job's name, free text (cut at 128 characters)
 
 The file is composed (``yaml.compose``), not loaded, so that every error names the file, the line
 and the field (``jobs[2].gpus``). Scalars are taken from their raw text: an unquoted ISO time
@@ -25,7 +26,7 @@ Every valid encoding of a character reads as that character: a JSON surrogate-pa
 (``"\\ud83d\\ude00"``, what Python's ``json.dumps`` writes for an emoji) is one code point; a lone
 surrogate, which no UTF-8 output can carry, is an error naming the line and field. A job id has
 the shape of ``gpuadvisor.model.ids`` (letters, digits, ``. _ : -``, at most 128 characters, or a
-Slurm id). Work is bounded by the file's size: nesting is at most ``yamltree.MAX_DEPTH`` deep,
+Slurm id). Work is bounded by the file's size: nesting is at most ``nesting.MAX_DEPTH`` deep,
 YAML aliases (``*name``, which repeat a value without its bytes) are refused, and the node
 names that hostlists expand to are counted before they are built, at most ``MAX_NODE_NAMES``
 plus one per byte of the file.
@@ -46,8 +47,9 @@ import yaml
 
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model.ids import job_id_problem
+from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
-from gpuadvisor.sources.slurm.hostlist import expand_hostlist
+from gpuadvisor.sources.slurm.hostlist import count_hosts, expand_hostlist
 from gpuadvisor.sources.yamltree import compose as compose_yaml
 
 JOB_KEYS = (
@@ -65,6 +67,7 @@ JOB_KEYS = (
     "node_names",
     "gpu_indices",
     "reason",
+    "name",
 )
 REQUIRED = ("job_id", "user", "partition", "state", "submit_time")
 UNLIMITED = frozenset({"unlimited", "infinite"})
@@ -80,7 +83,6 @@ representable wherever it is exported."""
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _PAIR = re.compile("([\ud800-\udbff])([\udc00-\udfff])")
 _LONE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
-_RANGE = re.compile(r"\s*(\d+)(?:-(\d+))?\s*")
 
 _TAG = "tag:yaml.org,2002:"
 _T = TypeVar("_T")
@@ -113,38 +115,6 @@ def combine_surrogates(text: str) -> str:
         return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
 
     return _PAIR.sub(combined, text)
-
-
-def _group_size(body: str) -> int:
-    """Names one bracket group (``01-03,07``) stands for; a number of more than 18 digits
-    counts as 10**18."""
-    size = 0
-    for item in body.split(","):
-        match = _RANGE.fullmatch(item)
-        if match is None:
-            size += 1  # refused by expand_hostlist
-        elif max(len(n or "") for n in match.groups()) > 18:
-            size += 10**18
-        else:
-            low, high = int(match.group(1)), int(match.group(2) or match.group(1))
-            size += max(high - low + 1, 1)
-    return size
-
-
-def hostlist_size(text: str) -> int:
-    """How many names ``expand_hostlist(text)`` gives, counted in one pass without building
-    them (exact for a well-formed hostlist; a malformed one is refused by ``expand_hostlist``
-    before it builds any name)."""
-    total, names, opened = 0, 1, -1
-    for i, char in enumerate(text):
-        if char == "[" and opened < 0:
-            opened = i
-        elif char == "]" and opened >= 0:
-            names *= _group_size(text[opened + 1 : i])
-            opened = -1
-        elif char == "," and opened < 0:
-            total, names = total + names, 1
-    return total + names
 
 
 class _File:
@@ -246,17 +216,17 @@ class _File:
         if isinstance(node, yaml.SequenceNode):
             return tuple(self.text(item, f"{field}[{i}]") for i, item in enumerate(node.value))
         text = self.text(node, field)
-        size = hostlist_size(text)
-        if size > self.node_names_left:
-            raise self.error(
-                node,
-                field,
-                f"expands to {size} node names: more than the file may hold "
-                f"({MAX_NODE_NAMES} plus one per byte of the file)",
-            )
+        left = self.node_names_left
         try:
-            names = expand_hostlist(text)
-        except ValueError as exc:  # HostlistError, or int() of a number too long to convert
+            if count_hosts(text, max_hosts=left) > left:
+                raise self.error(
+                    node,
+                    field,
+                    f"expands to more than {left} node names: more than the file may still hold "
+                    f"({MAX_NODE_NAMES} plus one per byte of the file, in all)",
+                )
+            names = expand_hostlist(text, max_hosts=left)
+        except ValueError as exc:  # HostlistError
             raise self.error(node, field, str(exc)) from None
         self.node_names_left -= len(names)
         return names
@@ -322,6 +292,7 @@ def _entry(file: _File, node: yaml.Node, field: str) -> QueueEntry:
             node_names=names,
             gpu_indices=get("gpu_indices", lambda n, f: file.gpu_indices(n, f, names), ()),
             reason=get("reason", file.text, ""),
+            name=bounded_job_name(get("name", file.text, "")),
         )
     except ModelError as exc:
         raise file.error(node, field, str(exc)) from exc

@@ -3,9 +3,10 @@ advisor's and web config, simulated node specs, queue files) goes through ``comp
 
 PyYAML composes a node tree recursively, so a file nested a few hundred levels deep (``[[[[…``)
 raised a RecursionError with a traceback, and exit 1, from every config reader. The events are
-scanned first (the parser is iterative): a file nested deeper than ``MAX_DEPTH`` is refused as
-a ``yaml.MarkedYAMLError`` at the line where the limit is crossed, which each reader already
-turns into its own "FILE, line N: not valid YAML: ..." error; the problem names the column.
+scanned first (the parser is iterative): a file nested deeper than ``nesting.MAX_DEPTH`` (the
+bound JSON readers share) is refused as a ``yaml.MarkedYAMLError`` at the line where the limit
+is crossed, which each reader already turns into its own "FILE, line N: not valid YAML: ..."
+error; the problem names the column.
 
 ``aliases=False`` refuses YAML aliases (``*name``) the same way: a composed alias is the node it
 names, so a file of a few kilobytes can hand a reader the same large list thousands of times.
@@ -18,8 +19,7 @@ from typing import Any
 
 import yaml
 
-MAX_DEPTH = 64
-"""Deepest nesting of mappings and lists accepted; gpuadvisor's own files use under 6."""
+from gpuadvisor.sources.nesting import MAX_DEPTH
 
 
 def _refused(event: yaml.Event, problem: str) -> yaml.MarkedYAMLError:

@@ -5,7 +5,9 @@ every ``step_s`` seconds, with the exporter's metric names (docs/metrics.md); ``
 writes it for ``promtool tsdb create-blocks-from openmetrics`` and ``prometheus_text`` for
 VictoriaMetrics' ``/api/v1/import/prometheus``. An exporter ``upgraded_at`` an instant exports,
 from then on, the final state and end time of a job while Slurm still lists it (``MIN_JOB_AGE_S``)
-and the nodes' scheduler states; before it, a job's series just vanish.
+and the nodes' scheduler states; before it, a job's series just vanish. With ``queue_target`` the
+queue exporter's series carry its target labels (``job``, ``instance``) as a real scrape adds
+them, and every scrape also gives ``gpuadvisor_queue_up 1``.
 """
 
 from __future__ import annotations
@@ -67,19 +69,22 @@ def scrapes(
     *,
     step_s: float = 15.0,
     upgraded_at: float | None = None,
+    queue_target: Labels = (),
 ) -> Iterator[Sample]:
     """Every sample of every scrape at ``start_s, start_s + step_s, ...`` before ``end_s``."""
     t = start_s
     while t < end_s:
         new = upgraded_at is not None and t >= upgraded_at
+        if queue_target:
+            yield ("gpuadvisor_queue_up", queue_target, t, 1.0)
         for job in jobs:
-            yield from _job_samples(job, t, new)
+            yield from _job_samples(job, t, new, queue_target)
         for node in nodes:
             yield from _node_samples(node, jobs, t, new)
         t += step_s
 
 
-def _job_samples(job: TrueJob, t: float, new: bool) -> Iterator[Sample]:
+def _job_samples(job: TrueJob, t: float, new: bool, target: Labels = ()) -> Iterator[Sample]:
     if t < job.submit_s:
         return
     ended = t >= job.end_s
@@ -91,7 +96,7 @@ def _job_samples(job: TrueJob, t: float, new: bool) -> Iterator[Sample]:
         state = "RUNNING"
     else:
         state = "PENDING"
-    key = (("job_id", job.job_id),)
+    key = (*target, ("job_id", job.job_id))
     info = (*key, ("partition", job.partition), ("state", state), ("user", job.user))
     yield ("gpuadvisor_queue_job_info", info, t, 1.0)
     yield ("gpuadvisor_queue_job_gpus", key, t, float(job.gpus))

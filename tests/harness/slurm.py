@@ -4,7 +4,7 @@ munged, slurmctld and slurmd run in the foreground as ``ManagedProcess`` childre
 key, socket, state, spool, pid and log files and free loopback ports, so several clusters (one per
 test, or one per engineer on a shared machine) never meet. The GPUs are character devices made
 with ``mknod … c 1 3`` and declared with ``AutoDetect=off``; ``SlurmdParameters=config_overrides``
-and a large ``CPUs=`` keep the GPUs the only constraint (DESIGN.md section 7, and the recorded
+and a large ``CPUs=`` keep the GPUs the only constraint (README.md, Layout: tests/; the recorded
 scenario in ``../shared/fixtures/slurm-22.05``). Client commands read ``SLURM_CONF`` from ``env``.
 
 Stopping stops the daemons by PID and then kills, by PID, whatever they forked and left behind

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from gpuadvisor.sources.slurm.jobid import array_task_count
+from gpuadvisor.model.slurm_job_id import array_task_count
 from gpuadvisor.sources.slurm.sacct import SACCT_COMMAND
 from gpuadvisor.sources.slurm.sacct_record import SacctResult
 from tests.harness.process import ManagedProcess, require_binary

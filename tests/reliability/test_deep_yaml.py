@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuadvisor.sources.yamltree import MAX_DEPTH, compose
+from gpuadvisor.sources.nesting import MAX_DEPTH
+from gpuadvisor.sources.yamltree import compose
 
 DEEP = "key: " + "[" * 500 + "]" * 500 + "\n"
 SHALLOW_ENOUGH = "key: " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "\n"  # + the mapping

@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuadvisor import __version__
 from gpuadvisor.cli import COMMANDS, build_parser, main
@@ -114,6 +115,37 @@ def test_json_lines_carry_the_same_keys() -> None:
     assert any(json.loads(line)["level"] == "warn" for line in lines)
 
 
+@pytest.mark.parametrize("program", ["simulate", "whatif", "agent"])
+def test_a_fatal_error_is_one_line_in_the_log_format_given(
+    program: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    missing = tmp_path / "missing.csv"
+    flags = {
+        "simulate": ["--trace", str(missing)],
+        "whatif": ["--sacct", str(missing), "--cluster", "1x8"],
+        "agent": ["--backend=sim", "--sim.spec", str(missing)],
+    }[program]
+
+    def fatal(*log_flags: str) -> str:
+        capsys.readouterr()
+        assert main([program, *flags, *log_flags]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        (line,) = err.splitlines()
+        return line
+
+    plain = fatal()
+    as_json = json.loads(fatal("--log.format=json"))
+    as_logfmt = fatal("--log.format", "logfmt")
+
+    assert plain.startswith(f"gpuadvisor {program}: error: ")  # a person's line by default
+    assert (as_json["level"], as_json["logger"]) == ("error", "gpuadvisor.cli")
+    assert as_json["msg"] == plain
+    assert {"ts", "level", "logger", "msg"} == set(as_json)
+    assert LOGFMT.fullmatch(as_logfmt), as_logfmt
+    assert "level=error logger=gpuadvisor.cli" in as_logfmt
+
+
 def test_log_level_error_keeps_warnings_out() -> None:
     assert advisor_once("--log.level=error") == ""
 
@@ -151,3 +183,50 @@ def test_check_config_checks_an_advisor_file(
     assert main(["check-config", "--advisor", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}, line 2" in err and "intervall" in err
+
+
+def shipped_advisor_files(tmp_path: Path) -> list[Path]:
+    """deploy/advisor.yaml and the advisor.yaml of deploy/kubernetes' ConfigMap, as files."""
+    documents = yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "advisor.yaml").read_text())
+    (config_map,) = [d for d in documents if d and d.get("kind") == "ConfigMap"]
+    kubernetes = tmp_path / "kubernetes-advisor.yaml"
+    kubernetes.write_text(config_map["data"]["advisor.yaml"])
+    return [ROOT / "deploy" / "advisor.yaml", kubernetes]
+
+
+def test_syntax_only_checks_the_shipped_examples_without_their_secret_variables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in (
+        "GPUADVISOR_SLACK_WEBHOOK_URL",
+        "GPUADVISOR_WEBHOOK_URL",
+        "GPUADVISOR_WEBHOOK_SECRET",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for path in shipped_advisor_files(tmp_path):
+        capsys.readouterr()
+        assert main(["check-config", "--advisor", str(path)]) == 2  # the host's check needs them
+        assert "environment variable GPUADVISOR_" in capsys.readouterr().err
+        assert main(["check-config", "--advisor", str(path), "--syntax-only"]) == 0
+        out = capsys.readouterr().out
+        assert f"{path}: OK (syntax only, secrets not read: Prometheus http://" in out
+        assert "3 sink(s)" in out
+
+
+def test_syntax_only_still_fails_on_a_wrong_key_or_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "advisor.yaml"
+    text = (ROOT / "deploy" / "advisor.yaml").read_text()
+    for wrong, named in [
+        (text.replace("interval: 30s", "intervall: 30s"), "intervall"),
+        (text.replace("validity: 2m", "validity: soon"), "policy.validity"),
+        (
+            text.replace("secret_env: GPUADVISOR", "secret_file: /x\n      secret_env: GPUADVISOR"),
+            "set only one of secret, secret_file and secret_env",
+        ),
+    ]:
+        assert wrong != text
+        path.write_text(wrong)
+        assert main(["check-config", "--advisor", str(path), "--syntax-only"]) == 2
+        assert named in capsys.readouterr().err

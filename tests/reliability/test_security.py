@@ -198,7 +198,7 @@ async def test_the_long_password_reason_is_logged_once(
     serve: list[TestServer], long_password_config: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = await agent(serve, long_password_config)
-    with caplog.at_level(logging.WARNING, logger="gpuadvisor.services.webconfig"):
+    with caplog.at_level(logging.WARNING, logger="gpuadvisor.services.basicauth"):
         async with aiohttp.ClientSession() as session:
             for suffix in ("a", "b", "c"):  # three credentials: three bcrypt checks
                 headers = {"Authorization": basic("prometheus", LONG + suffix)}

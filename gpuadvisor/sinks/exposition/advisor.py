@@ -1,4 +1,4 @@
-"""The advisor's own Prometheus exposition (DESIGN §4): what the last cycle found, the advice
+"""The advisor's own Prometheus exposition (docs/metrics.md): what the last cycle found, the advice
 currently active, the health of each input, and the advisor's own work.
 
 Gauges come from the latest immutable ``AdvisorStatus`` only, so a scrape never waits for a cycle.

@@ -1,7 +1,7 @@
 """The agent's Prometheus exposition: metric definitions and the collector.
 
 ``AGENT_METRICS`` is the single source of every agent metric's name, type, labels and HELP text
-(DESIGN §4; names are a public API). ``series()`` decides which series a state has; from it
+(docs/metrics.md; names are a public API). ``series()`` decides which series a state has; from it
 ``render()`` builds fresh prometheus-client families (the registry's collector, used for
 ``name[]`` filters) and ``agent_text`` writes the cached text the agent serves. Both render the
 latest ``AgentState`` only: they never probe, so a scrape never blocks. A field the GPU does not

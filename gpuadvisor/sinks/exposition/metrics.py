@@ -1,4 +1,4 @@
-"""What every exposition shares: ``MetricDef``, one metric family of the contract (DESIGN §4); the
+"""What every exposition shares: ``MetricDef``, a metric family (docs/metrics.md); the
 fresh prometheus-client families built from it; the collector that renders an exporter's latest
 state into them, in a private registry; and the Markdown table docs/metrics.md is generated from."""
 

@@ -1,6 +1,6 @@
 """The queue exporter's Prometheus exposition: metric definitions, the collector, the docs table.
 
-``QUEUE_METRICS`` names every queue metric (DESIGN §4; names are a public API). The collector
+``QUEUE_METRICS`` names every queue metric (docs/metrics.md; names are a public API). The collector
 renders the latest ``QueueStatus`` only, so a scrape never runs squeue. Job series exist only
 while the latest read succeeded: after a failed read the exporter says ``gpuadvisor_queue_up 0``
 and shows no jobs at all, rather than a queue that may no longer be true. Node series follow the
@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from prometheus_client import CollectorRegistry, Metric
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.samples import Timestamp
 
+from gpuadvisor.model.jobname import MAX_JOB_NAME_CHARS, bounded_job_name
 from gpuadvisor.model.queue import NodeState, QueueEntry, QueueSnapshot
 from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.sinks.exposition.metrics import (
@@ -63,8 +65,11 @@ QUEUE_METRICS: tuple[MetricDef, ...] = (
         "Job metadata, always 1; state is the scheduler's word for a job in the queue "
         "(PENDING, RUNNING…), or, in lower case, the final state of a job that has ended and "
         "the scheduler still lists (completed, failed, timeout, cancelled, node_fail, "
-        f"out_of_memory, preempted, boot_fail, deadline) ({SOURCE}).",
-        ("job_id", "user", "partition", "state"),
+        "out_of_memory, preempted, boot_fail, deadline); name is the job's name, cut at "
+        f"{MAX_JOB_NAME_CHARS} characters (the last one then …), control characters and lone "
+        "surrogates replaced by U+FFFD, empty with --no-job-names "
+        f"({SOURCE}).",
+        ("job_id", "user", "partition", "state", "name"),
     ),
     _gauge(
         "gpuadvisor_queue_job_gpus",
@@ -191,9 +196,15 @@ def _families() -> dict[str, GaugeMetricFamily]:
     return {m.name: _Family(m.name, m.help, labels=m.labels) for m in QUEUE_METRICS}
 
 
-def _job(families: dict[str, GaugeMetricFamily], entry: QueueEntry) -> None:
+def _name(entry: QueueEntry, job_names: bool) -> str:
+    """The ``name`` label: the entry's name as ``bounded_job_name`` makes it (again: a source
+    built elsewhere may not have), or empty when names are not exported."""
+    return bounded_job_name(entry.name) if job_names else ""
+
+
+def _job(families: dict[str, GaugeMetricFamily], entry: QueueEntry, job_names: bool) -> None:
     job = [entry.job_id]
-    info = [entry.job_id, entry.user, entry.partition, entry.state]
+    info = [entry.job_id, entry.user, entry.partition, entry.state, _name(entry, job_names)]
     families["gpuadvisor_queue_job_info"].add_metric(info, 1)
     families["gpuadvisor_queue_job_gpus"].add_metric(job, entry.gpus)
     families["gpuadvisor_queue_job_nodes"].add_metric(job, entry.nodes)
@@ -212,11 +223,12 @@ def _job(families: dict[str, GaugeMetricFamily], entry: QueueEntry) -> None:
             families["gpuadvisor_queue_job_gpu_info"].add_metric(gpu, 1)
 
 
-def _ended(families: dict[str, GaugeMetricFamily], entry: QueueEntry) -> None:
+def _ended(families: dict[str, GaugeMetricFamily], entry: QueueEntry, job_names: bool) -> None:
     """A job that has ended: its final state in lower case and its times; no priority, nodes
     or GPU indices, so nothing reads it as a job that waits or holds nodes."""
     job = [entry.job_id]
-    info = [entry.job_id, entry.user, entry.partition, entry.state.lower()]
+    state = entry.state.lower()
+    info = [entry.job_id, entry.user, entry.partition, state, _name(entry, job_names)]
     families["gpuadvisor_queue_job_info"].add_metric(info, 1)
     families["gpuadvisor_queue_job_gpus"].add_metric(job, entry.gpus)
     families["gpuadvisor_queue_job_nodes"].add_metric(job, entry.nodes)
@@ -231,8 +243,10 @@ def _ended(families: dict[str, GaugeMetricFamily], entry: QueueEntry) -> None:
         families["gpuadvisor_queue_job_time_limit_seconds"].add_metric(job, entry.time_limit_s)
 
 
-def render(status: QueueStatus, version: str) -> Iterator[Metric]:
-    """Fresh metric families for ``status``; empty families are left out."""
+def render(status: QueueStatus, version: str, *, job_names: bool = True) -> Iterator[Metric]:
+    """Fresh metric families for ``status``; empty families are left out. ``job_names``
+    False: every ``name`` label is empty (``--no-job-names``, for sites that hold names
+    private)."""
     families = _families()
     families["gpuadvisor_build_info"].add_metric([version], 1)
     if status.up is not None:
@@ -258,13 +272,16 @@ def render(status: QueueStatus, version: str) -> Iterator[Metric]:
         responding.add_metric([node.node], 1 if node.responding else 0)
     if status.up and status.snapshot is not None:
         for entry in status.snapshot.entries:
-            _job(families, entry)
+            _job(families, entry, job_names)
         for entry in status.snapshot.ended:
-            _ended(families, entry)
+            _ended(families, entry, job_names)
     return (f for f in families.values() if f.samples)
 
 
-def queue_registry(latest: Callable[[], QueueStatus], version: str) -> CollectorRegistry:
+def queue_registry(
+    latest: Callable[[], QueueStatus], version: str, *, job_names: bool = True
+) -> CollectorRegistry:
     """A private registry holding only the queue collector, which renders the latest status on
-    every scrape (``latest`` must not block)."""
-    return private_registry(StateCollector(latest, version, render, QUEUE_METRICS))
+    every scrape (``latest`` must not block); ``job_names`` as ``render``'s."""
+    collector = StateCollector(latest, version, partial(render, job_names=job_names), QUEUE_METRICS)
+    return private_registry(collector)

@@ -5,7 +5,8 @@ backend switch, no change to anyone's rcParams, nothing random.
 
 matplotlib (with numpy and pillow, most of an install's size) is the ``report`` extra: the agent,
 queue exporter and advisor never need it. Without it this module still imports, and
-``require_plotting`` / ``write_plots`` raise a ``GpuAdvisorError`` that says what to install.
+``require_plotting`` / ``write_plots`` raise a ``GpuAdvisorError`` that says what to install;
+``plotting_missing`` says it without raising, for ``demo``, whose plots are an extra.
 """
 
 from __future__ import annotations
@@ -72,17 +73,29 @@ LOG_TICKS = (
 )
 
 
-REPORT_EXTRA_HINT = "pip install 'gpuadvisor[report]'"
+REPORT_EXTRA_HINT = (
+    "pip install 'matplotlib>=3.8,<4' (the report extra: pip install './[report]' in a clone)"
+)
+"""No package index serves gpuadvisor, so the hint names matplotlib itself."""
+
+
+def plotting_missing() -> str | None:
+    """Why plots cannot be drawn here, naming the extra to install (None: they can); for a
+    command whose plots are an extra to its main output (``demo``)."""
+    if _MISSING is None:
+        return None
+    return (
+        f"plots need matplotlib and numpy, which are not installed ({_MISSING.name}): "
+        f"{REPORT_EXTRA_HINT}"
+    )
 
 
 def require_plotting() -> None:
     """Raise a one-line error naming the extra to install when matplotlib is missing (called
     before a long run, so that it fails at once rather than after the simulation)."""
-    if _MISSING is not None:
-        raise GpuAdvisorError(
-            f"plots need matplotlib and numpy, which are not installed ({_MISSING.name}): "
-            f"{REPORT_EXTRA_HINT}"
-        )
+    missing = plotting_missing()
+    if missing is not None:
+        raise GpuAdvisorError(missing)
 
 
 def write_plots(

@@ -9,19 +9,23 @@ node has topology groups). Then a header and one row per (policy, job, node) the
 
 Times are trace seconds; ``gpu_indices`` are ``;``-separated; ``gpu_milli`` is the share of each
 listed GPU (1000 = whole). Rows follow the policies in the order given, then start time. Jobs
-that hold no GPU have no row. ``gpuadvisor agent --backend sim --sim.schedule`` replays one node
-of it (``gpuadvisor.sources.simnode.schedule``).
+that hold no GPU have no row. ``job_id`` and ``user`` come from the trace, chosen by cluster
+users: they are written with the trace CSV's rule (``gpuadvisor.model.csvcell.text_cell``: a
+leading ``'`` before a spreadsheet formula, quoted when they hold a comma, quote, line feed or
+carriage return), and the reader takes the ``'`` off again. ``gpuadvisor agent --backend sim
+--sim.schedule`` replays one node of it (``gpuadvisor.sources.simnode.schedule``).
 """
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.model import Cluster, Node
+from gpuadvisor.model.csvcell import csv_text, text_cell
 from gpuadvisor.simulation.results import SimulationResult
 
 COLUMNS = (
@@ -57,7 +61,8 @@ def node_line(node: Node) -> str:
 
 
 def schedule_rows(result: SimulationResult) -> Iterator[tuple[str, ...]]:
-    """One row per (job, node holding some of its GPUs), by start time then job order."""
+    """One row of CSV cells per (job, node holding some of its GPUs), by start time then job
+    order."""
     nodes = result.cluster.nodes
     order = sorted(range(len(result.jobs)), key=lambda i: (result.start_s[i], i))
     for i in order:
@@ -69,32 +74,40 @@ def schedule_rows(result: SimulationResult) -> Iterator[tuple[str, ...]]:
             if not gpus:
                 continue
             yield (
-                result.label,
-                job.job_id,
-                job.user,
+                csv_text(result.label),
+                text_cell(job.job_id),
+                text_cell(job.user),
                 seconds_text(job.submit_time_s),
                 seconds_text(start_s),
                 seconds_text(end_s),
-                nodes[node_index].name,
+                csv_text(nodes[node_index].name),
                 ";".join(map(str, gpus)),
                 str(allocation.milli),
             )
 
 
-def write_schedule(path: Path, results: Sequence[SimulationResult]) -> int:
-    """Write every result's placements into ``path``; return the number of rows."""
+def write_schedule(target: Path | TextIO, results: Sequence[SimulationResult]) -> int:
+    """Write every result's placements into the file ``target`` (or a stream such as
+    standard output); return the number of rows."""
     clusters: list[Cluster] = [r.cluster for r in results]
     if any(c != clusters[0] for c in clusters[1:]):
         raise GpuAdvisorError("--output-schedule: the runs replayed different clusters")
+    if isinstance(target, Path):
+        with target.open("w", newline="", encoding="utf-8") as stream:
+            return _write_schedule(stream, clusters, results)
+    return _write_schedule(target, clusters, results)
+
+
+def _write_schedule(
+    stream: TextIO, clusters: Sequence[Cluster], results: Sequence[SimulationResult]
+) -> int:
     rows = 0
-    with path.open("w", newline="", encoding="utf-8") as stream:
-        stream.write(TITLE + "\n")
-        for node in clusters[0].nodes if clusters else ():
-            stream.write(node_line(node) + "\n")
-        writer = csv.writer(stream, lineterminator="\n")
-        writer.writerow(COLUMNS)
-        for result in results:
-            for row in schedule_rows(result):
-                writer.writerow(row)
-                rows += 1
+    stream.write(TITLE + "\n")
+    for node in clusters[0].nodes if clusters else ():
+        stream.write(node_line(node) + "\n")
+    stream.write(",".join(COLUMNS) + "\n")
+    for result in results:
+        for row in schedule_rows(result):
+            stream.write(",".join(row) + "\n")
+            rows += 1
     return rows

@@ -15,8 +15,9 @@ from one past the largest numeric id). Jobs the cluster could never run are not 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.model import Job
@@ -91,9 +92,10 @@ def swf_records(result: SimulationResult) -> Iterable[str]:
 
 
 def write_swf_schedule(
-    path: Path, result: SimulationResult, *, unix_start_time: str | None = None
+    target: Path | TextIO, result: SimulationResult, *, unix_start_time: str | None = None
 ) -> int:
-    """Write ``result`` as SWF into ``path``; return the number of records."""
+    """Write ``result`` as SWF into the file ``target`` (or a stream); return the number of
+    records."""
     cluster = result.cluster
     header = [
         "; Version: 2.2",
@@ -108,11 +110,17 @@ def write_swf_schedule(
         "; Note: ids, users, groups, executables and partitions that were not whole numbers "
         "are numbered by first appearance",
     ]
+    if isinstance(target, Path):
+        with target.open("w", encoding="utf-8", newline="\n") as stream:
+            return _write_swf(stream, header, result)
+    return _write_swf(target, header, result)
+
+
+def _write_swf(stream: TextIO, header: Sequence[str], result: SimulationResult) -> int:
     rows = 0
-    with path.open("w", encoding="utf-8", newline="\n") as stream:
-        for line in header:
-            stream.write(line + "\n")
-        for record in swf_records(result):
-            stream.write(record + "\n")
-            rows += 1
+    for line in header:
+        stream.write(line + "\n")
+    for record in swf_records(result):
+        stream.write(record + "\n")
+        rows += 1
     return rows

@@ -3,7 +3,9 @@
 Every output takes ``rows``: ``(policy label, SimulationResult.metrics())`` pairs in display order.
 The JSON is deterministic (keys sorted, floats rounded to 6 significant digits, NaN as ``null``),
 so the same seed and trace give byte-identical files. The tables show the headline figures; the
-plain-text variants carry the same cells for pipes, logs and tests.
+plain-text variants carry the same cells for pipes, logs and tests. Every cell and header of a
+table goes through ``terminal_text`` and reaches rich as plain ``Text``, never as markup: a label
+or a name can neither send a control sequence nor style the table.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from gpuadvisor.model.duration import format_duration
 from gpuadvisor.model.job import SIZE_CLASSES
+from gpuadvisor.sinks.report.terminal import terminal_text
 
 Rows = Sequence[tuple[str, Mapping[str, object]]]
 """(policy label, metrics dict) pairs, in the order they are shown."""
@@ -70,8 +74,11 @@ def _number(metrics: Mapping[str, object], key: str) -> float:
 # -- JSON contract -----------------------------------------------------------------------------
 
 
-def results_json(rows: Rows, *, meta: Mapping[str, object]) -> str:
-    """``{"results": [{"policy": label, <metrics>}, ...], "meta": {...}}`` as deterministic JSON.
+def results_json(
+    rows: Rows, *, meta: Mapping[str, object], headline: Mapping[str, object] | None = None
+) -> str:
+    """``{"results": [{"policy": label, <metrics>}, ...], "meta": {...}}`` as deterministic JSON,
+    with ``"headline": {...}`` (``Headline.document()``: what leads, and why) when given.
 
     Keys inside metrics and meta are sorted (``policy`` first), floats rounded to 6 significant
     digits, NaN and infinities become ``null``, tuples become lists and anything else that JSON
@@ -85,6 +92,8 @@ def results_json(rows: Rows, *, meta: Mapping[str, object]) -> str:
                 entry[key] = _plain(metrics[key])
         results.append(entry)
     document = {"results": results, "meta": _plain(meta)}
+    if headline is not None:
+        document["headline"] = _plain(headline)
     return json.dumps(document, indent=2, allow_nan=False) + "\n"
 
 
@@ -166,6 +175,26 @@ def summary_cells(rows: Rows, *, baseline: str | None) -> tuple[list[str], list[
         ]
         cells.append(row)
     return headers, cells
+
+
+def waits_cells(rows: Rows) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the waits table, which leads where allocations do not differ."""
+    headers = ["policy", "wait mean", "wait p95", "wait max", "bounded slowdown", "alloc %"]
+    cells = [
+        [
+            label,
+            *(format_duration(_number(m, key)) for key in ("wait_mean_s", "wait_p95_s")),
+            format_duration(_number(m, "wait_max_s")),
+            _format_slowdown(_number(m, "bounded_slowdown_mean")),
+            _format_percent(_number(m, "allocation_ratio")),
+        ]
+        for label, m in rows
+    ]
+    return headers, cells
+
+
+def _format_slowdown(value: float) -> str:
+    return f"{value:,.1f}" if math.isfinite(value) else MISSING
 
 
 def size_cells(rows: Rows) -> tuple[list[str], list[list[str]]]:
@@ -264,6 +293,22 @@ def render_table(rows: Rows, *, baseline: str | None) -> Table:
     return table
 
 
+def render_waits_table(rows: Rows, *, reason: str) -> Table:
+    """Waits and bounded slowdown per policy, captioned with why they lead."""
+    table = _rich_table(*waits_cells(rows), title="Waits and slowdown")
+    table.caption = (
+        f"Waits lead: {reason}. bounded slowdown: mean of max(1, (wait + run) / max(run, 10 s))."
+    )
+    return table
+
+
+def headline_tables(rows: Rows, *, baseline: str | None, waits_reason: str | None) -> list[Table]:
+    """The tables a comparison opens with: where waits lead (``waits_reason``, the
+    ``Headline``'s reason), the waits table first, then the allocation table as always."""
+    lead = [] if waits_reason is None else [render_waits_table(rows, reason=waits_reason)]
+    return [*lead, render_table(rows, baseline=baseline)]
+
+
 def render_size_table(rows: Rows) -> Table:
     """Waits by job size (total GPUs, rounded up to a power of two), mean / p95."""
     headers, cells = size_cells(rows)
@@ -275,6 +320,11 @@ def table_text(rows: Rows, *, baseline: str | None) -> str:
     return _text_table(*summary_cells(rows, baseline=baseline))
 
 
+def waits_table_text(rows: Rows) -> str:
+    """The waits table as aligned plain text."""
+    return _text_table(*waits_cells(rows))
+
+
 def size_table_text(rows: Rows) -> str:
     """The waits-by-size table as aligned plain text."""
     return _text_table(*size_cells(rows))
@@ -284,13 +334,17 @@ def _rich_table(headers: list[str], cells: list[list[str]], *, title: str) -> Ta
     table = Table(title=title, title_justify="left", caption_justify="left")
     for header in headers:
         left = header in _LEFT_COLUMNS
-        table.add_column(header, justify="left" if left else "right", no_wrap=left)
+        table.add_column(
+            Text(terminal_text(header)), justify="left" if left else "right", no_wrap=left
+        )
     for row in cells:
-        table.add_row(*row)
+        table.add_row(*(Text(terminal_text(cell)) for cell in row))
     return table
 
 
 def _text_table(headers: list[str], cells: list[list[str]]) -> str:
+    headers = [terminal_text(h) for h in headers]
+    cells = [[terminal_text(c) for c in row] for row in cells]
     widths = [max(len(r[i]) for r in [headers, *cells]) for i in range(len(headers))]
 
     def line(row: list[str]) -> str:

@@ -3,7 +3,8 @@ script, no external request) built from the very document ``--output-json`` writ
 
 Every figure in a table cell carries ``data-key`` (its JSON pointer, RFC 6901, into that
 document) and ``data-value`` (the JSON value), so a reader, or a test in a browser, can check
-the page against the JSON. Order: fidelity first, then the counterfactual, the waste split,
+the page against the JSON. Order: where every policy kept the same allocation (the document's
+``headline``), the waits and slowdown of each; then fidelity, the counterfactual, the waste split,
 allocation over time (observed against the advisor), the wait distributions, the starvation
 check, and what the rebuild left out.
 """
@@ -100,6 +101,39 @@ def _image(png: bytes | None, alt: str) -> str:
         return ""
     data = base64.b64encode(png).decode("ascii")
     return f'<p><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"></p>'
+
+
+def _headline(doc: Mapping[str, object]) -> str:
+    """Where the policies kept the same allocation (``headline.kind`` "waits"), the waits and
+    bounded slowdown of each, before anything else; nothing where allocation leads."""
+    lead = doc.get("headline")
+    if not isinstance(lead, Mapping) or lead.get("kind") != "waits":
+        return ""
+    rows = []
+    for i, entry in enumerate(_list(lead.get("policies"))):
+        assert isinstance(entry, Mapping)
+        base = ("headline", "policies", i)
+        rows.append(
+            [
+                _label(str(entry["policy"])),
+                _cell(doc, (*base, "wait_mean_s"), duration),
+                _cell(doc, (*base, "wait_p95_s"), duration),
+                _cell(doc, (*base, "wait_max_s"), duration),
+                _cell(doc, (*base, "bounded_slowdown_mean"), plain),
+                _cell(doc, (*base, "allocation_ratio"), percent),
+            ]
+        )
+    headers = ["policy", "mean wait", "p95 wait", "max wait", "bounded slowdown", "allocation"]
+    reason = html.escape(str(lead.get("reason", "")))
+    note = (
+        '<p class="note">Bounded slowdown: the mean over jobs of max(1, (wait + run) / '
+        "max(run, 10 s)). Waits of the replays; the observed waits are under Fidelity.</p>"
+    )
+    return (
+        "<h2>Waits and slowdown lead</h2>"
+        f'<p class="headline"><strong>Waits lead</strong>: {reason}.</p>'
+        f"{_table(headers, rows)}{note}"
+    )
 
 
 def _fidelity(doc: Mapping[str, object]) -> str:
@@ -361,6 +395,7 @@ def render_report(document: Mapping[str, object], pngs: Mapping[str, bytes]) -> 
     body = "".join(
         (
             f"<h1>{title}</h1><p>{subtitle}</p>",
+            _headline(document),
             _fidelity(document),
             _counterfactual(document),
             _waste(document, pngs.get("waste")),

@@ -1,10 +1,11 @@
-"""The builders of the two profiles: ``gpuadvisor`` (node agents + queue exporter) and
-``kubernetes`` (kube-state-metrics + dcgm-exporter or the agent). Pure: answers in, state out."""
+"""The builders of two profiles: ``gpuadvisor`` (node agents + queue exporter) and
+``kubernetes`` (kube-state-metrics + dcgm-exporter or the agent); ``slurm-dcgm`` reuses the queue
+and load readers (``queue_entries``, ``read_loads``). Pure: answers in, state out."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import (
@@ -14,6 +15,7 @@ from gpuadvisor.model import (
     SourceHealth,
 )
 from gpuadvisor.model.ids import job_id_problem, kubernetes_name_problem
+from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.queue import PENDING, RUNNING
 from gpuadvisor.sources.prometheus.client import Sample
 from gpuadvisor.sources.prometheus.scratch import (
@@ -33,7 +35,7 @@ from gpuadvisor.sources.prometheus.scratch import (
 # -- gpuadvisor: node agent + queue exporter ------------------------------------------------------
 
 
-def _bad_job_id(b: Build, job_id: str, where: str) -> bool:
+def bad_job_id(b: Build, job_id: str, where: str) -> bool:
     """True, with a ``bad-id`` warning, when a series' ``job_id`` label is not a job id
     (``model.ids``): the series is left out, never passed on to advice, chat or alerts."""
     problem = job_id_problem(job_id)
@@ -78,14 +80,14 @@ def _agents(b: Build, r: Answers) -> SourceHealth:
     observed: dict[tuple[str, str], list[int]] = {}
     for uuid, job_id in r.firsts("gpu_jobs", "gpu_uuid", "job_id"):
         at = by_uuid.get(uuid)
-        if at is not None and job_id and not _bad_job_id(b, job_id, "gpuadvisor_gpu_job_info"):
+        if at is not None and job_id and not bad_job_id(b, job_id, "gpuadvisor_gpu_job_info"):
             observed.setdefault((job_id, at[0]), []).append(at[1])
     b.observed = {key: tuple(sorted(set(gpus))) for key, gpus in observed.items()}
     busy = r.values("gpu_busy_ratio", "gpu_uuid")
     idle = r.values("gpu_allocated_idle_ratio", "gpu_uuid")
     for at, uuid in b.uuids.items():
         b.use[at] = (clamped_ratio(busy.get(uuid)), clamped_ratio(idle.get(uuid)))
-    _loads(b, r)
+    read_loads(b, r)
     fresh = [s for s in r.get("agent_age_seconds", ()) if s.label("node") in b.nodes]
     down = "every agent is stale or unusable (see warnings)" if rows and not b.nodes else ""
     if not rows and any(s.value == 0 for s in r.get("nvml_up", ())):
@@ -103,7 +105,7 @@ LOAD_FIELDS = (
 )
 
 
-def _loads(b: Build, r: Answers, label: str = "gpu_uuid") -> None:
+def read_loads(b: Build, r: Answers, label: str = "gpu_uuid") -> None:
     """Each GPU's load over the sharing window: SM activity where the GPU reports it, else
     utilization; a GPU missing any part has none (it is never advised to share). ``label``
     names the GPU in the answers (``UUID`` for dcgm-exporter, which also names the model)."""
@@ -155,8 +157,10 @@ def _node(b: Build, name: str, gpus: int, rows: Iterable[Sample]) -> Node:
 JOB_FIELDS = ("job_gpus", "job_nodes", "job_submit_time", "job_start_time", "job_time_limit")
 
 
-def _queue(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]:
-    """The queue exporter's jobs as queue entries, and its health."""
+def queue_entries(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]:
+    """The queue exporter's jobs as queue entries, and its health. A job's ``name`` label (an
+    exporter with ``--no-job-names``, or an older one, gives none: then empty) is read as
+    ``bounded_job_name`` makes it, the form the history's names are kept in."""
     per = {name: r.values(name, "job_id") for name in JOB_FIELDS}
     priority = r.values("job_priority", "job_id")
     nodes_of: dict[str, list[str]] = {}
@@ -170,7 +174,7 @@ def _queue(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]:
     for (job_id,), info in r.ordered("job_info", "job_id").items():
         state = info.label("state").upper()
         subject = f"job {job_id}"
-        if not job_id or _bad_job_id(b, job_id, "gpuadvisor_queue_job_info"):
+        if not job_id or bad_job_id(b, job_id, "gpuadvisor_queue_job_info"):
             continue
         gpus = b.count(per["job_gpus"].get(job_id), subject, "job_gpus")
         nodes = b.count(per["job_nodes"].get(job_id), subject, "job_nodes")
@@ -195,6 +199,7 @@ def _queue(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]:
                     priority=finite(priority.get(job_id)) or 0.0,
                     node_names=_sorted_names(nodes_of.get(job_id)),
                     gpu_indices=_sorted_indices(told.get(job_id)),
+                    name=bounded_job_name(info.label("name")),
                 )
             )
         except ModelError as exc:
@@ -240,7 +245,7 @@ def build_gpuadvisor(
     r = results if isinstance(results, Answers) else Answers(GPUADVISOR_PLAN, results)
     b = Build(now_s, max_age_s)
     agents = _agents(b, r)
-    entries, queue = _queue(b, r)
+    entries, queue = queue_entries(b, r)
     b.add_queue(entries)
     return b.finish((SourceHealth("prometheus", True), agents, queue))
 
@@ -250,13 +255,15 @@ def build_gpuadvisor(
 
 def _pods(b: Build, r: Results | Answers) -> list[QueueEntry]:
     """GPU pods as queue entries: a pod already bound to a node holds its GPUs (it is
-    starting), so only an unbound Pending pod waits."""
+    starting), so only an unbound Pending pod waits; one held by a scheduling gate
+    (``SchedulingGated``: Kueue's admission, say) cannot start and is left out."""
     gpus_of = first_by(r.get("pod_gpus", ()), "namespace", "pod")
     node_of = {
         k: s.label("node") for k, s in first_by(r.get("pod_info", ()), "namespace", "pod").items()
     }
     created = first_by(r.get("pod_created", ()), "namespace", "pod")
     started = first_by(r.get("pod_start_time", ()), "namespace", "pod")
+    gated = first_by(r.get("pod_gated", ()), "namespace", "pod")
     phases: dict[tuple[str, ...], str] = {}
     for key, s in sorted_by(r.get("pod_phase", ()), "namespace", "pod", "phase").items():
         if phases.get(key[:2]) != "Running":  # a recreated pod's old series may say Pending
@@ -275,6 +282,9 @@ def _pods(b: Build, r: Results | Answers) -> list[QueueEntry]:
             continue
         node = node_of.get(key, "")
         state = PENDING if phase == "Pending" and not node else RUNNING
+        if state == PENDING and key in gated:
+            b.warn("gated", subject, "held by a scheduling gate (Kueue?): not startable; left out")
+            continue
         start = finite(started[key].value) if key in started else None
         entries.append(
             QueueEntry(
@@ -316,7 +326,7 @@ def _dcgm(b: Build, r: Results | Answers) -> SourceHealth:
         b.uuids[(node, i)] = s.label("UUID")
         b.use[(node, i)] = (clamped_ratio(s.value) if s.label("UUID") in fresh else None, None)
     b.observed = {key: tuple(sorted(set(gpus))) for key, gpus in observed.items()}
-    _loads(b, r if isinstance(r, Answers) else Answers(None, r), "UUID")
+    read_loads(b, r if isinstance(r, Answers) else Answers(None, r), "UUID")
     return b.health("gpu-utilization", ages, present=bool(rows))
 
 
@@ -339,12 +349,3 @@ def build_kubernetes(
     dcgm = _dcgm(b, results)
     b.add_queue(_pods(b, results))
     return b.finish((SourceHealth("prometheus", True), ksm, dcgm))
-
-
-BUILDERS: dict[str, Callable[..., LiveBuild]] = {
-    "gpuadvisor": build_gpuadvisor,
-    "kubernetes": build_kubernetes,
-}
-
-PLANS: dict[str, Plan] = {"gpuadvisor": GPUADVISOR_PLAN, "kubernetes": {}}
-"""Each builder's reading plan (``Answers``); the ``kubernetes`` builder reads samples."""

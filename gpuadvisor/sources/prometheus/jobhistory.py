@@ -7,7 +7,13 @@ with the jobs and nodes, never with the samples. Rules:
 - submit, start, end: the values of ``gpuadvisor_queue_job_{submit,start,end}_timestamp_seconds``
   (exact, from squeue). Without a start value, the first sample where the job ran; without an
   end value, the **last sample where it ran**: the true end lies within one scrape interval after
-  it (the resolution);
+  it (the resolution). A job is still running (or pending) at the end of the read when its last
+  sample is within ``STALE_S`` of it, unless ``GONE_AFTER`` later successful scrapes of its own
+  exporter (``gpuadvisor_queue_up`` 1) lacked it (``queue_scrapes``); an end found so is never
+  past start + time limit (+ Slurm's ``OverTimeLimit`` where known), nor is a job still listed
+  then replayed as running past it;
+- user, partition and name: the ``gpuadvisor_queue_job_info`` labels (the name as
+  ``bounded_job_name`` makes it; empty from an exporter that gives none);
 - the final state is the ``state`` label once it is a final one (COMPLETED, FAILED, TIMEOUT,
   CANCELLED…); an exporter that does not export final states leaves it unknown: a job seen
   running that vanished is ``ENDED``, one seen only pending that vanished left the queue
@@ -34,7 +40,14 @@ from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
 from gpuadvisor.model.availability import Availability, Outage
 from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.queue_scrapes import (
+    QUEUE_UP,
+    Exporter,
+    QueueScrapes,
+    exporter_of,
+)
 from gpuadvisor.sources.prometheus.ranges import (
     LatestValues,
     RawSamples,
@@ -87,6 +100,7 @@ STALE_S = 300.0
 class _Job:
     user: str = ""
     partition: str = ""
+    name: str = ""
     first_seen: float = float("inf")
     last_seen: float = float("-inf")
     first_ran: float | None = None
@@ -96,6 +110,8 @@ class _Job:
     final_seen: float | None = None
     values: dict[str, float] = field(default_factory=dict)
     agent_gpus: set[str] = field(default_factory=set)
+    exporter: Exporter = ("", "")
+    """The exporter that served its latest sample."""
 
 
 @dataclass(slots=True)
@@ -188,6 +204,7 @@ class JobHistory(ScrapedHistory):
     jobs: dict[str, _Job] = field(default_factory=dict)
     node_unavailable: dict[str, Runs] = field(default_factory=dict)
     instance_node: dict[str, str] = field(default_factory=dict)
+    queue_scrapes: QueueScrapes = field(default_factory=QueueScrapes)
 
     def _job(self, job_id: str) -> _Job:
         job = self.jobs.get(job_id)
@@ -196,7 +213,7 @@ class JobHistory(ScrapedHistory):
         return job
 
     def add_info(self, chunk: Iterable[Series]) -> None:
-        """Samples of ``gpuadvisor_queue_job_info{job_id,user,partition,state}``."""
+        """Samples of ``gpuadvisor_queue_job_info{job_id,user,partition,state,name}``."""
         for series in chunk:
             job_id = series.label("job_id")
             times = series.times
@@ -206,8 +223,11 @@ class JobHistory(ScrapedHistory):
             job = self._job(job_id)
             job.user = series.label("user") or job.user
             job.partition = series.label("partition") or job.partition
+            job.name = series.label("name") or job.name
             state = series.label("state").upper()
             first, last = times[0], times[-1]
+            if last >= job.last_seen:
+                job.exporter = exporter_of(series)
             job.first_seen = min(job.first_seen, first)
             job.last_seen = max(job.last_seen, last)
             if state in FINAL_STATES:
@@ -232,6 +252,10 @@ class JobHistory(ScrapedHistory):
             job_id, uuid = series.label("job_id"), series.label("gpu_uuid")
             if job_id and uuid and series.times:
                 self._job(job_id).agent_gpus.add(uuid)
+
+    def add_queue_up(self, chunk: Iterable[Series]) -> None:
+        """The queue exporters' ``gpuadvisor_queue_up``: when each read the queue."""
+        self.queue_scrapes.add(chunk)
 
     def add_node_info(self, chunk: Iterable[Series]) -> None:
         """``gpuadvisor_node_info{node}``: which agent (``instance``) is which node."""
@@ -258,20 +282,26 @@ class JobHistory(ScrapedHistory):
             if node and state.startswith(UNAVAILABLE_NODE_STATES):
                 self.node_unavailable.setdefault(node, Runs()).extend(series.times)
 
-    def finished(self, read_end_s: float) -> tuple[list[FinishedJob], dict[str, int]]:
+    def finished(
+        self, read_end_s: float, *, over_time_limit_s: float = 0.0
+    ) -> tuple[list[FinishedJob], dict[str, int]]:
         """The jobs as accounting records, and the jobs left out by reason. A job whose last
-        pending or running sample is within ``STALE_S`` of ``read_end_s`` has not finished."""
+        pending or running sample is within ``STALE_S`` of ``read_end_s`` has not finished,
+        unless its exporter's later successful scrapes lacked it; no end is inferred past
+        start + time limit + ``over_time_limit_s`` (Slurm's ``OverTimeLimit``)."""
         out: list[FinishedJob] = []
         left_out: dict[str, int] = {}
         for job_id, seen in sorted(self.jobs.items()):
-            record = self._record(job_id, seen, read_end_s)
+            record = self._record(job_id, seen, read_end_s, over_time_limit_s)
             if isinstance(record, str):
                 left_out[record] = left_out.get(record, 0) + 1
             else:
                 out.append(record)
         return out, left_out
 
-    def _record(self, job_id: str, seen: _Job, read_end_s: float) -> FinishedJob | str:
+    def _record(
+        self, job_id: str, seen: _Job, read_end_s: float, over_time_limit_s: float
+    ) -> FinishedJob | str:
         if seen.first_seen == float("inf"):
             return "no gpuadvisor_queue_job_info series"
         values = seen.values
@@ -288,10 +318,16 @@ class JobHistory(ScrapedHistory):
             user=seen.user,
             time_limit_s=values.get("time_limit"),
             partition=seen.partition,
+            name=bounded_job_name(seen.name),
         )
         near_end = read_end_s - STALE_S
+        gone = self.queue_scrapes.gone(seen.exporter, seen.last_seen) is True
         if seen.first_ran is None and "start" not in values:
-            if seen.final is None and (seen.last_waiting or seen.last_seen) >= near_end:
+            if (
+                seen.final is None
+                and not gone
+                and (seen.last_waiting or seen.last_seen) >= near_end
+            ):
                 return FinishedJob(job, "PENDING", None, None)
             left = values.get("end", seen.final_seen or seen.last_seen)
             return FinishedJob(job, seen.final or "CANCELLED", None, left)
@@ -299,10 +335,12 @@ class JobHistory(ScrapedHistory):
         last_ran = seen.last_ran if seen.last_ran is not None else start
         if "end" in values:
             end: float | None = values["end"]
-        elif seen.final is None and last_ran is not None and last_ran >= near_end:
-            end = None  # still running when the read ended
         else:
-            end = last_ran
+            if seen.final is None and not gone and last_ran is not None and last_ran >= near_end:
+                end = None  # still running when the read ended
+            else:
+                end = last_ran
+            end = _within_limit(end, start, job.time_limit_s, over_time_limit_s, read_end_s)
         state = seen.final or ("RUNNING" if end is None else "ENDED")
         return FinishedJob(job, state, start, end)
 
@@ -327,6 +365,23 @@ class JobHistory(ScrapedHistory):
             for key in self.node_gpus
         }
         return node_outages(nodes, self.resolution_s, start_s, end_s, absent=UNSCRAPED)
+
+
+def _within_limit(
+    end: float | None,
+    start: float | None,
+    time_limit_s: float | None,
+    over_time_limit_s: float,
+    read_end_s: float,
+) -> float | None:
+    """An end found from samples (None: still running at ``read_end_s``), never past the
+    latest instant Slurm lets the job run: start + time limit + ``OverTimeLimit``."""
+    if start is None or time_limit_s is None or time_limit_s <= 0:
+        return end
+    latest = start + time_limit_s + over_time_limit_s
+    if end is None:
+        return latest if latest < read_end_s else None
+    return min(end, latest)
 
 
 UNSCRAPED = "agent not scraped"
@@ -400,6 +455,8 @@ async def read_history(
             f"no {INFO} sample from {plan.start_s:.0f} to {plan.end_s:.0f} (Unix seconds): "
             "is the queue exporter (gpuadvisor queue) scraped by this server, and kept that long?"
         )
+    async for chunk in chunks(QUEUE_UP):
+        history.add_queue_up(chunk)
     for name, metric in VALUE_METRICS.items():
         async for chunk in chunks(metric, latest=True):
             history.add_values(name, chunk)

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 from gpuadvisor.model import Cluster, ClusterSnapshot, LiveState, SourceHealth
 from gpuadvisor.sources.prometheus.builders import (
-    BUILDERS,
-    PLANS,
+    GPUADVISOR_PLAN,
     build_gpuadvisor,
     build_kubernetes,
 )
@@ -38,9 +37,12 @@ from gpuadvisor.sources.prometheus.client import (
     decode_answer,
 )
 from gpuadvisor.sources.prometheus.profiles import Profile
-from gpuadvisor.sources.prometheus.scratch import Answers, LiveBuild, LiveWarning, Results
+from gpuadvisor.sources.prometheus.scratch import Answers, LiveBuild, LiveWarning, Plan, Results
+from gpuadvisor.sources.prometheus.slurmdcgm import SLURM_DCGM_PLAN, build_slurm_dcgm
 
 __all__ = [
+    "BUILDERS",
+    "PLANS",
     "SOURCES",
     "Answers",
     "LiveBuild",
@@ -52,6 +54,7 @@ __all__ = [
     "build_gpuadvisor",
     "build_kubernetes",
     "build_live_state",
+    "build_slurm_dcgm",
     "gc_paused",
     "prometheus_down",
     "read_live",
@@ -63,8 +66,23 @@ log = logging.getLogger(__name__)
 SOURCES: dict[str, tuple[str, ...]] = {
     "gpuadvisor": ("prometheus", "agents", "queue"),
     "kubernetes": ("prometheus", "kube-state-metrics", "gpu-utilization"),
+    "slurm-dcgm": ("prometheus", "dcgm-exporter", "queue"),
 }
 """The sources each profile kind reports, in order."""
+
+BUILDERS: dict[str, Callable[..., LiveBuild]] = {
+    "gpuadvisor": build_gpuadvisor,
+    "kubernetes": build_kubernetes,
+    "slurm-dcgm": build_slurm_dcgm,
+}
+"""The builder of each profile kind."""
+
+PLANS: dict[str, Plan] = {
+    "gpuadvisor": GPUADVISOR_PLAN,
+    "kubernetes": {},
+    "slurm-dcgm": SLURM_DCGM_PLAN,
+}
+"""Each builder's reading plan (``Answers``); the ``kubernetes`` builder reads samples."""
 
 
 @dataclass(frozen=True, slots=True)

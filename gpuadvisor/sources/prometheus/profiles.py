@@ -8,8 +8,10 @@ many clusters, ``$window`` the look-back window of ``rate()`` and ``avg_over_tim
 Users replace any query by name from config; the builder in ``live_state`` only relies on the
 output labels each query documents, so a replacement must keep them.
 
-- ``gpuadvisor``: the node agent's and the queue exporter's metrics (DESIGN §4).
+- ``gpuadvisor``: the node agent's and the queue exporter's metrics (docs/metrics.md).
 - ``kubernetes``: kube-state-metrics for capacity and pods, dcgm-exporter for utilization.
+- ``slurm-dcgm``: dcgm-exporter for GPUs, utilization, memory and the job on each GPU (its
+  ``--hpc-job-mapping-dir``), the queue exporter for jobs: a Slurm site without the agent.
 
 Queries named ``*_age_seconds`` give each source's sample age (``time() - timestamp(...)``), so
 the builder can tell a stale source from a fresh one even on backends that keep old samples.
@@ -17,137 +19,33 @@ the builder can tell a stale source from a fresh one even on backends that keep 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from string import Template
 
 from gpuadvisor.errors import ConfigError
+from gpuadvisor.sources.prometheus.dcgm import DCGM_SHARE_QUERIES, SLURM_DCGM_GPU_QUERIES
+from gpuadvisor.sources.prometheus.promql import (
+    PLACEHOLDERS,
+    Profile,
+    Query,
+    check_selector,
+    check_template,
+    label_matcher,
+    promql_duration,
+)
 
-PLACEHOLDERS = ("selector", "window", "share_window")
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    """One named query: its template, what it answers, and the labels the builder reads."""
-
-    name: str
-    template: str
-    help: str
-    labels: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Profile:
-    """A named query set; ``kind`` picks the builder that reads its answers."""
-
-    name: str
-    kind: str
-    queries: tuple[Query, ...]
-
-    def query(self, name: str) -> Query:
-        for q in self.queries:
-            if q.name == name:
-                return q
-        raise KeyError(name)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(q.name for q in self.queries)
-
-    def with_overrides(self, overrides: Mapping[str, str]) -> Profile:
-        """This profile with some templates replaced; unknown names and placeholders are
-        ``ConfigError``s that list the valid ones."""
-        for name, template in overrides.items():
-            if name not in self.names:
-                raise ConfigError(
-                    f"queries.{name}: profile {self.name!r} has no query {name!r}; "
-                    f"its queries are: {', '.join(self.names)}"
-                )
-            check_template(name, template)
-        return Profile(
-            self.name,
-            self.kind,
-            tuple(
-                Query(q.name, overrides[q.name], q.help, q.labels) if q.name in overrides else q
-                for q in self.queries
-            ),
-        )
-
-    def render(
-        self, *, selector: str = "", window_s: float = 300.0, share_window_s: float | None = None
-    ) -> dict[str, str]:
-        """Every query as PromQL, with ``selector`` (checked), ``window_s`` and
-        ``share_window_s`` (default: ``window_s``) filled in."""
-        matchers = check_selector(selector)
-        window = promql_duration(window_s)
-        share_window = promql_duration(window_s if share_window_s is None else share_window_s)
-        out: dict[str, str] = {}
-        for q in self.queries:
-            template = Template(q.template)
-            if matchers and "selector" not in template.get_identifiers():
-                raise ConfigError(
-                    f"queries.{q.name}: has no $selector, so the selector {selector!r} would "
-                    "not apply to it; add {$selector} to each metric selector"
-                )
-            out[q.name] = template.substitute(
-                selector=matchers, window=window, share_window=share_window
-            )
-        return out
-
-
-def check_template(name: str, template: str) -> None:
-    """Refuse a template with a stray ``$`` or a placeholder other than those known."""
-    if not template.strip():
-        raise ConfigError(f"queries.{name}: must not be empty")
-    parsed = Template(template)
-    if not parsed.is_valid():
-        raise ConfigError(
-            f"queries.{name}: a '$' that is not $selector, $window or $share_window "
-            "(write $$ for a literal $)"
-        )
-    unknown = [i for i in parsed.get_identifiers() if i not in PLACEHOLDERS]
-    if unknown:
-        raise ConfigError(
-            f"queries.{name}: unknown placeholder ${unknown[0]}; "
-            "known: $selector, $window, $share_window"
-        )
-
-
-_LABEL_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_MATCHER = rf'\s*{_LABEL_NAME}\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
-_MATCHERS = re.compile(rf"(?:{_MATCHER}(?:,{_MATCHER})*)?")
-
-
-def check_selector(selector: str) -> str:
-    """``selector`` (``cluster="a", region=~"eu.*"``) ready to follow other matchers: empty,
-    or the matchers with a trailing comma (PromQL allows ``{a="b",}``)."""
-    text = selector.strip().rstrip(",")
-    if not text:
-        return ""
-    if not _MATCHERS.fullmatch(text):
-        raise ConfigError(
-            f'selector: {selector!r} is not a list of label matchers such as cluster="a" '
-            "(name, one of = != =~ !~, then a double-quoted value; comma-separated)"
-        )
-    return text + ","
-
-
-def label_matcher(name: str, value: str) -> str:
-    """``name="value"`` with the value escaped for PromQL."""
-    if not re.fullmatch(_LABEL_NAME, name):
-        raise ConfigError(f"selector: {name!r} is not a valid label name")
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'{name}="{escaped}"'
-
-
-def promql_duration(seconds: float) -> str:
-    """A PromQL duration (``300s``; ``1500ms`` when not whole seconds)."""
-    if not seconds > 0:
-        raise ConfigError(f"window: must be > 0 seconds, got {seconds}")
-    millis = round(seconds * 1000)
-    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
-
+__all__ = [
+    "PLACEHOLDERS",
+    "PROFILES",
+    "SLURM_DCGM",
+    "Profile",
+    "Query",
+    "check_selector",
+    "check_template",
+    "label_matcher",
+    "profile",
+    "profiles_markdown",
+    "promql_duration",
+]
 
 # -- gpuadvisor: node agent + queue exporter ------------------------------------------------------
 
@@ -263,8 +161,9 @@ GPUADVISOR = Profile(
         Query(
             "job_info",
             "gpuadvisor_queue_job_info{$selector}",
-            "Every job in the queue with its user, partition and state.",
-            ("job_id", "user", "partition", "state"),
+            "Every job in the queue with its user, partition, state and name (the name, where "
+            "the exporter gives it, keys runtime predictions).",
+            ("job_id", "user", "partition", "state", "name"),
         ),
         Query(
             "job_gpus",
@@ -325,45 +224,7 @@ _GPU_REQUESTS = f"kube_pod_container_resource_requests{{{_GPU}}}"
 _GPU_PODS = f"and on(namespace, pod) {_GPU_REQUESTS}"
 """Keeps only pods that request GPUs (``and`` never fails on duplicate series)."""
 
-_MIB = "1048576"
-KUBERNETES_SHARE_QUERIES = (
-    Query(
-        "gpu_sm_active_mean",
-        "avg_over_time(DCGM_FI_PROF_SM_ACTIVE{$selector}[$share_window])",
-        "Mean SM activity 0-1 of each GPU over the sharing window (DCGM profiling metrics).",
-        ("UUID", "modelName"),
-    ),
-    Query(
-        "gpu_sm_active_p95",
-        "quantile_over_time(0.95, DCGM_FI_PROF_SM_ACTIVE{$selector}[$share_window])",
-        "95th percentile of each GPU's SM activity over the sharing window.",
-        ("UUID",),
-    ),
-    Query(
-        "gpu_busy_share_mean",
-        "avg_over_time(DCGM_FI_DEV_GPU_UTIL{$selector}[$share_window]) / 100",
-        "Mean utilization 0-1 of each GPU over the sharing window (where SM activity is absent).",
-        ("UUID", "modelName"),
-    ),
-    Query(
-        "gpu_busy_share_p95",
-        "quantile_over_time(0.95, DCGM_FI_DEV_GPU_UTIL{$selector}[$share_window]) / 100",
-        "95th percentile of each GPU's utilization samples over the sharing window.",
-        ("UUID",),
-    ),
-    Query(
-        "gpu_memory_peak_bytes",
-        f"max_over_time(DCGM_FI_DEV_FB_USED{{$selector}}[$share_window]) * {_MIB}",
-        "Most memory each GPU had in use over the sharing window (dcgm-exporter writes MiB).",
-        ("UUID",),
-    ),
-    Query(
-        "gpu_memory_total_bytes",
-        f"(DCGM_FI_DEV_FB_USED{{$selector}} + DCGM_FI_DEV_FB_FREE{{$selector}}) * {_MIB}",
-        "Each GPU's memory: used plus free framebuffer (the driver's reserve left out).",
-        ("UUID",),
-    ),
-)
+KUBERNETES_SHARE_QUERIES = DCGM_SHARE_QUERIES
 """The loads of the ``share`` advice from dcgm-exporter (``GpuLoad``), by ``UUID``."""
 
 KUBERNETES = Profile(
@@ -393,6 +254,13 @@ KUBERNETES = Profile(
             f"kube_pod_info{{$selector}} {_GPU_PODS}",
             "Node of each GPU pod (empty while unscheduled).",
             ("namespace", "pod", "node"),
+        ),
+        Query(
+            "pod_gated",
+            f'(kube_pod_status_reason{{reason="SchedulingGated",$selector}} == 1) {_GPU_PODS}',
+            "GPU pods held by scheduling gates (Kueue's admission gate, or any other): not "
+            "startable, never advised to start (kube-state-metrics 2.19 and newer).",
+            ("namespace", "pod"),
         ),
         Query(
             "pod_created",
@@ -427,7 +295,16 @@ KUBERNETES = Profile(
     ),
 )
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (GPUADVISOR, KUBERNETES)}
+# -- slurm-dcgm: dcgm-exporter + queue exporter ---------------------------------------------------
+
+QUEUE_QUERIES = tuple(q for q in GPUADVISOR.queries if q.name.startswith(("queue_", "job_")))
+"""The queue exporter's queries, shared by ``gpuadvisor`` and ``slurm-dcgm``."""
+
+SLURM_DCGM = Profile("slurm-dcgm", "slurm-dcgm", (*SLURM_DCGM_GPU_QUERIES, *QUEUE_QUERIES))
+"""A Slurm site without the node agent: GPUs, utilization, memory and the job on each GPU from
+dcgm-exporter (``dcgm``), jobs from the queue exporter."""
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (GPUADVISOR, KUBERNETES, SLURM_DCGM)}
 
 
 def profile(name: str, overrides: Mapping[str, str] | None = None) -> Profile:

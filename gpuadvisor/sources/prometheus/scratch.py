@@ -282,6 +282,7 @@ class Build:
                 nodes=e.nodes,
                 user=e.user,
                 time_limit_s=e.time_limit_s,
+                name=e.name,
             )
             if e.pending:
                 key = (-e.priority, e.submit_time_s, job_id_key(e.job_id))

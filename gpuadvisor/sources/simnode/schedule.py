@@ -6,7 +6,9 @@ leading ``# node: NAME gpus=N groups=...`` comment lines declare the cluster, th
 its GPUs; without it, ``BUSY_PERCENT``. A GPU's utilization is the sum over the jobs holding it of
 their percent times their share (``gpu_milli`` / 1000), at most 100. Trace time maps to the
 agent's time by ``speedup`` (trace seconds per wall second) from ``start_s`` (the trace second
-the agent starts at). Every error names the file, the line and the column.
+the agent starts at). Every error names the file, the line and the column. A ``job_id`` the
+writer neutralised for spreadsheets (a leading ``'``, ``gpuadvisor.model.csvcell``) is read back
+as the job's own id.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TypeVar
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import MILLI_PER_GPU
+from gpuadvisor.model.csvcell import unneutralised
 from gpuadvisor.sources.simnode.node import MAPPED_BUSY_PERCENT, JobTimeline, SimSpec, Timeline
 from gpuadvisor.sources.table import Row, open_table
 
@@ -162,7 +165,7 @@ def _placement(row: Row, shapes: dict[str, NodeShape]) -> Placement:
         raise row.error(f"must be 0-100, got {busy:g}", "utilization_percent")
     return Placement(
         policy=row.text("policy"),
-        job_id=row.text("job_id"),
+        job_id=unneutralised(row.text("job_id")),
         node=node,
         start_s=start_s,
         end_s=end_s,

@@ -31,6 +31,7 @@ KEYS = {
 
 _LINE = re.compile(r"^([A-Za-z][\w\[\]().-]*)\s*=\s?(.*)$")
 UNSET = "(null)"
+_MINUTES = re.compile(r"^(\d{1,9})\s*(?:min)?$", re.IGNORECASE)
 
 
 def config_values(text: str) -> dict[str, str]:
@@ -54,6 +55,24 @@ def parse_scheduler_config(data: bytes | str, *, source: str = SCONTROL_SOURCE) 
         )
     out = {field: values.get(key.lower(), "") for field, key in KEYS.items()}
     return SchedulerConfig(**{k: "" if v == UNSET else v for k, v in out.items()})
+
+
+def over_time_limit_s(data: bytes | str, *, source: str = SCONTROL_SOURCE) -> float:
+    """``OverTimeLimit`` in seconds: how long past its time limit Slurm lets a job run
+    (``0 min`` by default, ``UNLIMITED``: no bound, ``inf``); 0 where the line is not there.
+    Raises ``InputError`` naming the value when it is neither."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    value = config_values(text).get("overtimelimit", UNSET)
+    if value in ("", UNSET):
+        return 0.0
+    if value.upper() in ("UNLIMITED", "INFINITE"):
+        return float("inf")
+    match = _MINUTES.match(value)
+    if match is None:
+        raise InputError(
+            f"OverTimeLimit {value[:40]!r} is neither minutes nor UNLIMITED", path=source
+        )
+    return int(match.group(1)) * 60.0
 
 
 class SlurmSchedulerSource:

@@ -13,11 +13,15 @@ from dataclasses import dataclass
 
 from gpuadvisor.analysis.prediction import DEFAULT_LAST
 from gpuadvisor.errors import InputError
-from gpuadvisor.sources.slurm.sacct import SacctResult, read_sacct
+from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX
+from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
+from gpuadvisor.sources.slurm.sacct import SacctLimits, SacctResult, read_sacct
 
 MAX_BYTES = 512 * 1024 * 1024
-"""Larger history files are refused (about two million jobs of sacct --json; the file is read as
-a stream, so this bounds the time a read takes, not its memory)."""
+"""Larger history files are refused by default (``history.max_bytes``): 110,000 to 180,000 jobs
+of sacct --json at 3-5 KB a job (14 days of a cluster finishing 8,000-13,000 jobs a day), or 3.8
+million --parsable2 lines at ~140 B. The file is read as a stream, so this bounds the time a
+read takes, not its memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +32,17 @@ class HistorySettings:
     """``sacct --json`` or ``--parsable2`` output; None: no history, advice plans with limits."""
     last: int = DEFAULT_LAST
     """How many of the most recent similar runtimes a prediction averages."""
+    max_bytes: int = MAX_BYTES
+    """A larger history file is refused (``InputError``), never read."""
+    max_hosts: int = MAX_HOSTS
+    """A record of a job on more nodes is left out, counted (its hostlist is never expanded)."""
+    max_array_task_index: int = MAX_ARRAY_INDEX
+    """A record naming a larger job-array task index is left out, counted."""
+
+    @property
+    def limits(self) -> SacctLimits:
+        """The limits each record of the file is held to."""
+        return SacctLimits(self.max_hosts, self.max_array_task_index)
 
 
 Signature = tuple[int, int, int]
@@ -36,8 +51,10 @@ Signature = tuple[int, int, int]
 class SacctFile:
     """One sacct output file; ``changed`` tells whether ``read`` would see something new."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(
+        self, path: str, *, max_bytes: int = MAX_BYTES, limits: SacctLimits | None = None
+    ) -> None:
+        self.path, self.max_bytes, self.limits = path, max_bytes, limits
         self._seen: Signature | None = None
 
     def _signature(self) -> Signature:
@@ -57,15 +74,16 @@ class SacctFile:
         a bad file is reported once, not every cycle). Raises ``InputError``."""
         try:
             signature = self._signature()
-            if signature[1] > MAX_BYTES:
+            if signature[1] > self.max_bytes:
                 self._seen = signature
                 raise InputError(
-                    f"{signature[1]} bytes, more than the {MAX_BYTES} read: keep fewer days in it",
+                    f"{signature[1]} bytes, more than the {self.max_bytes} read "
+                    "(history.max_bytes): keep fewer days in it",
                     path=self.path,
                 )
             with open(self.path, "rb") as f:
                 self._seen = signature
-                return read_sacct(f, source=self.path)
+                return read_sacct(f, source=self.path, limits=self.limits)
         except OSError as exc:
             self._seen = None
             problem = f"cannot read the history file: {exc.strerror}"

@@ -4,9 +4,12 @@ Slurm prints node sets in this compressed form (``scontrol show hostnames`` undo
 keeps the zero padding of its start (``[08-10]`` → ``08 09 10``); several bracket groups in one
 name expand as a product, left to right, the order Slurm itself uses.
 
-A hostlist is counted before it is expanded, and the whole list, not each bracket group, is held
-to ``MAX_HOSTS``: ``n[0-9999],m[0-9999],…`` or ``a[0-999]b[0-999]c[0-999]`` cost their length in
-text, never the names they would make, before they are refused.
+A hostlist is counted before it is expanded (``count_hosts``, the one counter every reader of
+hostlists uses), and the whole list, not each bracket group, is held to one limit, ``MAX_HOSTS``
+unless the caller passes its own (``max_hosts``: the advisor's ``history.max_hosts`` and
+whatif's ``--max-hosts`` for sacct, a queue file's budget): ``n[0-9999],m[0-9999],…`` or
+``a[0-999]b[0-999]c[0-999]`` cost their length in text, never the names they would make, before
+they are refused.
 """
 
 from __future__ import annotations
@@ -84,9 +87,9 @@ def _groups(host: str, text: str) -> list[tuple[str, str]]:
     return groups
 
 
-def count_hosts(text: str) -> int:
+def count_hosts(text: str, *, max_hosts: int = MAX_HOSTS) -> int:
     """How many names ``text`` names, counted without making them (stops counting past
-    ``MAX_HOSTS``, returning ``MAX_HOSTS + 1``). Raises ``HostlistError`` as ``expand_hostlist``."""
+    ``max_hosts``, returning ``max_hosts + 1``). Raises ``HostlistError`` as ``expand_hostlist``."""
     text = text.strip()
     if not text:
         return 0
@@ -101,8 +104,8 @@ def count_hosts(text: str) -> int:
         for _, body in _groups(host, text):
             if body:
                 width = sum(high - low + 1 for _, low, high in _range_bounds(body, text))
-                names = min(names * width, MAX_HOSTS + 1)
-        total = min(total + names, MAX_HOSTS + 1)
+                names = min(names * width, max_hosts + 1)
+        total = min(total + names, max_hosts + 1)
     return total
 
 
@@ -122,16 +125,16 @@ def _expand_one(host: str, text: str) -> list[str]:
     return names
 
 
-def expand_hostlist(text: str) -> tuple[str, ...]:
+def expand_hostlist(text: str, *, max_hosts: int = MAX_HOSTS) -> tuple[str, ...]:
     """Every node name of ``text`` in order; ``""`` (a pending job) gives ``()``.
 
-    Raises ``HostlistError`` for unbalanced brackets, a bad range, or more than ``MAX_HOSTS``
+    Raises ``HostlistError`` for unbalanced brackets, a bad range, or more than ``max_hosts``
     names in all (counted first: nothing is built for a list that is refused)."""
     text = text.strip()
     if not text:
         return ()
-    if count_hosts(text) > MAX_HOSTS:
-        raise HostlistError(f"{text[:120]!r} names more than {MAX_HOSTS} hosts")
+    if count_hosts(text, max_hosts=max_hosts) > max_hosts:
+        raise HostlistError(f"{text[:120]!r} names more than {max_hosts} hosts")
     names: list[str] = []
     for part in _split_top_level(text):
         host = part.strip()

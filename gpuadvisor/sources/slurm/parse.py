@@ -26,7 +26,9 @@ lists for ``MinJobAge`` after they end, are not part of the queue: they go to
 ``QueueSnapshot.ended`` with their ``end_time``, and with their ``start_time`` only if they were
 ever given nodes (a job cancelled while pending has an empty ``nodes`` and Slurm sets its start
 time to the cancel time; recorded in tests/data/slurm/squeue-22.05-ended-recorded.json). Any field
-of the wrong type is an ``InputError`` naming the source, the job and the field.
+of the wrong type is an ``InputError`` naming the source, the job and the field. A job's ``name``
+(any user's free text) is kept as ``model.jobname.bounded_job_name`` makes it: cut at 128
+characters, control characters and lone surrogates replaced.
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuadvisor.errors import InputError, ModelError
+from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.queue import PENDING, QueueEntry, QueueSnapshot
+from gpuadvisor.model.slurm_job_id import MAX_JOB_ID
 from gpuadvisor.sources.jsonstream import loads
 from gpuadvisor.sources.slurm.hostlist import HostlistError, expand_hostlist
-from gpuadvisor.sources.slurm.jobid import MAX_JOB_ID
 
 SQUEUE_SOURCE = "squeue --json"
 """How errors name output that came straight from the command."""
@@ -333,6 +336,7 @@ def _entry(job: _Job, state: str) -> QueueEntry:
             gpu_indices=_gpu_indices(job, node_names) if running else (),
             reason="" if reason == "None" else reason,
             end_time_s=end,
+            name=bounded_job_name(job.text("name")),
         )
     except ModelError as exc:
         where = f"jobs[{job.index}] (job_id {job.job_id})"
@@ -412,8 +416,8 @@ def _messages(doc: Mapping[str, object], key: str) -> tuple[str, ...]:
 
 def json_object(data: bytes | str, source: str) -> dict[str, Any]:
     """The JSON object a Slurm command printed; ``InputError`` naming ``source`` (and the line
-    and column) for text that is not JSON, not UTF-8, nested deeper than ``MAX_DEPTH``, or not an
-    object."""
+    and column) for text that is not JSON, not UTF-8, nested deeper than ``nesting.MAX_DEPTH``,
+    or not an object."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")

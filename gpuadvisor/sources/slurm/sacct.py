@@ -12,7 +12,7 @@ The output's text comes from users (job names, comments), so every record is che
 that cannot be read is left out and counted by reason in ``SacctResult.skipped`` (with where the
 first was), or, with ``strict``, is an ``InputError`` naming the source, the line or job, and the
 field. The whole output is refused (``InputError``) when it is not sacct output (truncated or
-foreign JSON, nesting deeper than ``jsonstream.MAX_DEPTH``, a missing column, an unsupported
+foreign JSON, nesting deeper than ``nesting.MAX_DEPTH``, a missing column, an unsupported
 format, errors sacct reported), when no record could be read, or when no job has a GPU
 (accounting that does not track ``gres/gpu`` cannot teach anything here).
 """
@@ -27,7 +27,7 @@ from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
 from gpuadvisor.sources.jsonstream import ObjectStream
 from gpuadvisor.sources.slurm.sacct_json import JSON_FORMATS, json_jobs
-from gpuadvisor.sources.slurm.sacct_record import BAD_RECORD_REASONS, SacctResult
+from gpuadvisor.sources.slurm.sacct_record import BAD_RECORD_REASONS, SacctLimits, SacctResult
 from gpuadvisor.sources.slurm.sacct_text import SACCT_COMMAND, SACCT_FORMAT, parsable_jobs
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "JSON_FORMATS",
     "SACCT_COMMAND",
     "SACCT_FORMAT",
+    "SacctLimits",
     "SacctResult",
     "parse_sacct",
     "read_sacct",
@@ -43,11 +44,18 @@ __all__ = [
 _SNIFF_BYTES = 4096
 
 
-def read_sacct(stream: BinaryIO, *, source: str = "sacct", strict: bool = False) -> SacctResult:
+def read_sacct(
+    stream: BinaryIO,
+    *,
+    source: str = "sacct",
+    strict: bool = False,
+    limits: SacctLimits | None = None,
+) -> SacctResult:
     """The jobs in ``sacct --json`` or ``sacct --parsable2`` output read from ``stream``.
 
     Raises ``InputError`` for output that is not sacct's (see the module), and with ``strict``
-    for the first record that cannot be read."""
+    for the first record that cannot be read. ``limits``: most nodes per job and largest array
+    task index (default: ``SacctLimits()``, Slurm's own); a record beyond them is left out."""
     first = b""
     while not first.strip(b" \t\r\n"):
         more = stream.read(_SNIFF_BYTES)
@@ -59,17 +67,23 @@ def read_sacct(stream: BinaryIO, *, source: str = "sacct", strict: bool = False)
     first = first.removeprefix(b"\xef\xbb\xbf")
     if first.lstrip()[:1] in (b"{", b"["):
         objects = ObjectStream(stream, source, streamed=frozenset({"jobs"}), head=first)
-        result = json_jobs(objects, source, strict=strict)
+        result = json_jobs(objects, source, strict=strict, limits=limits)
     else:
-        result = parsable_jobs(stream, source, strict=strict, first=first)
+        result = parsable_jobs(stream, source, strict=strict, first=first, limits=limits)
     _require_gpus(result.jobs, source)
     return result
 
 
-def parse_sacct(data: bytes | str, *, source: str = "sacct", strict: bool = False) -> SacctResult:
+def parse_sacct(
+    data: bytes | str,
+    *,
+    source: str = "sacct",
+    strict: bool = False,
+    limits: SacctLimits | None = None,
+) -> SacctResult:
     """``read_sacct`` of output already in memory."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    return read_sacct(io.BytesIO(raw), source=source, strict=strict)
+    return read_sacct(io.BytesIO(raw), source=source, strict=strict, limits=limits)
 
 
 def _require_gpus(jobs: Sequence[FinishedJob], source: str) -> None:

@@ -5,7 +5,9 @@ The format is chosen by ``meta.plugin`` as for squeue (``sources.slurm.parse``):
 ``data_parser/v0.0.39`` … ``v0.0.45`` after (``time.limit`` and ``array.task_id`` as
 ``{set, infinite, number}``; ``state.current`` a list of flags from v0.0.40 on). Fields read
 (Slurm's ``src/plugins/data_parser`` job parser): ``job_id``, ``array.{job_id,task_id,task}``,
-``name``, ``user``, ``account``, ``partition``, ``state.current``,
+``name`` (kept as ``model.jobname.bounded_job_name`` makes it, the form the queue exporter's
+``name`` label has, so the live advisor's jobs find their history), ``user``, ``account``,
+``partition``, ``state.current``,
 ``time.{submission,start,end,elapsed,limit}`` (limit in minutes), ``allocation_nodes``,
 ``tres.allocated`` (``tres.requested`` for a job that never started: its request), each a list of
 ``{type, name, count}`` (22.05 writes ``count: null`` for a TRES it has no value for, such as
@@ -27,9 +29,10 @@ from collections.abc import Mapping
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.jobname import bounded_job_name
+from gpuadvisor.model.slurm_job_id import parse_job_id
 from gpuadvisor.sources.jsonstream import Element, ObjectStream
 from gpuadvisor.sources.slurm.hostlist import HostlistError, count_hosts
-from gpuadvisor.sources.slurm.jobid import parse_job_id
 from gpuadvisor.sources.slurm.parse import (
     FORMATS,
     JobRecord,
@@ -41,6 +44,7 @@ from gpuadvisor.sources.slurm.parse import (
 from gpuadvisor.sources.slurm.sacct_record import (
     MAX_TIME_S,
     RecordChecks,
+    SacctLimits,
     SacctRecord,
     SacctResult,
     check_counts,
@@ -174,7 +178,7 @@ class _JsonJob(JobRecord):
             return f"{int(het_job)}+{int(offset)}"
         return self.job_id
 
-    def nodes(self) -> int:
+    def nodes(self, max_hosts: int) -> int:
         """Nodes allocated; for a job never given any (``allocation_nodes`` 0, ``nodes``
         ``None assigned`` in 22.05), the ``node`` count it requested."""
         count = self.number("allocation_nodes")
@@ -187,7 +191,7 @@ class _JsonJob(JobRecord):
                 if is_number(wanted) and isinstance(wanted, int | float) and wanted >= 1:
                     return int(wanted)
         try:
-            return count_hosts(self.text("nodes")) or 1
+            return count_hosts(self.text("nodes"), max_hosts=max_hosts) or 1
         except HostlistError:
             return 1
 
@@ -197,7 +201,9 @@ def json_format(doc: Mapping[str, object], source: str) -> SqueueFormat:
     return plugin_format(doc, source, JSON_FORMATS, "sacct")
 
 
-def _job(raw: object, index: int, source: str, fmt: SqueueFormat) -> tuple[FinishedJob, bool]:
+def _job(
+    raw: object, index: int, source: str, fmt: SqueueFormat, limits: SacctLimits
+) -> tuple[FinishedJob, bool]:
     """One job object as a ``FinishedJob``, and whether it used wrapped numbers; raises
     ``InputError`` (``reason`` in its ``column``) for a field it cannot read."""
     if not isinstance(raw, Mapping):
@@ -216,15 +222,16 @@ def _job(raw: object, index: int, source: str, fmt: SqueueFormat) -> tuple[Finis
         if problem:
             raise job.error(field, problem)
     gpus = (allocated if allocated is not None else requested) or 0
-    nodes = job.nodes()
-    problem = check_counts(nodes, gpus, job.number("time.elapsed"), job.number("time.limit"))
+    nodes = job.nodes(limits.max_hosts)
+    elapsed, limit = job.number("time.elapsed"), job.number("time.limit")
+    problem = check_counts(nodes, gpus, elapsed, limit, max_hosts=limits.max_hosts)
     if problem:
         raise job.error("allocation_nodes", problem)
     record = SacctRecord(
         user=job.text("user"),
         account=job.text("account"),
         partition=job.text("partition"),
-        name=job.text("name"),
+        name=bounded_job_name(job.text("name")),
         state=state,
         submit_s=job.time("time.submission"),
         start_s=job.time("time.start"),
@@ -241,11 +248,17 @@ def _job(raw: object, index: int, source: str, fmt: SqueueFormat) -> tuple[Finis
     array_text = str(int(array_job)) if array_job else ""
     task_text = None if task is None else str(int(task))
     try:
-        parse_job_id(f"{array_text}_{task_text}" if array_text and task_text else name)
+        parse_job_id(
+            f"{array_text}_{task_text}" if array_text and task_text else name,
+            max_array_index=limits.max_array_task_index,
+        )
     except ValueError as exc:
         raise job.error("job_id", str(exc)) from None
     try:
-        return record.one_job(name, array_text, task_text, tasks), job.wrapped
+        finished = record.one_job(
+            name, array_text, task_text, tasks, max_array_index=limits.max_array_task_index
+        )
+        return finished, job.wrapped
     except ValueError as exc:  # ModelError is one
         raise job.error("array.task" if tasks else "job_id", str(exc)) from exc
 
@@ -256,11 +269,17 @@ def _reason(error: InputError) -> str:
     return _REASONS.get(field.partition(".")[0], "field")
 
 
-def json_jobs(stream: ObjectStream, source: str, *, strict: bool = False) -> SacctResult:
+def json_jobs(
+    stream: ObjectStream,
+    source: str,
+    *,
+    strict: bool = False,
+    limits: SacctLimits | None = None,
+) -> SacctResult:
     """The jobs of ``sacct --json`` output, read one job at a time from ``stream``."""
     doc: dict[str, object] = {}
     fmt: SqueueFormat | None = None
-    checks = RecordChecks(source, strict)
+    checks = RecordChecks(source, strict, limits)
     out: list[FinishedJob] = []
     first_wrapped = ""
     listed = False
@@ -276,7 +295,9 @@ def json_jobs(stream: ObjectStream, source: str, *, strict: bool = False) -> Sac
             continue
         listed = True
         try:
-            finished, wrapped = _job(item.value, item.index, source, fmt or ANY_FORMAT)
+            finished, wrapped = _job(
+                item.value, item.index, source, fmt or ANY_FORMAT, checks.limits
+            )
         except InputError as exc:
             error = exc if exc.path else InputError(exc.reason, path=source)
             checks.skip(_reason(exc) if isinstance(item.value, Mapping) else "field", error)

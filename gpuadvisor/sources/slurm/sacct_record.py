@@ -13,10 +13,22 @@ from dataclasses import dataclass, field
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Job
 from gpuadvisor.model.history import BAD_RECORD_REASONS, FinishedJob
+from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX, array_task_count, task_set_text
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
-from gpuadvisor.sources.slurm.jobid import array_task_count, task_set_text
 
-__all__ = ["BAD_RECORD_REASONS", "RecordChecks", "SacctRecord", "SacctResult"]
+__all__ = ["BAD_RECORD_REASONS", "RecordChecks", "SacctLimits", "SacctRecord", "SacctResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class SacctLimits:
+    """The limits a record is held to that an operator may need to change (the advisor's
+    ``history:`` section, whatif's flags); a record beyond one is left out, counted."""
+
+    max_hosts: int = MAX_HOSTS
+    """Most nodes one job may have (its hostlist is counted, never expanded past this)."""
+    max_array_task_index: int = MAX_ARRAY_INDEX
+    """Largest job-array task index (Slurm's ``MaxArraySize`` minus one)."""
+
 
 MAX_TIME_S = 32_503_680_000
 """Times after 3000-01-01 (Unix seconds) are out of range."""
@@ -81,11 +93,16 @@ def check_text(text: str) -> str:
 
 
 def check_counts(
-    nodes: float | None, gpus: int, elapsed_s: float | None, limit: float | None
+    nodes: float | None,
+    gpus: int,
+    elapsed_s: float | None,
+    limit: float | None,
+    *,
+    max_hosts: int = MAX_HOSTS,
 ) -> str:
     """Why a record's counts are out of range, or ``""``."""
-    if nodes is not None and nodes > MAX_HOSTS:
-        return f"{nodes:.0f} nodes, more than {MAX_HOSTS}"
+    if nodes is not None and nodes > max_hosts:
+        return f"{nodes:.0f} nodes, more than {max_hosts}"
     if gpus > MAX_JOB_GPUS:
         return f"{gpus} GPUs, more than {MAX_JOB_GPUS}"
     if elapsed_s is not None and elapsed_s > MAX_TIME_S:
@@ -123,8 +140,9 @@ class SacctResult:
 class RecordChecks:
     """The records of one read left out, by reason; with ``strict`` the first is raised."""
 
-    def __init__(self, source: str, strict: bool) -> None:
+    def __init__(self, source: str, strict: bool, limits: SacctLimits | None = None) -> None:
         self.source, self.strict = source, strict
+        self.limits = limits or SacctLimits()
         self.skipped: dict[str, int] = {}
         self.first = ""
         self.steps = 0
@@ -196,7 +214,15 @@ class SacctRecord:
             job, self.state, start, self.end_s, self.elapsed_s, self.eligible_s, tasks
         )
 
-    def one_job(self, job_id: str, array_job: str, task: str | None, tasks: str) -> FinishedJob:
+    def one_job(
+        self,
+        job_id: str,
+        array_job: str,
+        task: str | None,
+        tasks: str,
+        *,
+        max_array_index: int = MAX_ARRAY_INDEX,
+    ) -> FinishedJob:
         """The job (``task`` set: the array task that ran; ``tasks``: the indices of tasks that
         never left the queue, counted into one record ``ARRAY_JOB_[TASKS]``). ``ValueError`` for
         a task set that cannot be read or a record of tasks that never started with a start."""
@@ -206,7 +232,7 @@ class SacctRecord:
             return self.finished(f"{array_job}_{task}")
         if not tasks:
             return self.finished(job_id)
-        count = array_task_count(tasks)
+        count = array_task_count(tasks, max_index=max_array_index)
         if self.allocated and self.start_s is not None:
             raise ValueError(
                 f"array tasks {tasks[:64]!r} that never started, with a start and resources"

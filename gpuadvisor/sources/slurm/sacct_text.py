@@ -24,11 +24,12 @@ from typing import Any, BinaryIO
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.history import FinishedJob
-from gpuadvisor.sources.slurm.jobid import parse_job_id
+from gpuadvisor.model.slurm_job_id import parse_job_id
 from gpuadvisor.sources.slurm.parse import tres_gpus
 from gpuadvisor.sources.slurm.sacct_record import (
     MAX_TIME_S,
     RecordChecks,
+    SacctLimits,
     SacctRecord,
     SacctResult,
     check_counts,
@@ -138,7 +139,7 @@ def _row(values: Mapping[str, str], checks: RecordChecks) -> FinishedJob | None:
     """The job of one line; None for a step line (counted). Raises ``_RecordError``."""
     job_id = values["JobID"].strip()
     try:
-        parsed = parse_job_id(job_id)
+        parsed = parse_job_id(job_id, max_array_index=checks.limits.max_array_task_index)
     except ValueError as exc:
         raise _RecordError("job_id", "JobID", str(exc)) from None
     if parsed.step is not None:
@@ -155,7 +156,8 @@ def _row(values: Mapping[str, str], checks: RecordChecks) -> FinishedJob | None:
             raise _RecordError(reason, column, f"job {job_id}: {problem}")
     nodes = numbers["NNodes"]
     total = gpus["AllocTRES"] if gpus["AllocTRES"] is not None else gpus["ReqTRES"]
-    problem = check_counts(nodes, total or 0, numbers["ElapsedRaw"], numbers["TimelimitRaw"])
+    elapsed, limit = numbers["ElapsedRaw"], numbers["TimelimitRaw"]
+    problem = check_counts(nodes, total or 0, elapsed, limit, max_hosts=checks.limits.max_hosts)
     if problem:
         raise _RecordError("number", None, f"job {job_id}: {problem}")
     record = SacctRecord(
@@ -176,7 +178,13 @@ def _row(values: Mapping[str, str], checks: RecordChecks) -> FinishedJob | None:
     )
     array_job = parsed.job if parsed.task is not None or parsed.tasks else ""
     try:
-        return record.one_job(parsed.base, array_job, parsed.task, parsed.tasks or "")
+        return record.one_job(
+            parsed.base,
+            array_job,
+            parsed.task,
+            parsed.tasks or "",
+            max_array_index=checks.limits.max_array_task_index,
+        )
     except ValueError as exc:  # ModelError is one
         reason = "array" if parsed.tasks else "number"
         raise _RecordError(reason, "JobID", f"job {job_id}: {exc}") from None
@@ -218,7 +226,12 @@ def _header(lines: _Lines, source: str) -> list[str]:
 
 
 def parsable_jobs(
-    stream: BinaryIO, source: str, *, strict: bool = False, first: bytes = b""
+    stream: BinaryIO,
+    source: str,
+    *,
+    strict: bool = False,
+    first: bytes = b"",
+    limits: SacctLimits | None = None,
 ) -> SacctResult:
     """The jobs of ``sacct --parsable2`` output read from ``stream`` (``first``: bytes of it
     already read), line by line: memory holds one line, never the file."""
@@ -236,7 +249,7 @@ def parsable_jobs(
             raise InputError(problem, path=source, line=1)
         warnings = (f"{source}: {problem}",)
     joined = header[-1] in FREE_TEXT_COLUMNS  # a last free-text column may hold '|'
-    checks = RecordChecks(source, strict)
+    checks = RecordChecks(source, strict, limits)
     out: list[FinishedJob] = []
     number = 1
     while raw := lines.readline(MAX_LINE_BYTES + 1):

@@ -26,8 +26,9 @@ from typing import IO
 
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job, Node
+from gpuadvisor.model.csvcell import csv_text
 from gpuadvisor.sources.table import Header, Row, open_table
-from gpuadvisor.sources.traces.generic import csv_text, write_table
+from gpuadvisor.sources.traces.generic import write_table
 from gpuadvisor.sources.traces.trace import Trace, read_job_table
 
 FORMAT = "alibaba"

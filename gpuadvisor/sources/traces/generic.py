@@ -14,19 +14,19 @@ replay does not read them: it decides starts itself; they keep the record beside
 
 The text columns (``job_id``, ``user``, ``name``, ``account``, ``partition``) are chosen by
 cluster users and the file is opened in spreadsheets: a value starting with ``= + - @``, a tab
-or a carriage return is written with a leading ``'`` (OWASP's CSV-injection rule), so
-``=HYPERLINK(…)`` is shown, not evaluated; ``read`` takes that ``'`` off again, so a trace
-round-trips. Numeric columns are written as numbers and never changed.
+or a carriage return is written with a leading ``'`` (OWASP's CSV-injection rule, in
+``gpuadvisor.model.csvcell``), so ``=HYPERLINK(…)`` is shown, not evaluated; ``read`` takes that
+``'`` off again, so a trace round-trips. Numeric columns are written as numbers and never changed.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import IO, Final
+from typing import IO
 
 from gpuadvisor.model import MILLI_PER_GPU, Job
+from gpuadvisor.model.csvcell import text_cell, unneutralised
 from gpuadvisor.sources.table import Header, Row
 from gpuadvisor.sources.traces.trace import Trace, read_job_table
 
@@ -37,12 +37,6 @@ LABELS = ("name", "account", "partition")
 """Optional columns written only when some job has a value."""
 RAN = ("start_time", "end_time")
 """Optional columns: when the job really ran (a replay does not read them)."""
-
-
-FORMULA_STARTS: Final = frozenset("=+-@\t\r")
-"""First characters a spreadsheet takes as the start of a formula (OWASP, CSV injection)."""
-_QUOTED_STARTS: Final = FORMULA_STARTS | {"'"}
-_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def matches(header: Header) -> bool:
@@ -133,32 +127,3 @@ def _ran_cells(ran: Mapping[str, tuple[float, float]] | None, job_id: str) -> tu
 
 def seconds_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def text_cell(value: str) -> str:
-    """The one escaping helper for a text column chosen by a cluster user: ``neutralised``,
-    then quoted as CSV needs (``csv_text``); a lone surrogate, which no UTF-8 file can hold,
-    is written as U+FFFD instead of failing the whole file."""
-    return csv_text(neutralised(_LONE_SURROGATE.sub("\ufffd", value)))
-
-
-def neutralised(value: str) -> str:
-    """``value`` with a leading ``'`` when a spreadsheet would take it as a formula, or when it
-    already starts with ``'`` before such a character (so ``unneutralised`` gives it back)."""
-    first, second = value[:1], value[1:2]
-    if first in FORMULA_STARTS or (first == "'" and second in _QUOTED_STARTS):
-        return "'" + value
-    return value
-
-
-def unneutralised(cell: str) -> str:
-    """The value ``neutralised`` was given: the leading ``'`` it adds taken off, and only that."""
-    if cell[:1] == "'" and cell[1:2] in _QUOTED_STARTS:
-        return cell[1:]
-    return cell
-
-
-def csv_text(value: str) -> str:
-    if any(c in value for c in ',"\n\r') or value != value.strip():
-        return '"' + value.replace('"', '""') + '"'
-    return value

@@ -17,8 +17,9 @@ from typing import IO
 
 from gpuadvisor.model import Cluster
 from gpuadvisor.model.availability import Availability, Outage
+from gpuadvisor.model.csvcell import csv_text
 from gpuadvisor.sources.table import Row, open_table
-from gpuadvisor.sources.traces.generic import csv_text, seconds_text, write_table
+from gpuadvisor.sources.traces.generic import seconds_text, write_table
 
 COLUMNS = ("node", "start_time", "end_time", "reason")
 REQUIRED = COLUMNS[:3]
