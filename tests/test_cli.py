@@ -203,7 +203,14 @@ def test_no_baseline_leaves_out_only_the_fifo_deltas(
 ) -> None:
     def run(name: str, *flags: str) -> dict[str, Any]:
         path = tmp_path / name
-        argv = ["--trace", contended_trace, "--cluster", "2x8", "--output-json", path]
+        argv: list[str | Path] = [
+            "--trace",
+            contended_trace,
+            "--cluster",
+            "2x8",
+            "--output-json",
+            path,
+        ]
         outcome = gpuadvisor(capsys, "simulate", *argv, *flags)
         assert outcome.code == 0, outcome.err
         return read_json(path)
