@@ -6,13 +6,20 @@ filter, one unit per processor), our figures beside theirs.
     .venv/bin/python bench/pwa.py --logs KTH-SP2 --policies advisor@predicted
     .venv/bin/python bench/pwa.py --logs KTH-SP2,CTC-SP2 --peer /tmp/peer/simulation/pyss/src \\
         --python2 "$(pyenv root)/versions/2.7.18/bin/python2"   # also time the peer's EASY
+    .venv/bin/python bench/pwa.py --speed --logs KTH-SP2,CTC-SP2 --peer ... --python2 ...
 
 Per log and policy: jobs kept by the filter, average bounded slowdown (tau = 10 s), mean, p95
 and max wait, mean wait per size class, and the published average bsld (and mean wait, for
 EASY) with our difference in percent. ``--peer`` and ``--python2`` run the peer (pyss from
 ``dinesh121991/predictsim``) with EASY on the same filtered log and ours (``gpuadvisor
-simulate --policies easy``, the whole process), alternated, best of 2, and print each one's
-user+sys CPU seconds and peak RSS and the ratio. The peer's code is run, never copied.
+simulate --policies easy --no-baseline``, the whole process), alternated, best of 2, and
+print each one's user+sys CPU seconds (``os.wait4``'s rusage of that child alone) and peak RSS
+and the ratio. ``--speed`` prints only that, for each of ``--speed-policies`` (default easy,
+advisor, advisor@predicted, each in its own process, the peer and ours alternated), against
+issue 18's target: CPU no more than the peer's EASY, peak RSS at most 300 MB; ``--baseline``
+times ours with the strict-FIFO baseline. The peer's code is run, never copied: fetch
+``dinesh121991/predictsim`` and extract ``simulation/pyss`` (``git archive HEAD
+simulation/pyss``; the repository's large data files are absent from a mirror).
 ``--compare DIR`` compares our EASY job by job with a stored schedule of the peer (``DIR`` holds
 ``<LOG>/simulations/res_easy_backfill_scheduler_None_None.swf.gz``).
 """
@@ -27,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,8 +177,19 @@ def timed(argv: list[str], cwd: Path | None = None) -> tuple[float, float]:
     return usage.ru_utime + usage.ru_stime, rss_mb
 
 
-def time_peer(log: Log, path: Path, peer: Path, python2: str, tries: int = 2) -> str:
-    """The peer's EASY and our ``simulate --policies easy``, alternated, best of ``tries``."""
+def time_peer(
+    log: Log,
+    path: Path,
+    peer: Path,
+    python2: str,
+    policies: Sequence[str] = ("easy",),
+    *,
+    tries: int = 2,
+    baseline: bool = False,
+) -> list[str]:
+    """The peer's EASY and our whole ``simulate --policies P`` process for each of
+    ``policies``, alternated (peer, then each P, ``tries`` rounds), best of ``tries``: one
+    table row per P. Ours runs with ``--no-baseline`` unless ``baseline``."""
     with tempfile.TemporaryDirectory() as tmp:
         filtered = Path(tmp) / "log.swf"
         write_input_swf(log.jobs, filtered)
@@ -178,17 +197,38 @@ def time_peer(log: Log, path: Path, peer: Path, python2: str, tries: int = 2) ->
         conf.write_text(PEER_CONFIG % log.cluster.gpus)
         peer_argv = [python2, "-O", "run_simulator.py", str(filtered), str(conf)]
         peer_argv.append(str(Path(tmp) / "out.swf"))
-        ours_argv = [sys.executable, "-m", "gpuadvisor", "simulate", "--trace", str(path)]
-        ours_argv += ["--policies", "easy"]
-        theirs_runs, ours_runs = [], []
+        ours = {p: ours_argv(path, p, baseline=baseline) for p in policies}
+        theirs_runs: list[tuple[float, float]] = []
+        ours_runs: dict[str, list[tuple[float, float]]] = {p: [] for p in policies}
         for _ in range(tries):
             theirs_runs.append(timed(peer_argv, cwd=peer))
-            ours_runs.append(timed(ours_argv))
-    (t_cpu, t_rss), (o_cpu, o_rss) = min(theirs_runs), min(ours_runs)
-    return (
-        f"| {log.name} | {t_cpu:.1f} s, {t_rss:.0f} MB | {o_cpu:.1f} s, {o_rss:.0f} MB | "
-        f"{o_cpu / t_cpu:.2f}x |"
-    )
+            for policy, argv in ours.items():
+                ours_runs[policy].append(timed(argv))
+    t_cpu, t_rss = min(theirs_runs)
+    rows = []
+    for policy in policies:
+        o_cpu, o_rss = min(ours_runs[policy])
+        rows.append(
+            f"| {log.name} | {t_cpu:.2f} s, {t_rss:.0f} MB | {policy} | {o_cpu:.2f} s, "
+            f"{o_rss:.0f} MB | {o_cpu / t_cpu:.2f}x | {'met' if o_cpu <= t_cpu else 'missed'}"
+            f"{'' if o_rss <= RSS_TARGET_MB else f', RSS > {RSS_TARGET_MB} MB'} |"
+        )
+    return rows
+
+
+RSS_TARGET_MB = 300
+SPEED_POLICIES = ("easy", "advisor", "advisor@predicted")
+SPEED_HEADER = (
+    "| log | peer EASY (user+sys CPU, peak RSS) | policy | ours: whole simulate process | "
+    "ours / peer | target (CPU <= peer's, RSS <= 300 MB) |\n|---|---|---|---|---|---|"
+)
+
+
+def ours_argv(path: Path, policy: str, *, baseline: bool = False) -> list[str]:
+    """Our ``gpuadvisor simulate`` on the log as a user runs it (SWF detected, the
+    literature's filter, the cluster from MaxProcs)."""
+    argv = [sys.executable, "-m", "gpuadvisor", "simulate", "--trace", str(path)]
+    return argv + ["--policies", policy] + ([] if baseline else ["--no-baseline"])
 
 
 # -- job by job against a stored schedule -------------------------------------------------
@@ -226,6 +266,29 @@ def compare_jobs(result: SimulationResult, stored: dict[str, tuple[float, float]
     return f"{differ} of {common} common jobs start at another time; first: {first or 'none'}"
 
 
+def speed(args: argparse.Namespace, names: list[str]) -> int:
+    """``--speed``: per log, the peer's EASY and our simulate per policy, side by side."""
+    if not (args.peer and args.python2):
+        raise SystemExit("--speed needs --peer and --python2")
+    policies = [p.strip() for p in args.speed_policies.split(",") if p.strip()]
+    baseline = "with" if args.baseline else "without"
+    print(f"best of {args.tries}, alternated; ours {baseline} the strict-FIFO baseline")
+    print(SPEED_HEADER, flush=True)
+    for name in names:
+        path = args.traces / (PUBLISHED[name].file if name in PUBLISHED else name)
+        rows = time_peer(
+            load_log(path, name),
+            path,
+            args.peer,
+            args.python2,
+            policies,
+            tries=args.tries,
+            baseline=args.baseline,
+        )
+        print("\n".join(rows), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--logs", default=",".join(PUBLISHED), help="comma-separated log names")
@@ -234,12 +297,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer", type=Path, help="pyss's src folder (predictsim)")
     parser.add_argument("--python2", help="the CPython 2.7 that runs the peer")
     parser.add_argument("--compare", type=Path, help="predictsim's experiments/data folder")
+    parser.add_argument(
+        "--speed",
+        action="store_true",
+        help="only time the peer's EASY beside our simulate (needs --peer, --python2)",
+    )
+    parser.add_argument(
+        "--speed-policies",
+        default=",".join(SPEED_POLICIES),
+        help="with --speed: our policies to time, each in its own simulate process",
+    )
+    parser.add_argument("--tries", type=int, default=2, help="with --speed: best of this many")
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="with --speed: ours also replays strict FIFO (no --no-baseline)",
+    )
     args = parser.parse_args(argv)
     if not args.traces.is_dir():
         print(f"skipped: {args.traces} is absent (../shared not here)")
         return 0
     policies = [*POLICIES, *(p.strip() for p in args.policies.split(",") if p.strip())]
     names = [n.strip() for n in args.logs.split(",") if n.strip()]
+    if args.speed:
+        return speed(args, names)
     print(HEADER)
     timing = []
     for name in names:
@@ -257,10 +338,9 @@ def main(argv: list[str] | None = None) -> int:
                     found = compare_jobs(result, read_schedule(schedule))
                     print(f"<!-- {name} easy vs the peer: {found} -->")
         if args.peer and args.python2:
-            timing.append(time_peer(log, path, args.peer, args.python2))
+            timing += time_peer(log, path, args.peer, args.python2)
     if timing:
-        print("\n| log | peer EASY (CPU, peak RSS) | ours simulate --policies easy | ratio |")
-        print("|---|---|---|---|")
+        print("\n" + SPEED_HEADER)
         print("\n".join(timing))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nmax RSS of this process: {peak_mb:.0f} MB")

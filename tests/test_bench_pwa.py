@@ -89,3 +89,20 @@ def test_main_prints_the_table(
 def test_absent_logs_skip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.main(["--traces", str(tmp_path / "absent")]) == 0
     assert "skipped" in capsys.readouterr().out
+
+
+def test_the_speed_run_times_our_whole_simulate_process_on_the_log(tmp_path: Path) -> None:
+    argv = bench.ours_argv(tmp_path / "KTH.swf.gz", "advisor@predicted")
+    assert argv[1:] == [
+        "-m",
+        "gpuadvisor",
+        "simulate",
+        "--trace",
+        str(tmp_path / "KTH.swf.gz"),
+        "--policies",
+        "advisor@predicted",
+        "--no-baseline",
+    ]
+    assert "--no-baseline" not in bench.ours_argv(tmp_path / "x.swf", "easy", baseline=True)
+    with pytest.raises(SystemExit, match="--speed needs --peer and --python2"):
+        bench.main(["--speed", "--traces", str(tmp_path)])

@@ -198,6 +198,39 @@ def test_simulate_writes_every_contract_key_per_policy_and_three_plots(
     assert "Simulated policies" in outcome.out
 
 
+def test_no_baseline_leaves_out_only_the_fifo_deltas(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, contended_trace: Path
+) -> None:
+    def run(name: str, *flags: str) -> dict[str, Any]:
+        path = tmp_path / name
+        argv: list[str | Path] = [
+            "--trace",
+            contended_trace,
+            "--cluster",
+            "2x8",
+            "--output-json",
+            path,
+        ]
+        outcome = gpuadvisor(capsys, "simulate", *argv, *flags)
+        assert outcome.code == 0, outcome.err
+        return read_json(path)
+
+    full = run("full.json", "--policies", "easy,advisor")
+    lean = run("lean.json", "--policies", "easy,advisor", "--no-baseline")
+    assert lean["meta"] == {**full["meta"], "fifo_baseline": False}
+    deltas = {"delta_wait_vs_fifo_max_s", "delta_wait_vs_fifo_p99_s"}
+    for before, after in zip(full["results"], lean["results"], strict=True):
+        assert deltas <= set(before)
+        assert after == {k: v for k, v in before.items() if k not in deltas}
+    # a listed fifo still runs and still is the baseline
+    listed = run("listed.json", "--policies", "fifo,easy", "--no-baseline")
+    assert "fifo_baseline" not in listed["meta"]
+    assert (
+        by_policy(listed)["easy"]["delta_wait_vs_fifo_max_s"]
+        == (by_policy(full)["easy"]["delta_wait_vs_fifo_max_s"])
+    )
+
+
 def test_the_same_seed_gives_byte_identical_json_and_another_seed_does_not(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -35,14 +35,28 @@ class IdleSplit:
 
 def split_idle(capacity: Capacity, waiting: Sequence[tuple[Job, int]]) -> IdleSplit:
     """Split the free capacity; ``waiting`` is (representative job, how many) per shape."""
-    free = capacity.free_total_milli
     demand = [(job, count) for job, count in waiting if count > 0 and job.gpus > 0]
+    return split_idle_ordered(capacity, sorted(demand, key=lambda jc: idle_order_key(jc[0])))
+
+
+def idle_order_key(job: Job) -> tuple[int, tuple[int, int, int]]:
+    """The order in which ``split_idle`` packs the waiting shapes: largest first (a stable
+    sort: ties keep the order given)."""
+    return (-job.gpu_milli_total, job.shape)
+
+
+def split_idle_ordered(
+    capacity: Capacity, ordered: Sequence[tuple[Job, int]], *, simple: bool = False
+) -> IdleSplit:
+    """``split_idle`` with the waiting shapes already filtered (count > 0, GPUs > 0) and in
+    ``idle_order_key`` order, as a replay keeps them. ``simple``: every shape is known to be
+    whole GPUs without constraints (skips that check)."""
+    free = capacity.free_total_milli
     if free <= 0:
         return IdleSplit()
-    if not demand:
+    if not ordered:
         return IdleSplit(no_demand_milli=free)
-    ordered = sorted(demand, key=lambda jc: (-jc[0].gpu_milli_total, jc[0].shape))
-    packed = _pack_by_counts(capacity, ordered)
+    packed = _pack_by_counts(capacity, ordered, simple=simple)
     filled, left = packed if packed is not None else _pack_by_placement(capacity, ordered)
     remaining = free - filled
     would_fit = sum(j.gpu_milli_total * c for j, c in left if j.gpu_milli_total <= remaining)
@@ -50,7 +64,7 @@ def split_idle(capacity: Capacity, waiting: Sequence[tuple[Job, int]]) -> IdleSp
     return IdleSplit(filled, fragmentation, remaining - fragmentation, 0)
 
 
-def _simple(job: Job) -> bool:
+def whole_gpus_only(job: Job) -> bool:
     """Whole GPUs, no GPU-model, CPU or memory constraint: only free-GPU counts matter."""
     return (
         job.gpu_milli == MILLI_PER_GPU
@@ -61,7 +75,7 @@ def _simple(job: Job) -> bool:
 
 
 def _pack_by_counts(
-    capacity: Capacity, ordered: Sequence[tuple[Job, int]]
+    capacity: Capacity, ordered: Sequence[tuple[Job, int]], *, simple: bool = False
 ) -> tuple[int, list[tuple[Job, int]]] | None:
     """Pack on counts of nodes by whole free GPUs, in O(shapes x GPUs per node).
 
@@ -69,7 +83,7 @@ def _pack_by_counts(
     single-node shape of g GPUs takes the nodes with the fewest free GPUs that still hold it,
     k // g jobs per node. Returns None when a shape has constraints this cannot see.
     """
-    if not all(_simple(job) for job, _ in ordered):
+    if not simple and not all(whole_gpus_only(job) for job, _ in ordered):
         return None
     width = capacity.cluster.max_node_gpus + 1
     by_free = [0] * width  # nodes with k whole free GPUs

@@ -44,7 +44,6 @@ from gpuadvisor.simulation.headline import metrics_headline
 from gpuadvisor.simulation.inflation import run_inflation
 from gpuadvisor.simulation.sharing import Sharing
 from gpuadvisor.simulation.workload import offered_load, scale_to_load
-from gpuadvisor.sinks.report.plots import require_plotting, write_plots
 from gpuadvisor.sinks.report.schedule import write_schedule
 from gpuadvisor.sinks.report.swf_schedule import is_swf, write_swf_schedule
 from gpuadvisor.sinks.report.tables import (
@@ -156,6 +155,10 @@ def run(args: argparse.Namespace) -> int:
     if output_json is not None:
         prepare_output(output_json, "--output-json")
     if plots is not None:
+        # matplotlib and numpy load only for --plots (imported here, not at the top: they
+        # cost every run 0.5 s of CPU and 40 MB)
+        from gpuadvisor.sinks.report.plots import require_plotting  # noqa: PLC0415
+
         require_plotting()
         prepare_folder(plots, "--plots")
     if output_schedule is not None:
@@ -251,7 +254,13 @@ def run(args: argparse.Namespace) -> int:
             "outages": len(availability.outages),
             "nodes_out": list(availability.nodes),
         }
-    runs = run_replay(console, jobs, cluster, configs, availability)
+    if settings.no_baseline and not any(
+        c.order == BASELINE and c.placement is None for c in configs
+    ):
+        meta["fifo_baseline"] = False  # no delta_wait_vs_fifo_* figures
+    runs = run_replay(
+        console, jobs, cluster, configs, availability, baseline=not settings.no_baseline
+    )
     report(console, runs, settings, meta=meta)
     return 0
 
@@ -262,6 +271,8 @@ def run_replay(
     cluster: Cluster,
     configs: list[SimulationConfig],
     availability: Availability | None = None,
+    *,
+    baseline: bool = True,
 ) -> list[PolicyRun]:
     with progress_bar(console) as tick:
         return compare(
@@ -270,6 +281,7 @@ def run_replay(
             configs,
             progress=lambda label, d, t: tick(d, t),
             availability=availability,
+            baseline=baseline,
         )
 
 
@@ -299,6 +311,8 @@ def report(
         write_output(output_json, document)
         console.print(f"results: {output_name(output_json)}")
     if plots:
+        from gpuadvisor.sinks.report.plots import write_plots  # noqa: PLC0415
+
         for path in write_plots([r.result for r in runs], plots):
             console.print(f"plot: {path}")
     if output_schedule:

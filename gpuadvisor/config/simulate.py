@@ -20,6 +20,7 @@ from gpuadvisor.config.values import (
     positive,
     ratio,
     seconds_or_zero,
+    switch,
     text,
 )
 from gpuadvisor.simulation.engine import ESTIMATE_MODES
@@ -71,6 +72,7 @@ class SimulateSettings:
     plots: str | None = None
     output_schedule: str | None = None
     schedule_policy: str | None = None
+    no_baseline: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +243,13 @@ SIMULATE_SETTINGS: tuple[Setting, ...] = (
         "only this policy's rows in --output-schedule (a label as in the results, e.g. "
         "advisor or easy+best-fit; default: every listed policy)",
         metavar="POLICY",
+    ),
+    Setting(
+        "no_baseline",
+        "--no-baseline",
+        switch,
+        "replay: skip the strict-FIFO baseline that runs besides the listed policies when fifo "
+        "is not among them; the Δ-wait-vs-FIFO figures (delta_wait_vs_fifo_*) are then absent",
     ),
 )
 

@@ -85,14 +85,17 @@ def compare(
     *,
     progress: Callable[[str, int, int], None] | None = None,
     availability: Availability | None = None,
+    baseline: bool = True,
 ) -> list[PolicyRun]:
-    """Run each config; strict FIFO also runs (first) when absent, as the starvation baseline.
+    """Run each config; strict FIFO also runs (first) when absent, as the starvation baseline
+    (``baseline=False``: only when listed; without it the metrics have no
+    ``delta_wait_vs_fifo_*`` figures).
 
     Every run sees the same jobs, the same workload mix and the same node outages
     (``availability``), so results differ only by policy.
     """
-    runnable, _ = prepare_jobs(jobs, cluster)
-    mix = WorkloadMix.of_jobs(runnable)
+    prepared = prepare_jobs(jobs, cluster)  # once for every run (a spread copies a job)
+    mix = WorkloadMix.of_jobs(prepared[0])
     baseline_config = next(
         (c for c in configs if c.order == BASELINE and c.placement is None),
         replace(configs[0], order=BASELINE, placement=None, label_estimates=False, alias="")
@@ -107,12 +110,21 @@ def compare(
             if progress is not None:
                 progress(config.label, done, total)
 
-        return simulate(jobs, cluster, config, mix=mix, progress=report, availability=availability)
+        return simulate(
+            jobs,
+            cluster,
+            config,
+            mix=mix,
+            progress=report,
+            availability=availability,
+            prepared=prepared,
+        )
 
-    baseline = run(baseline_config)
-    fifo_waits = baseline.waits_s
+    listed = baseline_config in configs
+    fifo = run(baseline_config) if baseline or listed else None
+    fifo_waits = None if fifo is None else fifo.waits_s
     runs = []
     for config in configs:
-        result = baseline if config == baseline_config else run(config)
+        result = fifo if fifo is not None and config == baseline_config else run(config)
         runs.append(PolicyRun(config.label, result.metrics(fifo_waits), result))
     return runs

@@ -22,6 +22,7 @@ back the engine schedules. Without outages nothing of this runs.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import random
@@ -31,7 +32,12 @@ from dataclasses import dataclass, field, replace
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
 from gpuadvisor.analysis.fragmentation import WorkloadMix
-from gpuadvisor.analysis.idle import split_idle
+from gpuadvisor.analysis.idle import (
+    IdleSplit,
+    idle_order_key,
+    split_idle_ordered,
+    whole_gpus_only,
+)
 from gpuadvisor.analysis.prediction import RAISE_RULES, user_last_two
 from gpuadvisor.analysis.predictors import DEFAULT_PREDICTOR, PREDICTORS
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
@@ -63,6 +69,7 @@ limit; a running job that outlives its prediction is planned anew (``raise_rule`
 submitted, as Tsafrir et al. make it; raised like ``predicted``."""
 
 _COMPLETE, _EXPIRE, _ARRIVE, _NODE_BACK, _NODE_OUT = 0, 1, 2, 3, 4
+_NO_IDLE = IdleSplit()
 
 _ShapeKey = tuple[int, int, int, frozenset[str], int, int]
 
@@ -148,10 +155,12 @@ def simulate(
     progress: Progress | None = None,
     observer: Observer | None = None,
     availability: Availability | None = None,
+    prepared: tuple[Sequence[Job], Sequence[Job]] | None = None,
 ) -> SimulationResult:
     """Replay ``jobs`` (in submit-time order) and return per-job and cluster results.
-    ``availability``: when nodes were out (none: every node always there)."""
-    engine = _Engine(jobs, cluster, config, mix, progress, observer)
+    ``availability``: when nodes were out (none: every node always there). ``prepared``:
+    ``prepare_jobs(jobs, cluster)`` if the caller has it (several replays of one trace)."""
+    engine = _Engine(jobs, cluster, config, mix, progress, observer, prepared)
     if availability:
         engine.take_outages(availability)
     return engine.run()
@@ -166,11 +175,15 @@ class _Engine:
         mix: WorkloadMix | None,
         progress: Progress | None,
         observer: Observer | None = None,
+        prepared: tuple[Sequence[Job], Sequence[Job]] | None = None,
     ) -> None:
         self.observer = observer
         self.config = config
         self.cluster = cluster
-        self.jobs, self.rejected = prepare_jobs(jobs, cluster)
+        if prepared is None:
+            self.jobs, self.rejected = prepare_jobs(jobs, cluster)
+        else:
+            self.jobs, self.rejected = list(prepared[0]), list(prepared[1])
         # with a sharing mode, light jobs ask for what they hold of a GPU (and so does the mix)
         self.share: ShareRun | None = None
         if config.sharing.on:
@@ -222,6 +235,11 @@ class _Engine:
         self.estimate_class: list[Hashable] = [None] * n
         self.waiting_rep: dict[_ShapeKey, Job] = {}
         self.waiting_count: dict[_ShapeKey, int] = {}
+        # the shapes with GPUs ever queued, in the idle split's packing order (a shape's first
+        # arrival breaks ties, as split_idle's stable sort of waiting_count does), and whether
+        # all of them are whole GPUs without constraints
+        self.idle_shapes: list[tuple[tuple[int, tuple[int, int, int]], int, _ShapeKey]] = []
+        self.idle_simple = True
         # per node, the running jobs' expected ends by job index, and the latest of them
         self.node_ends: list[dict[int, float]] = [{} for _ in cluster.nodes]
         self.busy_until: list[float] = [-math.inf] * len(cluster.nodes)
@@ -360,7 +378,12 @@ class _Engine:
         self.estimate_class[i] = self._estimate_class(i)
         self.queue.add(key, job, self.estimate_class[i])
         shape = job.fit_key
-        self.waiting_rep.setdefault(shape, job)
+        if shape not in self.waiting_rep:
+            self.waiting_rep[shape] = job
+            if job.gpus > 0:
+                entry = (idle_order_key(job), len(self.waiting_rep), shape)
+                bisect.insort(self.idle_shapes, entry)
+                self.idle_simple = self.idle_simple and whole_gpus_only(job)
         self.waiting_count[shape] = self.waiting_count.get(shape, 0) + 1
 
     def _leave_running(self, i: int) -> Ending:
@@ -601,10 +624,15 @@ class _Engine:
         totals.allocated_milli_s += used * dt
         if missing:
             totals.missing_milli_s = (totals.missing_milli_s or 0.0) + missing * dt
-        split = split_idle(
-            self.capacity,
-            [(self.waiting_rep[k], c) for k, c in self.waiting_count.items() if c],
-        )
+        if self.capacity.free_total_milli <= 0:
+            split = _NO_IDLE
+        else:
+            count, rep = self.waiting_count, self.waiting_rep
+            split = split_idle_ordered(
+                self.capacity,
+                [(rep[k], c) for _, _, k in self.idle_shapes if (c := count[k])],
+                simple=self.idle_simple,
+            )
         totals.ordering_milli_s += split.ordering_milli * dt
         totals.fragmentation_milli_s += split.fragmentation_milli * dt
         totals.capacity_milli_s += split.capacity_milli * dt
