@@ -1,6 +1,6 @@
 #!/bin/sh
-# Install the Debian packages the tests need (DESIGN.md section 7), only those whose binaries
-# are missing, and say clearly when a binary found is a version the tests cannot use.
+# Install the Debian packages the tests need (the real servers of tests/harness), only those
+# whose binaries are missing, and say clearly when a binary found is a version the tests cannot use.
 #
 # Each binary maps to the one package that gives it: a binary already there from elsewhere
 # (kubectl from the Kubernetes apt repository, Prometheus from upstream tarballs) is left alone,

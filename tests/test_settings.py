@@ -121,12 +121,12 @@ def test_the_programs_flags_have_no_argparse_default_but_none(module: str) -> No
 
 
 def test_the_scan_would_catch_a_default_written_twice() -> None:
-    code = "p.add_argument('--x', default=15.0)\nOrderSettings(starvation_s=6 * 3600.0)\n"
+    code = "p.add_argument('--x', default=15.0)\nOrderSettings(starvation_s=24 * 3600.0)\n"
     by_field = _numeric_defaults()
     keywords = [n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.keyword)]
     values = [(k.arg, _literal_number(k.value)) for k in keywords]
-    assert values == [("default", 15.0), ("starvation_s", 21600.0)]
-    assert 21600.0 in by_field["starvation_s"]
+    assert values == [("default", 15.0), ("starvation_s", 86400.0)]
+    assert 86400.0 in by_field["starvation_s"]
 
 
 # --- documented in docs/configuration.md --------------------------------------------------------
