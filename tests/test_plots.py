@@ -175,7 +175,6 @@ def run_without_matplotlib(tmp_path: Path, *args: str) -> subprocess.CompletedPr
 @pytest.mark.parametrize(
     "args",
     [
-        ("demo", "--output", "demo-output"),
         (
             "simulate",
             "--trace",
@@ -186,7 +185,7 @@ def run_without_matplotlib(tmp_path: Path, *args: str) -> subprocess.CompletedPr
             "plots",
         ),
     ],
-    ids=["demo", "simulate --plots"],
+    ids=["simulate --plots"],
 )
 def test_plotting_without_the_report_extra_names_what_to_install(
     tmp_path: Path, args: tuple[str, ...]

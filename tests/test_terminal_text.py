@@ -120,6 +120,19 @@ def test_whatif_summary_lines_show_hostile_text_as_text(value: str) -> None:
                 }
             ]
         },
+        "headline": {
+            "kind": "waits",
+            "reason": "the cluster was not backlogged",
+            "policies": [
+                {
+                    "policy": value,
+                    "wait_mean_s": 60.0,
+                    "wait_p95_s": 120.0,
+                    "wait_max_s": 600.0,
+                    "bounded_slowdown_mean": 1.5,
+                }
+            ],
+        },
     }
     as_run = AsRun("fifo", f"--slurm-config FILE: {value}", warning=f"no order for {value}")
 
