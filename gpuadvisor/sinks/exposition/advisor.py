@@ -19,7 +19,9 @@ from prometheus_client.registry import Collector
 from gpuadvisor.analysis.advice.cycle import Findings
 from gpuadvisor.model import MILLI_PER_GPU, ClusterQueue, Kind, Recommendation, SourceHealth
 from gpuadvisor.sinks.exposition.metrics import (
+    BUILD_INFO_LABELS,
     MetricDef,
+    build_labels,
     counter,
     gauge,
     histogram,
@@ -175,8 +177,9 @@ ADVISOR_METRICS: tuple[MetricDef, ...] = (
     MetricDef(
         "gpuadvisor_build_info",
         "gauge",
-        "gpuadvisor build, always 1.",
-        ("version",),
+        "gpuadvisor build, always 1: its version, the Python running it, and the source revision "
+        "it was built from where the build set GPUADVISOR_REVISION (else empty).",
+        BUILD_INFO_LABELS,
     ),
     *PREDICTION_METRICS,
 )
@@ -339,7 +342,7 @@ class AdvisorMetrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         info = _gauge("gpuadvisor_build_info")
-        info.add_metric([self._version], 1.0)
+        info.add_metric(build_labels(self._version), 1.0)
         yield info
         yield from render_status(self._latest())
         cycles = counter(_BY_NAME["gpuadvisor_advisor_cycles_total"])
