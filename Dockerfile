@@ -27,7 +27,11 @@ RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
 # own are removed, so nothing in the image can install packages), run as an unprivileged user.
 FROM ${PYTHON_IMAGE} AS runtime
 ARG VERSION=0.1.0
+# The source revision (docker build --build-arg REVISION=$(git rev-parse HEAD) .): shown as the
+# revision label of gpuadvisor_build_info; empty when not given. Nothing runs git in the image.
+ARG REVISION=""
 LABEL org.opencontainers.image.title="gpuadvisor" \
+      org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.description="Makes GPU-cluster queueing waste visible and recommends what to reorder: node agent, queue exporter and advisor." \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
@@ -37,6 +41,7 @@ RUN python -m pip uninstall --yes --no-input pip setuptools wheel \
       --home-dir /nonexistent --shell /usr/sbin/nologin gpuadvisor
 COPY --from=builder /opt/gpuadvisor /opt/gpuadvisor
 ENV PATH=/opt/gpuadvisor/bin:$PATH \
+    GPUADVISOR_REVISION=${REVISION} \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 USER 10001:10001

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import platform
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -31,6 +32,7 @@ from gpuadvisor.analysis.agent_state import (
 from gpuadvisor.model.gpu import GpmRatios, GpuReading, NodeReading, NvmlErrorCount
 from gpuadvisor.sinks.exposition.agent import agent_registry
 from gpuadvisor.sinks.exposition.agent_text import CachedExposition, TextRenderer, sample_value
+from gpuadvisor.sinks.exposition.metrics import REVISION_ENV
 from gpuadvisor.sources.simnode.node import SimulatedProbe, default_spec
 from tests.test_exposition import T0, fixed_state
 
@@ -84,15 +86,20 @@ def test_a_node_with_mig_xids_lost_and_sparse_gpus_renders_the_same() -> None:
     assert 'gpuadvisor_gpu_xid_errors_total{gpu_uuid="GPU-aaaa",xid="79"} 1.0' in text
 
 
-def test_nvml_down_and_the_empty_state_render_the_same() -> None:
+def test_nvml_down_and_the_empty_state_render_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(REVISION_ENV, raising=False)
     down = record_collector(mark_nvml_down(fixed_state()), CollectorRun("gpu", False, 0.5))
     assert ours(down) == reference(down)
     assert ours(AgentState()) == reference(AgentState())
-    help_line = "gpuadvisor build metadata, always 1 (source: the agent)."
+    help_line = (
+        "gpuadvisor build metadata, always 1: version, Python version, source revision (empty "
+        "unless the build set GPUADVISOR_REVISION) (source: the agent)."
+    )
     assert ours(AgentState()).decode() == (
         f"# HELP gpuadvisor_build_info {help_line}\n"
         "# TYPE gpuadvisor_build_info gauge\n"
-        'gpuadvisor_build_info{version="0.1.0"} 1.0\n'
+        f'gpuadvisor_build_info{{python_version="{platform.python_version()}",revision="",'
+        'version="0.1.0"} 1.0\n'
     )
 
 

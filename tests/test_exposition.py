@@ -9,6 +9,7 @@ Regenerate tests/data/agent_metrics.golden.prom and docs/metrics.md with ``UPDAT
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from gpuadvisor.model.gpu import GpmRatios, GpuReading, NodeReading, NvmlErrorCo
 from gpuadvisor.sinks.exposition.agent import AGENT_METRICS, agent_registry
 from gpuadvisor.sinks.exposition.agent_text import TextRenderer
 from gpuadvisor.sinks.exposition.doc import metrics_markdown
+from gpuadvisor.sinks.exposition.metrics import REVISION_ENV, build_labels
 from gpuadvisor.sources.simnode.node import SimulatedProbe, default_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,13 +125,49 @@ def fixed_state() -> AgentState:
     return state
 
 
+PYTHON_LABEL = f'python_version="{platform.python_version()}"'
+GOLDEN_PYTHON_LABEL = 'python_version="3.x.y"'
+"""The golden file holds this in place of the running Python's version, so that it holds on
+every Python the project supports."""
+
+
+@pytest.fixture(autouse=True)
+def no_revision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The golden file's build has no revision, whatever the environment of the test run."""
+    monkeypatch.delenv(REVISION_ENV, raising=False)
+
+
 def exposition(state: AgentState) -> str:
-    return generate_latest(agent_registry(lambda: state, "0.1.0")).decode()
+    text = generate_latest(agent_registry(lambda: state, "0.1.0")).decode()
+    return text.replace(PYTHON_LABEL, GOLDEN_PYTHON_LABEL)
 
 
 def served(state: AgentState) -> str:
     """What the agent's /metrics serves: its own text renderer."""
-    return TextRenderer("0.1.0").render(state).decode()
+    return TextRenderer("0.1.0").render(state).decode().replace(PYTHON_LABEL, GOLDEN_PYTHON_LABEL)
+
+
+def test_build_info_names_the_python_and_the_revision_set_at_build_time() -> None:
+    revision = "3993f0f0123456789abcdef0123456789abcdef0"
+    assert build_labels("0.1.0", {REVISION_ENV: revision}) == [
+        "0.1.0",
+        platform.python_version(),
+        revision,
+    ]
+    assert build_labels("0.1.0", {})[2] == ""
+    # a value that is not a revision (markup, a line feed, a megabyte) is never a label
+    for bad in ('a"b', "x\n", "r" * 65, "", "rev with space"):
+        assert build_labels("0.1.0", {REVISION_ENV: bad})[2] == "", bad
+
+
+def test_build_info_reads_the_revision_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(REVISION_ENV, "v0.1.0-12-gabc1234")
+    found = families(served(AgentState()))
+    assert found["gpuadvisor_build_info"] == [
+        ({"version": "0.1.0", "python_version": "3.x.y", "revision": "v0.1.0-12-gabc1234"}, 1.0)
+    ]
 
 
 def sim_state(gpus: int) -> AgentState:

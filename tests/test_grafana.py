@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
-from gpuadvisor.sinks.exposition.advisor import ADVISOR_METRICS
+from gpuadvisor.sinks.exposition.advisor import ADVISOR_METRICS, AdvisorMetrics, AdvisorStatus
 from gpuadvisor.sinks.exposition.agent import AGENT_METRICS
 from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS
 from tests.fake_nvml import GIB, FakeMigProfile, make_gpu
@@ -40,11 +41,13 @@ from tests.fake_nvml.scenario import (
     XidEvent,
 )
 from tests.fake_squeue import write_fake_squeue
+from tests.harness.exposition_server import ExpositionServer
 from tests.harness.process import ManagedProcess
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.harness.receiver import Receiver
 from tests.ports import free_port
 from tests.test_alert_rules import RULES, gpuadvisor_names, load_rules, unknown_names
+from tests.test_kubernetes_kueue import EXPECTED as KUEUE_QUEUES
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD_FILES = sorted((ROOT / "grafana").glob("*.json"))
@@ -374,6 +377,15 @@ def nvml_gpus(*, lost: bool) -> list[FakeGpu]:
     ]
 
 
+def kueue_advisor_text() -> str:
+    """The /metrics of a second advisor replica, on a Kueue cluster, before its first cycle:
+    rendered by the advisor's own code with the ClusterQueues that tests/test_kubernetes_kueue.py
+    reads from Kueue's metrics through a real Prometheus (the stack's advisor reads the
+    ``gpuadvisor`` profile, which has no Kueue)."""
+    status = AdvisorStatus(cluster_queues=KUEUE_QUEUES)
+    return generate_latest(AdvisorMetrics(lambda: status, "0.0.0").registry).decode()
+
+
 def gpuadvisor(*args: str) -> list[str]:
     return [sys.executable, "-m", "gpuadvisor", *args]
 
@@ -447,6 +459,7 @@ sinks:
     )
     procs: list[ManagedProcess] = []
     servers: dict[str, PrometheusServer] = {}
+    kueue_advisor = ExpositionServer(kueue_advisor_text())
     try:
         web = "--web.listen-address"
         procs.append(
@@ -500,7 +513,9 @@ sinks:
             jobs = [
                 ScrapeJob("gpuadvisor-agent", [address["sim"], address["nvml"]], labels),
                 ScrapeJob("gpuadvisor-queue", [address["queue"], address["slurm-queue"]], labels),
-                ScrapeJob("gpuadvisor-advisor", [address["advisor"]], labels),
+                ScrapeJob(
+                    "gpuadvisor-advisor", [address["advisor"], kueue_advisor.address], labels
+                ),
             ]
             servers[setup] = PrometheusServer(
                 tmp / name, jobs, rule_files=[RULES], port=ports[name]
@@ -516,6 +531,7 @@ sinks:
             server.stop()
         for proc in reversed(procs):
             proc.stop()
+        kueue_advisor.stop()
         webhook.stop()
 
 

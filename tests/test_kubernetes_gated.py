@@ -83,6 +83,7 @@ async def test_a_gated_pod_waits_outside_the_queue_and_is_never_advised_to_start
     async with PrometheusClient(PrometheusSettings(prometheus.url)) as client:
         built = await read_live(client, KUBERNETES, now_s=time.time(), settings=LiveSettings())
     assert [(w.reason, w.subject) for w in built.warnings] == [("gated", "pod ml/kueue-1")]
+    assert built.state.cluster_queues == ()  # no Kueue metrics: no queue depth, not zeros
     snapshot = built.state.snapshot
     assert [j.job_id for j in snapshot.pending] == ["ml/small-2"]
     assert [r.job.job_id for r in snapshot.running] == ["ml/train-0"]

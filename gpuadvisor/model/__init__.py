@@ -2,7 +2,14 @@
 
 from gpuadvisor.model.cluster import MILLI_PER_GPU, Cluster, Node
 from gpuadvisor.model.job import Job
-from gpuadvisor.model.live import GpuLoad, GpuUse, LiveState, SourceHealth
+from gpuadvisor.model.live import (
+    ClusterQueue,
+    GpuLoad,
+    GpuUse,
+    LiveState,
+    QueueGpus,
+    SourceHealth,
+)
 from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
 from gpuadvisor.model.snapshot import Allocation, ClusterSnapshot, RunningJob
@@ -11,6 +18,7 @@ __all__ = [
     "MILLI_PER_GPU",
     "Allocation",
     "Cluster",
+    "ClusterQueue",
     "ClusterSnapshot",
     "Gain",
     "GpuLoad",
@@ -20,6 +28,7 @@ __all__ = [
     "LiveState",
     "Node",
     "QueueEntry",
+    "QueueGpus",
     "QueueSnapshot",
     "Recommendation",
     "RunningJob",

@@ -59,6 +59,35 @@ class SourceHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueGpus:
+    """A Kueue ClusterQueue's GPUs of one resource flavor: ``used_gpus`` from
+    ``kueue_cluster_queue_resource_usage``, ``nominal_quota_gpus`` from
+    ``kueue_cluster_queue_nominal_quota`` (``resource="nvidia.com/gpu"``); ``None`` where Kueue
+    does not report it (both are opt-in: ``metrics.enableClusterQueueResources``)."""
+
+    flavor: str
+    used_gpus: float | None = None
+    nominal_quota_gpus: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    """One Kueue ClusterQueue as Kueue's own metrics report it: its queue depth.
+
+    ``pending_workloads``: (status, workloads) from ``kueue_pending_workloads``, status
+    ``active`` (in the admission queue) or ``inadmissible`` (waiting for the cluster to change);
+    ``admitted_workloads`` from ``kueue_admitted_active_workloads`` (``None``: absent). Kueue
+    suspends a Job until it admits its Workload, so these workloads have no pods yet: the
+    advisor shows them, never plans with them.
+    """
+
+    name: str
+    pending_workloads: tuple[tuple[str, int], ...] = ()
+    admitted_workloads: int | None = None
+    gpus: tuple[QueueGpus, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class LiveState:
     """Everything one advisor cycle starts from."""
 
@@ -68,6 +97,9 @@ class LiveState:
     missing_nodes: tuple[str, ...] = ()
     """Nodes the queue names (jobs run there) or that were seen recently, but that no agent
     reports this cycle (stopped, stale, NVML down): the snapshot is a part of the cluster."""
+    cluster_queues: tuple[ClusterQueue, ...] = ()
+    """Kueue's ClusterQueues where Kueue's metrics are in Prometheus (``kubernetes`` profile);
+    empty where they are not: then nothing is shown, never a zero."""
 
     @property
     def degraded(self) -> bool:

@@ -35,7 +35,7 @@ from gpuadvisor.analysis.advice.hysteresis import (
 )
 from gpuadvisor.analysis.advice.predicted import PredictionSummary
 from gpuadvisor.config.advisor import AdvisorConfig
-from gpuadvisor.model import LiveState, SourceHealth
+from gpuadvisor.model import ClusterQueue, LiveState, SourceHealth
 from gpuadvisor.services.history import HistoryFeed
 from gpuadvisor.services.repeats import ChangeLog
 from gpuadvisor.services.serving import Generation
@@ -122,10 +122,12 @@ class Advisor:
         started = self._timer()
         now = self._clock()
         sources: tuple[SourceHealth, ...] = ()
+        queues: tuple[ClusterQueue, ...] = ()
         findings: Findings | None = None
         try:
             live = await self._read_state(now)
             sources = live.sources
+            queues = live.cluster_queues
             predictor = await self.history.predictor(now) if self.history else None
             loop = asyncio.get_running_loop()
             findings = await loop.run_in_executor(
@@ -147,6 +149,7 @@ class Advisor:
             sources=sources,
             last_cycle_s=now,
             first_seen={t.recommendation.id: t.first_seen_s for t in change.active},
+            cluster_queues=queues,
         )
         self.cycles_run += 1
         self.metrics.observe_cycle(outcome, self._timer() - started)

@@ -17,9 +17,11 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpuadvisor.analysis.advice.cycle import Findings
-from gpuadvisor.model import MILLI_PER_GPU, Kind, Recommendation, SourceHealth
+from gpuadvisor.model import MILLI_PER_GPU, ClusterQueue, Kind, Recommendation, SourceHealth
 from gpuadvisor.sinks.exposition.metrics import (
+    BUILD_INFO_LABELS,
     MetricDef,
+    build_labels,
     counter,
     gauge,
     histogram,
@@ -95,6 +97,37 @@ ADVISOR_METRICS: tuple[MetricDef, ...] = (
         f"(MIG, MPS, time-slicing) ({ADVISOR}).",
     ),
     MetricDef(
+        "gpuadvisor_advisor_kueue_pending_workloads",
+        "gauge",
+        "Kueue's pending workloads per ClusterQueue and status (active: in the admission queue; "
+        "inadmissible: waiting for the cluster to change), read from kueue_pending_workloads "
+        "by the kubernetes profile; suspended Jobs without pods, shown, never planned with; "
+        f"absent where Kueue's metrics are ({ADVISOR}).",
+        ("cluster_queue", "status"),
+    ),
+    MetricDef(
+        "gpuadvisor_advisor_kueue_admitted_workloads",
+        "gauge",
+        "Kueue's admitted, unfinished workloads per ClusterQueue (kueue_admitted_active_workloads)"
+        f" ({ADVISOR}).",
+        ("cluster_queue",),
+    ),
+    MetricDef(
+        "gpuadvisor_advisor_kueue_used_gpus",
+        "gauge",
+        "GPUs each Kueue ClusterQueue's admitted workloads use, per resource flavor "
+        "(kueue_cluster_queue_resource_usage; absent unless Kueue reports it) "
+        f"({ADVISOR}).",
+        ("cluster_queue", "flavor"),
+    ),
+    MetricDef(
+        "gpuadvisor_advisor_kueue_quota_gpus",
+        "gauge",
+        "Each Kueue ClusterQueue's nominal GPU quota per resource flavor "
+        f"(kueue_cluster_queue_nominal_quota; absent unless Kueue reports it) ({ADVISOR}).",
+        ("cluster_queue", "flavor"),
+    ),
+    MetricDef(
         "gpuadvisor_advisor_source_up",
         "gauge",
         "1 if the input was fresh and answered in the last cycle, 0 if not (the advisor gives "
@@ -144,8 +177,9 @@ ADVISOR_METRICS: tuple[MetricDef, ...] = (
     MetricDef(
         "gpuadvisor_build_info",
         "gauge",
-        "gpuadvisor build, always 1.",
-        ("version",),
+        "gpuadvisor build, always 1: its version, the Python running it, and the source revision "
+        "it was built from where the build set GPUADVISOR_REVISION (else empty).",
+        BUILD_INFO_LABELS,
     ),
     *PREDICTION_METRICS,
 )
@@ -164,6 +198,8 @@ class AdvisorStatus:
     last_cycle_s: float | None = None
     first_seen: Mapping[str, float] = field(default_factory=dict)
     """When each active recommendation was first proposed, by id."""
+    cluster_queues: tuple[ClusterQueue, ...] = ()
+    """Kueue's ClusterQueues as the last cycle read them (none without Kueue's metrics)."""
 
 
 def freed_gpus(rec: Recommendation) -> int:
@@ -178,8 +214,29 @@ def _gauge(name: str) -> GaugeMetricFamily:
     return gauge(_BY_NAME[name])
 
 
+def render_cluster_queues(queues: tuple[ClusterQueue, ...]) -> Iterator[Metric]:
+    """Kueue's queue depth, one family per metric that has a series (none without Kueue)."""
+    pending = _gauge("gpuadvisor_advisor_kueue_pending_workloads")
+    admitted = _gauge("gpuadvisor_advisor_kueue_admitted_workloads")
+    used = _gauge("gpuadvisor_advisor_kueue_used_gpus")
+    quota = _gauge("gpuadvisor_advisor_kueue_quota_gpus")
+    for q in queues:
+        for status, workloads in q.pending_workloads:
+            pending.add_metric([q.name, status], float(workloads))
+        if q.admitted_workloads is not None:
+            admitted.add_metric([q.name], float(q.admitted_workloads))
+        for g in q.gpus:
+            if g.used_gpus is not None:
+                used.add_metric([q.name, g.flavor], g.used_gpus)
+            if g.nominal_quota_gpus is not None:
+                quota.add_metric([q.name, g.flavor], g.nominal_quota_gpus)
+    yield from (family for family in (pending, admitted, used, quota) if family.samples)
+
+
 def render_status(status: AdvisorStatus) -> Iterator[Metric]:
-    """The gauge families of one status."""
+    """The gauge families of one status. Kueue's queue depth is Kueue's own report, shown
+    whether or not the cycle could trust the advisor's other inputs."""
+    yield from render_cluster_queues(status.cluster_queues)
     up = _gauge("gpuadvisor_advisor_source_up")
     for src in status.sources:
         up.add_metric([src.source], 1.0 if src.up else 0.0)
@@ -285,7 +342,7 @@ class AdvisorMetrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         info = _gauge("gpuadvisor_build_info")
-        info.add_metric([self._version], 1.0)
+        info.add_metric(build_labels(self._version), 1.0)
         yield info
         yield from render_status(self._latest())
         cycles = counter(_BY_NAME["gpuadvisor_advisor_cycles_total"])

@@ -19,9 +19,11 @@ from prometheus_client.core import HistogramMetricFamily
 from gpuadvisor.analysis.agent_state import HISTOGRAM_BOUNDS, AgentState, GpuCounters
 from gpuadvisor.model.gpu import GpuReading
 from gpuadvisor.sinks.exposition.metrics import (
+    BUILD_INFO_LABELS,
     MetricDef,
     MetricType,
     StateCollector,
+    build_labels,
     family,
     private_registry,
 )
@@ -159,8 +161,9 @@ AGENT_METRICS: tuple[MetricDef, ...] = (
     _def(
         "gpuadvisor_build_info",
         "gauge",
-        "gpuadvisor build metadata, always 1 (source: the agent).",
-        ("version",),
+        "gpuadvisor build metadata, always 1: version, Python version, source revision (empty "
+        "unless the build set GPUADVISOR_REVISION) (source: the agent).",
+        BUILD_INFO_LABELS,
     ),
     _def(
         "gpuadvisor_nvml_up",
@@ -281,7 +284,7 @@ def series(state: AgentState, version: str) -> Iterator[Series]:
     (``render``) and the agent's own text renderer (``agent_text``) consume it.
     A value the GPU does not report yields nothing (the series is absent, never a zero).
     """
-    yield "gpuadvisor_build_info", (version,), 1
+    yield "gpuadvisor_build_info", tuple(build_labels(version)), 1
     if state.nvml_up is not None:
         yield "gpuadvisor_nvml_up", (), 1 if state.nvml_up else 0
     for run in state.collectors:

@@ -4,7 +4,10 @@ state into them, in a private registry; and the Markdown table docs/metrics.md i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import os
+import platform
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
@@ -26,6 +29,24 @@ class MetricDef:
     type: MetricType
     help: str
     labels: tuple[str, ...] = ()
+
+
+BUILD_INFO_LABELS = ("version", "python_version", "revision")
+"""The labels of ``gpuadvisor_build_info`` on every program that exports it."""
+
+REVISION_ENV = "GPUADVISOR_REVISION"
+"""Where a build puts the source revision it was built from (the Dockerfile's ``REVISION``
+build argument); never found by running git."""
+
+_REVISION = re.compile(r"[0-9A-Za-z._-]{1,64}")
+
+
+def build_labels(version: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The values of ``BUILD_INFO_LABELS``: ``version``, the running Python's version, and the
+    revision from ``GPUADVISOR_REVISION`` (``environ``, default the process environment), empty
+    when unset or not a revision (at most 64 letters, digits and ``. _ -``)."""
+    revision = (os.environ if environ is None else environ).get(REVISION_ENV, "")
+    return [version, platform.python_version(), revision if _REVISION.fullmatch(revision) else ""]
 
 
 def gauge(metric: MetricDef) -> GaugeMetricFamily:

@@ -21,8 +21,10 @@ from gpuadvisor.model.jobname import MAX_JOB_NAME_CHARS, bounded_job_name
 from gpuadvisor.model.queue import NodeState, QueueEntry, QueueSnapshot
 from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.sinks.exposition.metrics import (
+    BUILD_INFO_LABELS,
     MetricDef,
     StateCollector,
+    build_labels,
     label_values,
     private_registry,
 )
@@ -172,8 +174,9 @@ QUEUE_METRICS: tuple[MetricDef, ...] = (
     ),
     _gauge(
         "gpuadvisor_build_info",
-        "gpuadvisor build metadata, always 1 (source: the queue exporter).",
-        ("version",),
+        "gpuadvisor build metadata, always 1: version, Python version, source revision (empty "
+        "unless the build set GPUADVISOR_REVISION) (source: the queue exporter).",
+        BUILD_INFO_LABELS,
     ),
 )
 
@@ -248,7 +251,7 @@ def render(status: QueueStatus, version: str, *, job_names: bool = True) -> Iter
     False: every ``name`` label is empty (``--no-job-names``, for sites that hold names
     private)."""
     families = _families()
-    families["gpuadvisor_build_info"].add_metric([version], 1)
+    families["gpuadvisor_build_info"].add_metric(build_labels(version), 1)
     if status.up is not None:
         families["gpuadvisor_queue_up"].add_metric([], 1 if status.up else 0)
     if status.last_success_s is not None:

@@ -4,6 +4,7 @@ and load readers (``queue_entries``, ``read_loads``). Pure: answers in, state ou
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 
@@ -18,6 +19,7 @@ from gpuadvisor.model.ids import job_id_problem, kubernetes_name_problem
 from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.queue import PENDING, RUNNING
 from gpuadvisor.sources.prometheus.client import Sample
+from gpuadvisor.sources.prometheus.kueue import read_cluster_queues
 from gpuadvisor.sources.prometheus.scratch import (
     Answers,
     Build,
@@ -337,7 +339,8 @@ def build_kubernetes(
 
     A pod is a one-node job named ``namespace/pod`` whose user is its namespace and whose submit
     time is its creation; kube-state-metrics has no numeric priority and no time limit, so the
-    pending order is creation time, and no time limit is set.
+    pending order is creation time, and no time limit is set. Kueue's ClusterQueues, where its
+    metrics are present, come with the state as queue depth (``kueue``), outside the snapshot.
     """
     b = Build(now_s, max_age_s)
     rows = results.get("node_gpus", ())
@@ -348,4 +351,7 @@ def build_kubernetes(
     ksm = b.health("kube-state-metrics", results.get("ksm_age_seconds", ()), present=bool(rows))
     dcgm = _dcgm(b, results)
     b.add_queue(_pods(b, results))
-    return b.finish((SourceHealth("prometheus", True), ksm, dcgm))
+    queues = read_cluster_queues(b, results)
+    built = b.finish((SourceHealth("prometheus", True), ksm, dcgm))
+    state = dataclasses.replace(built.state, cluster_queues=queues)
+    return dataclasses.replace(built, state=state)

@@ -9,7 +9,8 @@ Users replace any query by name from config; the builder in ``live_state`` only 
 output labels each query documents, so a replacement must keep them.
 
 - ``gpuadvisor``: the node agent's and the queue exporter's metrics (docs/metrics.md).
-- ``kubernetes``: kube-state-metrics for capacity and pods, dcgm-exporter for utilization.
+- ``kubernetes``: kube-state-metrics for capacity and pods, dcgm-exporter for utilization,
+  Kueue's own metrics (where present) for the queue depth of suspended Jobs.
 - ``slurm-dcgm``: dcgm-exporter for GPUs, utilization, memory and the job on each GPU (its
   ``--hpc-job-mapping-dir``), the queue exporter for jobs: a Slurm site without the agent.
 
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.sources.prometheus.dcgm import DCGM_SHARE_QUERIES, SLURM_DCGM_GPU_QUERIES
+from gpuadvisor.sources.prometheus.kueue import KUEUE_QUERIES
 from gpuadvisor.sources.prometheus.promql import (
     PLACEHOLDERS,
     Profile,
@@ -292,6 +294,7 @@ KUBERNETES = Profile(
             ("UUID",),
         ),
         *KUBERNETES_SHARE_QUERIES,
+        *KUEUE_QUERIES,
     ),
 )
 
