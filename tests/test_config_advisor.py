@@ -250,7 +250,7 @@ def test_without_a_file_the_flags_must_name_prometheus() -> None:
     [
         (["--interval", "0s"], "--interval: must be > 0 seconds, got '0s'"),
         (["--interval", "soon"], "--interval: expected seconds (1.5) or a duration"),
-        (["--web.listen-address", "nowhere"], "--web.listen-address 'nowhere': expected HOST:PORT"),
+        (["--web.listen-address", "nowhere"], "--web.listen-address: expected HOST:PORT"),
     ],
 )
 def test_a_bad_flag_is_named_before_anything_runs(

@@ -12,14 +12,13 @@ from typing import Any
 
 from aiohttp.typedefs import Middleware
 
-from gpuadvisor.cli.listen import ADVISOR_PORT, parse_listen_address
 from gpuadvisor.config.advisor import (
     AdvisorConfig,
     AdvisorOverrides,
     advisor_config,
     advisor_default,
 )
-from gpuadvisor.config.values import seconds
+from gpuadvisor.config.values import listen_address, seconds
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.advisor import generation, run_once
 from gpuadvisor.services.serving import Generation, serve
@@ -88,7 +87,10 @@ def overrides(args: argparse.Namespace) -> AdvisorOverrides:
         except ValueError as exc:
             raise ConfigError(f"--interval: {exc}") from None
     if args.listen_address is not None:
-        parse_listen_address(args.listen_address, example=f":{ADVISOR_PORT}")
+        try:
+            listen_address(args.listen_address)
+        except ValueError as exc:
+            raise ConfigError(f"--web.listen-address: {exc}") from None
     return AdvisorOverrides(
         prometheus_url=args.prometheus_url,
         profile=args.profile,

@@ -23,13 +23,14 @@ from gpuadvisor.analysis.advice.share import ShareSettings
 from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.config.http import HTTP_KEYS, built, http_settings, secret
-from gpuadvisor.config.values import count, listen_address, ratio, seconds, text
+from gpuadvisor.config.values import count, listen_address, listen_endpoint, ratio, seconds, text
 from gpuadvisor.config.yamlfile import YamlMap, did_you_mean, load_yaml_map
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.sinks.delivery.alertmanager import DEFAULT_SEVERITY, AlertmanagerTarget
 from gpuadvisor.sinks.delivery.outbox import OutboxSettings
 from gpuadvisor.sinks.delivery.slack import SlackSettings
 from gpuadvisor.sinks.delivery.webhook import WebhookSettings
+from gpuadvisor.sinks.exposition.ports import ADVISOR_PORT
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
 from gpuadvisor.sources.prometheus.live import LiveSettings
 from gpuadvisor.sources.prometheus.profiles import PROFILES, Profile, profile
@@ -37,8 +38,7 @@ from gpuadvisor.sources.slurm.history import HistorySettings
 from gpuadvisor.transport.url import check_url
 
 SCHEDULERS = {"slurm": "scontrol commands", "none": "advice in words only"}
-DEFAULT_LISTEN = ":19844"
-"""The advisor's port; the agent uses 19842 and the queue exporter 19843."""
+DEFAULT_LISTEN = f":{ADVISOR_PORT}"
 DEFAULT_PROFILE = "gpuadvisor"
 
 
@@ -83,8 +83,7 @@ class AdvisorConfig:
     def listen(self) -> tuple[str | None, int]:
         """``listen_address`` (checked: ``HOST:PORT``, ``:PORT``, ``[v6]:PORT``) as (host or None
         for every interface, port)."""
-        host, _, port = self.listen_address.rpartition(":")
-        return (host.strip("[]") or None), int(port)
+        return listen_endpoint(self.listen_address)
 
     def overridden(self, flags: AdvisorOverrides) -> AdvisorConfig:
         """This configuration with the values given on the command line over it."""

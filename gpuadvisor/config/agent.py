@@ -31,6 +31,7 @@ from gpuadvisor.config.values import (
 )
 from gpuadvisor.config.yamlfile import YamlMap, config_error, did_you_mean, load_yaml_map
 from gpuadvisor.errors import ConfigError
+from gpuadvisor.sinks.exposition.ports import AGENT_PORT
 from gpuadvisor.sources.nvml.probe import TOPOLOGY_LEVELS, NvmlSettings
 
 ENV_PREFIX = "GPUADVISOR_AGENT_"
@@ -51,7 +52,7 @@ _NVML = NvmlSettings(node="", xid=None)
 class AgentConfig:
     """Every setting of ``gpuadvisor agent``, with the only copy of its defaults."""
 
-    listen_address: str = ":19842"
+    listen_address: str = f":{AGENT_PORT}"
     web_config_file: str | None = None
     web_max_requests: int = 40
     backend: str = "nvml"

@@ -164,7 +164,8 @@ def count(minimum: int) -> Check:
 
 def listen_address(value: object) -> str:
     """``HOST:PORT``, ``:PORT`` or ``[v6]:PORT``, the port in 1-65535; a host with a ``:`` must
-    be a bracketed IPv6 literal."""
+    be a bracketed IPv6 literal. The one check of a listen address (``listen_endpoint`` splits
+    one)."""
     address = text(value)
     host, sep, port = address.rpartition(":")
     bracketed = host.startswith("[") and host.endswith("]") and host.count("[") == 1
@@ -174,6 +175,13 @@ def listen_address(value: object) -> str:
             f"expected HOST:PORT, :PORT or [IPv6]:PORT, e.g. ':19842', got {address!r}"
         )
     return address
+
+
+def listen_endpoint(address: object) -> tuple[str | None, int]:
+    """A listen address (checked as ``listen_address``) as ``(host or None for every interface,
+    port)``: ``':19842'`` → ``(None, 19842)``, ``'[::1]:80'`` → ``('::1', 80)``."""
+    host, _, port = listen_address(address).rpartition(":")
+    return (host[1:-1] if host.startswith("[") else host) or None, int(port)
 
 
 def optional_text(value: object) -> str | None:
