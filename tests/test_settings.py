@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuadvisor.cli import build_parser
-from gpuadvisor.config import advisor, agent, queue, simulate, whatif
+from gpuadvisor.config import advisor, agent, apply, queue, simulate, whatif
 from gpuadvisor.config.setting import Setting, default_text, defaults_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,13 +25,13 @@ PROGRAMS: dict[str, tuple[tuple[Setting, ...], type]] = {
     "simulate": (simulate.SIMULATE_SETTINGS, simulate.SimulateSettings),
     "demo": (simulate.DEMO_SETTINGS, simulate.DemoSettings),
     "whatif": (whatif.WHATIF_SETTINGS, whatif.WhatifSettings),
+    "apply": (apply.SETTINGS, apply.ApplySettings),
 }
-NOT_ON_A_SETTINGS_TABLE_YET = {"apply.py"}
-"""CLI modules of programs whose settings are not generated from a table yet."""
 FLAG_MODULES = (
     "agent.py",
     "queue.py",
     "advisor.py",
+    "apply.py",
     "simulate.py",
     "demo.py",
     "whatif.py",
@@ -125,8 +125,6 @@ def test_no_cli_module_writes_a_settings_default_again() -> None:
     every = set().union(*by_field.values())
     found = []
     for path in sorted(CLI.glob("*.py")):
-        if path.name in NOT_ON_A_SETTINGS_TABLE_YET:
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.keyword) or node.arg is None:
                 continue
@@ -177,12 +175,15 @@ def test_every_agent_setting_has_a_flag_key_and_variable_documented_with_its_def
             assert f"`{default_text(setting, default)}`" in row, setting.key
 
 
-@pytest.mark.parametrize("program", ["queue", "advisor", "simulate", "demo", "whatif"])
+@pytest.mark.parametrize("program", ["queue", "advisor", "simulate", "demo", "whatif", "apply"])
 def test_every_setting_of_the_other_programs_is_documented_with_its_default(
     program: str,
 ) -> None:
-    docs = DOCS.read_text()
-    section = docs[docs.index(f"### `gpuadvisor {program}`") :]
+    if program == "apply":  # its flags are documented beside its safety rules
+        section = (ROOT / "docs" / "apply.md").read_text()
+    else:
+        docs = DOCS.read_text()
+        section = docs[docs.index(f"### `gpuadvisor {program}`") :]
     if program == "advisor":
         table, defaults = advisor.SETTINGS, advisor.flag_defaults()
     else:

@@ -104,10 +104,12 @@ def _one(setting: Setting, raw: object, choices: Choices) -> Value:
 
 def from_flags(
     table: Iterable[Setting], flags: Mapping[str, object], choices: Choices = NO_CHOICES
-) -> dict[str, object]:
-    """The values of the flags given (by field), checked; an error names the flag."""
+) -> dict[str, Any]:
+    """The values of the flags given (by field), checked; an error names the flag. Typed
+    ``Any`` because each row's check decides its field's type: the settings type takes them as
+    keywords (``QueueConfig(**from_flags(...))``)."""
     by_field = {s.field: s for s in table}
-    found: dict[str, object] = {}
+    found: dict[str, Any] = {}
     for field, raw in flags.items():
         setting = by_field[field]
         try:
