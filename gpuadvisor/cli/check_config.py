@@ -9,9 +9,9 @@ from typing import Any
 
 from gpuadvisor.config.advisor import AdvisorConfig, load_advisor_config
 from gpuadvisor.config.agent import load_agent_config
+from gpuadvisor.config.web import load_web_config
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.probes import AGENT_CHOICES, sim_spec
-from gpuadvisor.services.webconfig import load_web_config
 from gpuadvisor.transport.tls import ssl_context
 from gpuadvisor.transport.url import redact_url
 
