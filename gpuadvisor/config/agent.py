@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuadvisor.analysis.agent_state import UtilizationSettings
 from gpuadvisor.config.setting import Choices, Setting, build, check_value, from_flags
 from gpuadvisor.config.values import (
     Check,
@@ -32,17 +33,9 @@ from gpuadvisor.config.values import (
 from gpuadvisor.config.yamlfile import YamlMap, config_error, did_you_mean, load_yaml_map
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.sinks.exposition.ports import AGENT_PORT
-from gpuadvisor.sources.nvml.probe import TOPOLOGY_LEVELS, NvmlSettings
+from gpuadvisor.sources.nvml.probe import NvmlSettings
 
 ENV_PREFIX = "GPUADVISOR_AGENT_"
-
-DEFAULT_CHOICES: Choices = {
-    "backend": ("nvml", "sim"),
-    "nvml_topology_level": tuple(TOPOLOGY_LEVELS),
-}
-"""Names accepted for settings with a fixed set, when the caller does not pass the keys of its
-own registries (the CLI and check-config pass ``gpuadvisor.services.probes.AGENT_CHOICES``; a
-test checks that both agree)."""
 
 _NVML = NvmlSettings(node="", xid=None)
 """The NVML probe's own defaults for the intervals it paces itself."""
@@ -58,7 +51,7 @@ class AgentConfig:
     backend: str = "nvml"
     collect_interval_s: float = 1.0
     collect_timeout_s: float = 5.0
-    collect_idle_threshold_ratio: float = 0.05
+    collect_idle_threshold_ratio: float = UtilizationSettings().idle_threshold_ratio
     collect_slow_interval_s: float = _NVML.slow_interval_s
     collect_samples_interval_s: float = _NVML.samples_interval_s
     nvml_topology_level: str = "node"
@@ -262,12 +255,14 @@ def load_agent_config(
     *,
     env: Mapping[str, str] | None = None,
     flags: Mapping[str, object] | None = None,
-    choices: Choices = DEFAULT_CHOICES,
+    choices: Choices,
 ) -> AgentConfig:
     """The agent's settings: ``flags`` (by ``AgentConfig`` field, only those given on the command
     line) over ``env`` (``os.environ`` when None) over the file at ``path`` over defaults.
 
-    ``choices``: the accepted names of settings with a fixed set, by field."""
+    ``choices``: the accepted names of settings with a fixed set, by field: the keys of the
+    registries that use them (``gpuadvisor.services.probes.AGENT_CHOICES``, the one home of the
+    backend names)."""
     merged: dict[str, object] = {}
     merged.update(_from_file(path, choices) if path is not None else {})
     merged.update(_from_env(os.environ if env is None else env, choices))
