@@ -30,10 +30,11 @@ from gpuadvisor.config.values import (
     seconds_or_zero,
     text,
 )
-from gpuadvisor.config.yamlfile import YamlMap, config_error, did_you_mean, load_yaml_map
+from gpuadvisor.config.yamlfile import YamlMap, config_error, load_yaml_map
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.sinks.exposition.ports import AGENT_PORT
 from gpuadvisor.sources.nvml.probe import NvmlSettings
+from gpuadvisor.sources.yamltree import did_you_mean
 
 ENV_PREFIX = "GPUADVISOR_AGENT_"
 

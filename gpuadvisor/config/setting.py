@@ -22,7 +22,8 @@ from gpuadvisor.config.values import (
     seconds,
     seconds_or_zero,
 )
-from gpuadvisor.config.yamlfile import config_error, did_you_mean
+from gpuadvisor.config.yamlfile import config_error
+from gpuadvisor.sources.yamltree import did_you_mean
 
 Choices = Mapping[str, Collection[str]]
 """The accepted names of settings with a fixed set, by field."""

@@ -9,7 +9,6 @@ raises ``ConfigError`` at the value's line with the dotted field name.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TypeVar
@@ -17,7 +16,7 @@ from typing import TypeVar
 import yaml
 
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.sources.yamltree import compose as compose_yaml
+from gpuadvisor.sources.yamltree import NodeWalker, compose_text, did_you_mean, line_of, read_text
 from gpuadvisor.transport.secret import Secret, SecretError
 
 T = TypeVar("T")
@@ -28,16 +27,6 @@ def config_error(message: str, *, path: str | None, line: int | None, field: str
     return ConfigError(f"{field}: {message}", path=path, line=line)
 
 
-def did_you_mean(word: str, choices: Collection[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest choice, or ``""`` when none is close."""
-    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _line(node: yaml.Node) -> int:
-    return node.start_mark.line + 1
-
-
 class YamlMap:
     """One YAML mapping with the line of every key; ``file`` is the file's path, ``prefix`` the
     dotted path to this mapping."""
@@ -45,22 +34,9 @@ class YamlMap:
     def __init__(self, node: yaml.MappingNode | None, path: str, prefix: str = "") -> None:
         self.file = path
         self.prefix = prefix
-        self.line = _line(node) if node is not None else 1
-        self._entries: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key_node, value_node in node.value if node is not None else []:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
-                at = _line(key_node)
-                raise config_error("keys must be strings", path=path, line=at, field=prefix or "/")
-            key = str(key_node.value)
-            if key in self._entries:
-                first = _line(self._entries[key][0])
-                raise config_error(
-                    f"duplicate key (first set on line {first})",
-                    path=path,
-                    line=_line(key_node),
-                    field=self.field(key),
-                )
-            self._entries[key] = (key_node, value_node)
+        self.line = line_of(node) if node is not None else 1
+        walker = NodeWalker(path, ConfigError)
+        self._entries = walker.mapping(node, prefix) if node is not None else {}
 
     def field(self, key: str) -> str:
         """The dotted name of ``key`` inside this mapping, e.g. ``collect.interval``."""
@@ -78,7 +54,7 @@ class YamlMap:
     def line_of(self, key: str) -> int:
         """The line of ``key`` (of the mapping itself when the key is absent)."""
         entry = self._entries.get(key)
-        return _line(entry[0]) if entry is not None else self.line
+        return line_of(entry[0]) if entry is not None else self.line
 
     def error(self, key: str, message: str) -> ConfigError:
         return config_error(message, path=self.file, line=self.line_of(key), field=self.field(key))
@@ -91,7 +67,7 @@ class YamlMap:
                 raise config_error(
                     f"unknown key{did_you_mean(key, allowed)}; known keys here: {known}",
                     path=self.file,
-                    line=_line(key_node),
+                    line=line_of(key_node),
                     field=self.field(key),
                 )
 
@@ -100,11 +76,9 @@ class YamlMap:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        node = entry[1]
-        if not isinstance(node, yaml.ScalarNode):
+        if not isinstance(entry[1], yaml.ScalarNode):
             raise self.error(key, "expected a single value, not a list or mapping")
-        constructed: object = yaml.SafeLoader("").construct_object(node, deep=True)
-        return constructed
+        return NodeWalker(self.file, ConfigError).value(entry[1], self.field(key))
 
     @property
     def folder(self) -> str:
@@ -213,7 +187,7 @@ class YamlMap:
                 raise config_error(
                     "expected a mapping of keys to values",
                     path=self.file,
-                    line=_line(item),
+                    line=line_of(item),
                     field=where,
                 )
             out.append(YamlMap(item, self.file, where))
@@ -235,22 +209,7 @@ class YamlMap:
 
 def load_yaml_map(path: str) -> YamlMap:
     """Read and compose ``path``; its top must be a mapping (an empty file is an empty one)."""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=path) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text: {exc.reason}", path=path) from exc
-    try:
-        node = compose_yaml(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        problem = exc.problem or exc.context or "syntax error"
-        raise ConfigError(f"not valid YAML: {problem}", path=path, line=line) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", path=path) from exc
+    node = compose_text(read_text(path, error=ConfigError), path=path, error=ConfigError)
     if node is None:
         return YamlMap(None, path)
     if not isinstance(node, yaml.MappingNode):
