@@ -20,7 +20,7 @@ from gpuadvisor.analysis.scheduling.orders import OrderSettings
 from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, given
 from gpuadvisor.cli.outputs import prepare_folder
-from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.setting import from_flags
 from gpuadvisor.config.simulate import DEMO_SETTINGS, DemoSettings
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Recommendation
 from gpuadvisor.model.duration import format_duration
@@ -67,7 +67,7 @@ def add_parser(sub: Any) -> None:
 
 def demo_settings(args: argparse.Namespace) -> DemoSettings:
     """The flags given over the defaults (an error names the flag)."""
-    return build(DemoSettings, from_flags(DEMO_SETTINGS, given(args, DEMO_SETTINGS)))
+    return DemoSettings(**from_flags(DEMO_SETTINGS, given(args, DEMO_SETTINGS)))
 
 
 def busiest_blocked_instant(result: SimulationResult) -> float | None:

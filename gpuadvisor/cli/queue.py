@@ -14,7 +14,7 @@ from prometheus_client import generate_latest
 
 from gpuadvisor.cli.flags import add_flags, given
 from gpuadvisor.config.queue import SETTINGS, QueueConfig
-from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.setting import from_flags
 from gpuadvisor.config.values import listen_endpoint
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.queue import (
@@ -108,7 +108,7 @@ def add_parser(sub: Any) -> None:
 
 def queue_config(args: argparse.Namespace) -> QueueConfig:
     """The flags given over the defaults; an error names the flag."""
-    return build(QueueConfig, from_flags(SETTINGS, given(args, SETTINGS), CHOICES))
+    return QueueConfig(**from_flags(SETTINGS, given(args, SETTINGS), CHOICES))
 
 
 def _once(

@@ -25,7 +25,7 @@ from gpuadvisor.cli.outputs import (
     write_output,
 )
 from gpuadvisor.cli.simulate_trace import TraceInput, read_trace_input
-from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.setting import from_flags
 from gpuadvisor.config.simulate import (
     GENERATED_LOAD,
     SIMULATE_CHOICES,
@@ -99,7 +99,7 @@ def simulate_settings(args: argparse.Namespace) -> SimulateSettings:
             f"use --starvation {duration_text(hours * 3600.0)}",
             file=sys.stderr,
         )
-    return build(SimulateSettings, flags)
+    return SimulateSettings(**flags)
 
 
 GENERATORS: dict[str, Callable[..., list[Job]]] = {

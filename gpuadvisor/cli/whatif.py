@@ -24,7 +24,7 @@ from gpuadvisor.cli.flags import add_flags, given
 from gpuadvisor.cli.outputs import output_name, prepare_output, stdout_flag, write_output
 from gpuadvisor.cli.whatif_files import nodes_text, outages_text, trace_text
 from gpuadvisor.cli.whatif_prometheus import no_cluster_error, read_prometheus
-from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.setting import from_flags
 from gpuadvisor.config.values import resolve_instant
 from gpuadvisor.config.whatif import (
     AUTO,
@@ -148,8 +148,8 @@ def configs_of(
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = build(
-        WhatifSettings, from_flags(WHATIF_SETTINGS, given(args, WHATIF_SETTINGS), WHATIF_CHOICES)
+    settings = WhatifSettings(
+        **from_flags(WHATIF_SETTINGS, given(args, WHATIF_SETTINGS), WHATIF_CHOICES)
     )
     outputs = {
         "--report": settings.report,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuadvisor.analysis.agent_state import UtilizationSettings
-from gpuadvisor.config.setting import Choices, Setting, build, check_value, from_flags
+from gpuadvisor.config.setting import Choices, Setting, check_value, from_flags
 from gpuadvisor.config.values import (
     Check,
     count,
@@ -264,8 +264,8 @@ def load_agent_config(
     ``choices``: the accepted names of settings with a fixed set, by field: the keys of the
     registries that use them (``gpuadvisor.services.probes.AGENT_CHOICES``, the one home of the
     backend names)."""
-    merged: dict[str, object] = {}
+    merged: dict[str, Any] = {}
     merged.update(_from_file(path, choices) if path is not None else {})
     merged.update(_from_env(os.environ if env is None else env, choices))
     merged.update(from_flags(SETTINGS, flags or {}, choices))
-    return build(AgentConfig, merged)
+    return AgentConfig(**merged)

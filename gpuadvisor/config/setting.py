@@ -1,4 +1,4 @@
-"""One row of a program's settings table, and the settings object built from given values.
+"""One row of a program's settings table, and the values given for a table's flags.
 
 Each program (agent, queue, simulate) has one frozen settings type whose field defaults are the
 only home of its defaults, and one table of ``Setting`` rows, one per field: its flag, its YAML
@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
 from gpuadvisor.config.values import (
     Check,
@@ -29,8 +29,6 @@ Choices = Mapping[str, Collection[str]]
 """The accepted names of settings with a fixed set, by field."""
 
 NO_CHOICES: Choices = MappingProxyType({})
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +116,3 @@ def from_flags(
         except ValueError as exc:
             raise config_error(str(exc), path=None, line=None, field=setting.flag) from None
     return found
-
-
-def build(settings_type: type[T], values: Mapping[str, object]) -> T:
-    """The settings object: ``values`` (by field) over the type's defaults."""
-    return settings_type(**values)
