@@ -586,3 +586,15 @@ def test_the_settings_type_holds_the_checks_across_flags() -> None:
         ApplySettings()
     with pytest.raises(ConfigError, match="--http-config goes with --advisor"):
         ApplySettings(from_file="f.json", http_config="http.yml")
+
+
+def test_check_config_checks_an_apply_command_line_without_running_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["check-config", "--", "apply", "--from", "absent.json", "--timeout", "2m"]) == 0
+    assert "gpuadvisor apply: OK (command line, ApplySettings)" in capsys.readouterr().out
+    words = ["check-config", "--", "apply", "--from", "f.json", "--http-config", "http.yml"]
+    assert main(words) == 2
+    assert "--http-config goes with --advisor" in capsys.readouterr().err
+    assert main(["check-config", "--", "simulate", "--generate", "mixed"]) == 2
+    assert "PROGRAM is one of agent, queue, advisor, apply" in capsys.readouterr().err

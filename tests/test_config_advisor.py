@@ -333,3 +333,15 @@ def test_help_shows_each_default_from_the_settings_type(
     text = " ".join(capsys.readouterr().out.split())
     assert "--interval DURATION" in text and "(default 30s)" in text
     assert "(default :19844)" in text and "(default gpuadvisor)" in text
+
+
+def test_check_config_checks_an_advisor_command_line_as_the_advisor_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "prometheus: {url: http://p:9090}\n")
+    assert main(["check-config", "--", "advisor", "--config", path, "--interval", "90"]) == 0
+    assert "gpuadvisor advisor: OK (command line, AdvisorConfig)" in capsys.readouterr().out
+    assert main(["check-config", "--", "advisor", "--config", path, "--interval", "0s"]) == 2
+    assert "--interval: must be > 0 seconds, got '0s'" in capsys.readouterr().err
+    assert main(["check-config", "--", "advisor", "--interval", "1m"]) == 2
+    assert "give --config FILE or at least --prometheus.url" in capsys.readouterr().err

@@ -1,12 +1,15 @@
-"""``gpuadvisor check-config``: validate configuration files without starting anything."""
+"""``gpuadvisor check-config``: validate configuration files, and a program's command line,
+without starting anything."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gpuadvisor.cli import COMMANDS, build_parser
 from gpuadvisor.config.advisor import AdvisorConfig, load_advisor_config
 from gpuadvisor.config.agent import load_agent_config
 from gpuadvisor.config.web import load_web_config
@@ -21,7 +24,10 @@ def add_parser(sub: Any) -> None:
         "check-config",
         help="validate configuration files and exit",
         description="Check configuration files the way the services read them at start-up; "
-        "errors name the file, line and field. Exit 0 when every file is valid, 2 otherwise.",
+        "errors name the file, line and field. After --, check a program's command line the "
+        "way the program reads it (its flags, and the files they name) without running it: "
+        "gpuadvisor check-config -- advisor --config advisor.yaml --interval 1m. Exit 0 when "
+        "everything is valid, 2 otherwise.",
     )
     p.add_argument("--agent", metavar="FILE", help="agent config (gpuadvisor agent --config)")
     p.add_argument("--advisor", metavar="FILE", help="advisor config (gpuadvisor advisor --config)")
@@ -33,7 +39,35 @@ def add_parser(sub: Any) -> None:
         "need not be set, and the TLS files and web config a file names are not read (they "
         "exist where the service runs); for the shipped examples in CI",
     )
+    p.add_argument(
+        "command_line",
+        nargs=argparse.REMAINDER,
+        metavar="-- PROGRAM FLAG ...",
+        help=f"a command line of {', '.join(COMMAND_LINES)} to check",
+    )
     p.set_defaults(run=run)
+
+
+COMMAND_LINES: dict[str, str] = {
+    "agent": "agent_config",
+    "queue": "queue_config",
+    "advisor": "load_config",
+    "apply": "apply_settings",
+}
+"""The programs whose command line check-config checks, and the function of each program's CLI
+module that turns its parsed flags into its settings type (running its checks, reading the
+files the flags name, starting nothing)."""
+
+
+def check_command_line(words: list[str]) -> str:
+    """Parse ``words`` (``PROGRAM FLAG ...``) with the program's own parser and build its
+    settings; a bad flag or combination raises as the program would. Returns what was built."""
+    if not words or words[0] not in COMMAND_LINES:
+        known = ", ".join(COMMAND_LINES)
+        raise ConfigError(f"check-config -- PROGRAM ...: PROGRAM is one of {known}")
+    args = build_parser(words).parse_args(words)
+    settings = getattr(importlib.import_module(COMMANDS[words[0]]), COMMAND_LINES[words[0]])
+    return type(settings(args)).__name__
 
 
 PLACEHOLDER = "https://syntax-only.invalid/placeholder"
@@ -89,8 +123,15 @@ def _check_advisor(path: str, *, syntax_only: bool = False) -> AdvisorConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.agent is None and args.web is None and args.advisor is None:
-        raise ConfigError("nothing to check: give --agent FILE, --advisor FILE and/or --web FILE")
+    words = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
+    if args.agent is None and args.web is None and args.advisor is None and not words:
+        raise ConfigError(
+            "nothing to check: give --agent FILE, --advisor FILE and/or --web FILE, "
+            "or -- PROGRAM FLAG ..."
+        )
+    if words:
+        built = check_command_line(words)
+        print(f"gpuadvisor {words[0]}: OK (command line, {built})")
     web_files = [args.web] if args.web else []
     named = not args.syntax_only  # the web configs the files name, read on their hosts
     if args.advisor is not None:
