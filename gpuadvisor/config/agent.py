@@ -226,8 +226,8 @@ def _from_file(path: str, choices: Choices) -> dict[str, object]:
                 value = check_value(setting, where.value(key), choices)
             except ValueError as exc:
                 raise where.error(key, str(exc)) from None
-            if setting.path_like and isinstance(value, str) and not os.path.isabs(value):
-                value = os.path.join(os.path.dirname(os.path.abspath(path)), value)
+            if setting.path_like and isinstance(value, str) and value:
+                value = where.path(key)  # relative to the file's folder
             found[setting.field] = value
     return found
 
