@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
+from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR
 
 bench: Any = importlib.import_module("bench.advisor")
 """Imported by name at run time: mypy checks bench/advisor.py as the script ``advisor`` (bench/

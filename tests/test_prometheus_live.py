@@ -30,8 +30,13 @@ from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.model import Kind, LiveState
 from gpuadvisor.sinks.exposition.agent import agent_registry
 from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
-from gpuadvisor.sources.prometheus.live import LiveBuild, LiveSettings, read_live
-from gpuadvisor.sources.prometheus.profiles import GPUADVISOR, KUBERNETES, Profile, label_matcher
+from gpuadvisor.sources.prometheus.live.profiles import (
+    GPUADVISOR,
+    KUBERNETES,
+    Profile,
+    label_matcher,
+)
+from gpuadvisor.sources.prometheus.live.state import LiveBuild, LiveSettings, read_live
 from gpuadvisor.sources.simnode.node import SimSpec, SimulatedProbe
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob

@@ -21,7 +21,7 @@ from gpuadvisor.config.advisor import (
 )
 from gpuadvisor.config.values import seconds
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.services.advisor import generation, run_once
+from gpuadvisor.services.advisor.app import generation, run_once
 from gpuadvisor.services.serving import Generation, serve
 
 log = logging.getLogger(__name__)
