@@ -145,7 +145,8 @@ class Answers:
 
     ``build_from_raw`` adds each answer as it decodes it, so the samples no builder needs
     again are let go before the next answer is decoded. Pure: the same answers give the same
-    indexes in whatever order they are added. ``get`` gives a query's samples, as from a ``Results`` mapping.
+    indexes in whatever order they are added. ``get`` gives a query's samples, as from a
+    ``Results`` mapping.
     """
 
     def __init__(self, plan: Plan | None = None, results: Results | None = None) -> None:
