@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import orjson
 
-from gpuadvisor.sources.prometheus.answers import PrometheusError, RawAnswer
+from gpuadvisor.sources.prometheus.answers import PrometheusError, RawAnswer, Sample
 from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR, Profile
 from gpuadvisor.sources.prometheus.live.state import LiveSettings
 
@@ -50,13 +50,17 @@ class FakePrometheus:
         (expr,) = (e for e, n in self._names.items() if n == name)
         self._rows[expr] = (*self._rows[expr], *rows)
 
+    def samples(self, expr: str, time_s: float | None = None) -> tuple[Sample, ...]:
+        """What an answer to ``expr`` at ``time_s`` holds, before it is written as JSON."""
+        at = 0.0 if time_s is None else time_s
+        return tuple(Sample(dict(labels), float(value), at) for labels, value in self._rows[expr])
+
     def answer(self, expr: str, time_s: float | None = None) -> bytes:
         """The JSON body of a successful ``/api/v1/query`` answer to ``expr`` at ``time_s``
         (Prometheus writes a value as text, a timestamp as a number)."""
-        at = 0.0 if time_s is None else time_s
         series = [
-            {"metric": dict(labels), "value": [at, repr(float(value))]}
-            for labels, value in self._rows[expr]
+            {"metric": dict(s.label_map), "value": [s.timestamp_s, repr(s.value)]}
+            for s in self.samples(expr, time_s)
         ]
         body: dict[str, object] = {
             "status": "success",

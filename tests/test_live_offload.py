@@ -9,7 +9,7 @@ import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from gpuadvisor.sources.prometheus.answers import RawAnswer, decode_answer
+from gpuadvisor.sources.prometheus.answers import RawAnswer
 from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR
 from gpuadvisor.sources.prometheus.live.scratch import Answers
 from gpuadvisor.sources.prometheus.live.state import LiveSettings, build_from_raw, build_live_state
@@ -43,12 +43,14 @@ def test_a_worker_process_builds_the_same_state_as_this_one() -> None:
     assert here.query_warnings == (("gpu_info", "partial response"),)
 
 
-def test_it_is_the_state_the_decoded_answers_give() -> None:
+def test_it_is_the_state_the_samples_give_before_they_are_written_as_json() -> None:
     now = time.time()
+    fake = head_of_line(now)
     answers = Answers()
     for name, raw in raw_answers(now):
-        answers.add(name, decode_answer(raw).samples)
+        answers.add(name, fake.samples(raw.expr, now))
     direct = build_live_state("gpuadvisor", answers, now_s=now)
+    assert direct.state.trusted
     assert build_from_raw("gpuadvisor", raw_answers(now), now, LiveSettings()).state == direct.state
 
 
