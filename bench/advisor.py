@@ -691,14 +691,19 @@ async def measure(
     # the advisor's own read, as compose() makes it: fetch, then build here or in the worker
     worker = BuildWorker()
     reader = LiveReader(config, timed, worker, metrics)
-    left_out = 0
+    left_out = 0.0
     last: LiveState | None = None
 
     async def read_state(at_s: float) -> LiveState:
         nonlocal left_out, last
         last = await reader(at_s)
         marks["read_s"] = time.perf_counter()
-        left_out += len(reader.last.warnings) if reader.last else 0
+        left_out += sum(  # what the advisor exports: gpuadvisor_advisor_left_out by reason
+            sample.value
+            for family in metrics.registry.collect()
+            for sample in family.samples
+            if sample.name == "gpuadvisor_advisor_left_out"
+        )
         return last
 
     advisor = Advisor(read_state, dispatcher, settings, metrics=metrics, clock=lambda: now_s)
@@ -719,7 +724,7 @@ async def measure(
                 }
             )
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        found = summary(status, left_out // (warmup + cycles))
+        found = summary(status, round(left_out) // (warmup + cycles))
         tracemalloc.start()
         await advisor.cycle()
         traced_peak = tracemalloc.get_traced_memory()[1] / 2**20

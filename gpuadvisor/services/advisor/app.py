@@ -135,8 +135,6 @@ class LiveReader:
         self.source = source
         self.worker = worker
         self.metrics = metrics
-        self.last: LiveBuild | None = None
-        """The last cycle's build, with what it left out."""
         self._left_out = ChangeLog(log, "left out of the live state")
         self._prometheus_warns = ChangeLog(log, "Prometheus warns")
 
@@ -150,7 +148,6 @@ class LiveReader:
             max_cycle_bytes=config.prometheus.max_cycle_bytes,
             offload=self.worker,
         )
-        self.last = built
         self._left_out.report(
             {f"{w.reason} {w.subject}": f"({w.reason}) {w}" for w in built.warnings}
         )
