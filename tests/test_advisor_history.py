@@ -28,12 +28,12 @@ from gpuadvisor.cli.advisor import load_config
 from gpuadvisor.config.advisor import AdvisorConfig, load_advisor_config
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model import Kind, Recommendation
-from gpuadvisor.services.advisor import ADVISOR, create_app
+from gpuadvisor.services.advisor.app import ADVISOR, create_app
 from gpuadvisor.services.history import HistoryFeed
 from gpuadvisor.sinks.exposition.metrics import private_registry
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
-from gpuadvisor.sources.prometheus.live import LiveSettings
+from gpuadvisor.sources.prometheus.live.state import LiveSettings
 from gpuadvisor.sources.slurm.history import HistorySettings
 from gpuadvisor.sources.slurm.sacct import SACCT_FORMAT
 from tests.harness.exposition_server import ExpositionServer

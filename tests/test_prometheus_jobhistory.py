@@ -12,7 +12,7 @@ from itertools import pairwise
 
 from gpuadvisor.model.availability import Outage
 from gpuadvisor.simulation.rebuild import rebuild
-from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.answers import Series
 from gpuadvisor.sources.prometheus.jobhistory import STALE_S, JobHistory, Runs
 from gpuadvisor.sources.prometheus.queue_scrapes import QueueScrapes
 

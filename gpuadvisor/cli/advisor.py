@@ -18,7 +18,7 @@ from aiohttp.typedefs import Middleware
 
 from gpuadvisor.cli.flags import add_flags, given
 from gpuadvisor.config.advisor import SETTINGS, AdvisorConfig, advisor_config, flag_defaults
-from gpuadvisor.services.advisor import generation, run_once
+from gpuadvisor.services.advisor.app import generation, run_once
 from gpuadvisor.services.serving import Generation, serve
 
 log = logging.getLogger(__name__)

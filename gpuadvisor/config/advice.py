@@ -19,7 +19,7 @@ from gpuadvisor.analysis.scheduling.orders import ORDERS
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.config.values import count, ratio, seconds
 from gpuadvisor.config.yamlfile import YamlMap
-from gpuadvisor.sources.prometheus.live import LiveSettings
+from gpuadvisor.sources.prometheus.live.state import LiveSettings
 
 SHARE_RATIOS = (
     "busy_mean_ratio",

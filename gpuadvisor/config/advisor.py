@@ -41,8 +41,8 @@ from gpuadvisor.sinks.delivery.slack import SlackSettings
 from gpuadvisor.sinks.delivery.webhook import WebhookSettings
 from gpuadvisor.sinks.exposition.ports import ADVISOR_PORT
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
-from gpuadvisor.sources.prometheus.live import LiveSettings
-from gpuadvisor.sources.prometheus.profiles import PROFILES, Profile, profile
+from gpuadvisor.sources.prometheus.live.profiles import PROFILES, Profile, profile
+from gpuadvisor.sources.prometheus.live.state import LiveSettings
 from gpuadvisor.sources.slurm.history import HistorySettings
 from gpuadvisor.transport.url import check_url
 

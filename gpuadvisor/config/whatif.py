@@ -19,7 +19,7 @@ from gpuadvisor.config.values import (
 )
 from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX
-from gpuadvisor.sources.prometheus.profiles import PROFILES
+from gpuadvisor.sources.prometheus.live.profiles import PROFILES
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
 from gpuadvisor.sources.slurm.sacct import SacctLimits
 

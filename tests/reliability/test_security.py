@@ -34,7 +34,7 @@ from gpuadvisor.config.advisor import load_advisor_config
 from gpuadvisor.config.http import load_http_config
 from gpuadvisor.config.web import TLS_VERSIONS
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
-from gpuadvisor.services.advisor import sinks_of
+from gpuadvisor.services.advisor.app import sinks_of
 from gpuadvisor.services.agent import AgentSettings, create_app
 from gpuadvisor.services.web import accepts_gzip
 from gpuadvisor.services.webconfig import web_security
