@@ -6,7 +6,7 @@ import asyncio
 import gzip
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -28,6 +28,7 @@ from gpuadvisor.services.agent import (
 )
 from gpuadvisor.sources.probe import ProbeUnavailableError
 from gpuadvisor.sources.simnode.node import SAMPLE_INTERVAL_US, SimulatedProbe, default_spec
+from tests.harness.wait import until
 from tests.ports import free_port
 
 T0 = 1_700_000_000.0
@@ -73,6 +74,8 @@ class ThreadRecordingProbe:
     def __init__(self, inner: SimulatedProbe) -> None:
         self.inner = inner
         self.threads: set[int] = set()
+        self.closed = threading.Event()
+        """Set by ``close``, the last call the agent makes."""
 
     def read(self) -> NodeReading:
         self.threads.add(threading.get_ident())
@@ -80,12 +83,7 @@ class ThreadRecordingProbe:
 
     def close(self) -> None:
         self.threads.add(threading.get_ident())
-
-
-async def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not condition():
-            await asyncio.sleep(0.005)
+        self.closed.set()
 
 
 async def start(app: web.Application) -> Client:
@@ -103,7 +101,7 @@ def clock() -> Clock:
 async def sim(clock: Clock) -> AsyncIterator[Client]:
     app = create_app(ONCE, SimulatedProbe(default_spec(), clock), clock=clock)
     client = await start(app)
-    await until(lambda: app[SAMPLER].samples >= 1)
+    await until(lambda: app[SAMPLER].samples >= 1, "a first sample")
     yield client
     await client.close()
 
@@ -206,15 +204,15 @@ async def test_a_hung_probe_is_abandoned_and_never_blocks_a_scrape() -> None:
     app = create_app(AgentSettings(interval_s=3600.0, probe_timeout_s=0.05), probe)
     client = await start(app)
     try:
-        await until(lambda: bool(app[SAMPLER].state.collectors))
-        async with asyncio.timeout(1.0):
+        await until(lambda: bool(app[SAMPLER].state.collectors), "a first collector result")
+        async with asyncio.timeout(30.0):  # the probe hangs until released: a hang guard
             found = await scrape(client)
         assert found["gpuadvisor_collector_success"] == [({"collector": "gpu"}, 0.0)]
         assert (await client.get("/-/ready")).status == 503
         await app[SAMPLER].sample_once()
         assert probe.calls == 1, "no second call while the first still hangs"
         probe.release.set()
-        await until(lambda: not app[SAMPLER].probing)
+        await until(lambda: not app[SAMPLER].probing, "the hung probe call returned")
         await app[SAMPLER].sample_once()
         assert app[SAMPLER].ready
         found = await scrape(client)
@@ -228,7 +226,7 @@ async def test_a_missing_library_reports_nvml_down_and_keeps_serving() -> None:
     app = create_app(ONCE, MissingLibraryProbe())
     client = await start(app)
     try:
-        await until(lambda: bool(app[SAMPLER].state.collectors))
+        await until(lambda: bool(app[SAMPLER].state.collectors), "a first collector result")
         found = await scrape(client)
         assert found["gpuadvisor_nvml_up"] == [({}, 0.0)]
         assert "gpuadvisor_gpu_up" not in found
@@ -242,13 +240,12 @@ async def test_one_worker_thread_makes_every_probe_call(clock: Clock) -> None:
     probe = ThreadRecordingProbe(SimulatedProbe(default_spec(), clock))
     app = create_app(ONCE, probe, clock=clock)
     client = await start(app)
-    await until(lambda: app[SAMPLER].samples >= 1)
+    await until(lambda: app[SAMPLER].samples >= 1, "a first sample")
     for _ in range(3):
         clock.now_s += 1.0
         await app[SAMPLER].sample_once()
     await client.close()
-    await until(lambda: len(probe.threads) >= 1)
-    await asyncio.sleep(0.05)
+    await until(probe.closed.is_set, "the probe closed")  # its last call: every call is in
     assert len(probe.threads) == 1
     assert threading.get_ident() not in probe.threads
 

@@ -18,7 +18,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from gpuadvisor.config.advisor import load_advisor_config
 from gpuadvisor.sources.slurm.sacct import parse_sacct
 from tests.fake_squeue import write_fake_squeue
 from tests.harness.process import ManagedProcess, http_ok, require_binary
+from tests.harness.wait import eventually
 from tests.ports import free_port
 from tests.test_alert_rules import RULES, load_rules
 
@@ -632,11 +632,9 @@ def query(url: str, expr: str) -> list[dict[str, Any]]:
 
 
 def wait_query(url: str, expr: str, timeout_s: float = 20.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout_s
-    while not (result := query(url, expr)):
-        assert time.monotonic() < deadline, f"{expr}: no data within {timeout_s}s"
-        time.sleep(0.25)
-    return result
+    return eventually(
+        lambda: query(url, expr), f"{expr}: data", timeout_s=timeout_s, interval_s=0.25
+    )
 
 
 @pytest.fixture

@@ -27,10 +27,11 @@ from gpuadvisor.sinks.delivery.webhook import verify_signature
 from gpuadvisor.sources.slurm.parse import parse_squeue
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.harness.exposition_server import ExpositionServer
-from tests.harness.process import ManagedProcess, eventually, gpuadvisor_argv
+from tests.harness.process import ManagedProcess, gpuadvisor_argv
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.harness.receiver import Received, Receiver
 from tests.harness.slurm import SlurmCluster, submit_head_of_line
+from tests.harness.wait import eventually
 from tests.ports import free_port
 from tests.test_prometheus_live import dcgm_text, ksm_text
 
@@ -344,7 +345,7 @@ def test_prometheus_down_stops_the_advice_until_it_returns(stack: Stack) -> None
     stack.prometheus = PrometheusServer(
         stack.tmp / "prometheus", stack.scrape_jobs, port=port
     ).wait_ready()
-    eventually(lambda: source_up() == 1.0, "Prometheus back and trusted again", 60.0)
+    eventually(lambda: source_up() == 1.0, "Prometheus back and trusted again", timeout_s=60.0)
     eventually(
         lambda: ("gpuadvisor_cluster_gpus", ()) in metric_samples(stack.advisor_url),
         "cluster numbers again",

@@ -25,9 +25,10 @@ import pytest
 from gpuadvisor.sinks.delivery.webhook import verify_signature
 from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
 from tests.harness.alertmanager import AlertmanagerServer
-from tests.harness.process import ManagedProcess, eventually, gpuadvisor_argv
+from tests.harness.process import ManagedProcess, gpuadvisor_argv
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.harness.receiver import Receiver
+from tests.harness.wait import eventually
 from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e

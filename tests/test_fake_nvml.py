@@ -6,7 +6,6 @@ import ctypes
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from tests.fake_nvml import (
     now_us,
 )
 from tests.fake_nvml.fixtures import FakeNvml
+from tests.harness.wait import eventually
 
 PERIOD_US = SAMPLE_PERIOD_US
 EPOCH_US = GRID_EPOCH_US
@@ -359,6 +359,22 @@ def test_xid_events_arrive_after_registration_only_for_registered_gpus(
     pynvml.nvmlEventSetFree(event_set)
 
 
+WAIT_MS = 120_000
+"""A timeout for a wait that an event must end: two minutes, which no test run reaches."""
+
+
+def in_event_wait(thread: threading.Thread) -> bool:
+    """``thread`` runs pynvml's ``nvmlEventSetWait_v2`` and has made (or is about to make) its
+    C call: ``data`` is bound, the call's result ``ret`` is not yet."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return (
+        frame is not None
+        and frame.f_code.co_name == "nvmlEventSetWait_v2"
+        and "data" in frame.f_locals
+        and "ret" not in frame.f_locals
+    )
+
+
 def test_event_wait_blocks_until_an_event_is_written(fake_nvml: FakeNvml) -> None:
     gpus = [make_gpu(0)]
     fake_nvml.write(gpus)
@@ -367,13 +383,21 @@ def test_event_wait_blocks_until_an_event_is_written(fake_nvml: FakeNvml) -> Non
     pynvml.nvmlDeviceRegisterEvents(
         pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.nvmlEventTypeXidCriticalError, event_set
     )
-    writer = threading.Timer(0.05, lambda: fake_nvml.write(gpus, xids=[XidEvent(0, 94)]))
-    began = time.monotonic()
-    writer.start()
-    data = pynvml.nvmlEventSetWait(event_set, 5_000)
-    writer.join()
-    assert data.eventData == 94
-    assert time.monotonic() - began < 2.0
+    got: list[Any] = []
+    waiter = threading.Thread(
+        target=lambda: got.append(pynvml.nvmlEventSetWait(event_set, WAIT_MS))
+    )
+    waiter.start()
+    # write only once the waiter is inside the wait, which has nothing to return yet
+    eventually(
+        lambda: in_event_wait(waiter), "the waiter inside nvmlEventSetWait", interval_s=0.005
+    )
+    assert got == []
+    fake_nvml.write(gpus, xids=[XidEvent(0, 94)])
+    waiter.join(WAIT_MS / 1000)
+    # an event, not NVML_ERROR_TIMEOUT: the wait returned because of the write, long before
+    # its timeout (which no loaded machine reaches: it is minutes)
+    assert [data.eventData for data in got] == [94]
     pynvml.nvmlEventSetFree(event_set)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuadvisor.model.jobname import bounded_job_name
 from tests.harness.process import ManagedProcess
 from tests.harness.slurm import SlurmCluster
+from tests.harness.wait import eventually
 from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
@@ -63,17 +63,9 @@ def node_states(found: Found) -> dict[str, str]:
     }
 
 
-def wait_for(
-    url: str, condition: Callable[[Found], bool], what: str, timeout_s: float = 30
-) -> Found:
-    deadline = time.monotonic() + timeout_s
-    found: Found = {}
-    while time.monotonic() < deadline:
-        _, found = scrape(url)
-        if condition(found):
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"not {what} after {timeout_s} s: {found}")
+def wait_for(url: str, condition: Callable[[Found], bool], what: str) -> Found:
+    """Scrape the exporter until ``condition`` holds for what it serves."""
+    return eventually(lambda: scrape(url)[1], what, done=condition, timeout_s=30, interval_s=0.2)
 
 
 def test_ended_jobs_and_a_drained_node_as_the_exporter_serves_them(tmp_path: Path) -> None:

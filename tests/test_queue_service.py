@@ -7,13 +7,12 @@ subprocess path runs; the real Slurm end to end lives elsewhere.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import shutil
 import subprocess
 import sys
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +31,7 @@ from gpuadvisor.sources.slurm.config import SlurmSchedulerSource
 from gpuadvisor.sources.slurm.squeue import SlurmNodeSource, SlurmQueueSource, SqueueSettings
 from tests.fake_squeue import write_fake_squeue
 from tests.harness.process import ManagedProcess
+from tests.harness.wait import until
 from tests.ports import free_port
 
 DATA = Path(__file__).parent / "data" / "slurm"
@@ -52,12 +52,6 @@ def families(text: str) -> Found:
     }
 
 
-async def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not condition():
-            await asyncio.sleep(0.01)
-
-
 def poller(client: Client) -> Poller:
     return client.app[POLLER] if client.app else pytest.fail("no app")
 
@@ -73,7 +67,7 @@ async def client(squeue: Path) -> AsyncIterator[Client]:
     app = create_app(ONCE, source, clock=lambda: NOW)
     test_client: Client = TestClient(TestServer(app, host="127.0.0.1"))
     await test_client.start_server()
-    await until(lambda: app[POLLER].ready)
+    await until(lambda: app[POLLER].ready, "the first queue read")
     yield test_client
     await test_client.close()
 
@@ -189,7 +183,7 @@ async def test_health_readiness_and_gzip(tmp_path: Path) -> None:
         not_yet = await client.get("/-/ready")
         assert not_yet.status == 503
         assert "not been read yet" in await not_yet.text()
-        await until(lambda: app[POLLER].ready)
+        await until(lambda: app[POLLER].ready, "the first queue read")
         assert (await client.get("/-/ready")).status == 200
         zipped = await client.get("/metrics", headers={"Accept-Encoding": "gzip"})
         assert zipped.headers.get("Content-Encoding") == "gzip"
@@ -232,7 +226,7 @@ async def test_ended_jobs_and_node_states_are_exposed_and_sinfo_fails_alone(
     client: Client = TestClient(TestServer(app, host="127.0.0.1"))
     await client.start_server()
     try:
-        await until(lambda: app[POLLER].ready)
+        await until(lambda: app[POLLER].ready, "the first queue read")
         text, found = await scrape(client)
         promtool_check(text)
         states = {i["job_id"]: i["state"] for i, _ in found["gpuadvisor_queue_job_info"]}

@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -41,9 +41,9 @@ from gpuadvisor.transport.secret import Secret
 from gpuadvisor.transport.settings import HttpSettings
 from gpuadvisor.transport.tls import TlsSettings, ssl_context
 from tests.harness.alertmanager import AlertmanagerServer
+from tests.harness.wait import until
 from tests.ports import free_port
 
-T = TypeVar("T")
 INTERVAL_S = 30.0
 CLUSTER = (("cluster", "gpu-a"),)
 
@@ -345,20 +345,6 @@ async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
         await receiver.close()
 
 
-async def eventually(
-    probe: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 10.0
-) -> T:
-    """Poll ``probe`` (in a thread: it may block) until ``done``; fail with the last value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await asyncio.to_thread(probe)
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not done after {timeout_s} s: {value!r}")
-        await asyncio.sleep(0.1)
-
-
 def with_id(rec: Recommendation) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
     return lambda alerts: [a for a in alerts if a["labels"].get("recommendation_id") == rec.id]
 
@@ -391,7 +377,9 @@ async def test_a_start_now_alert_appears_exactly_and_reaches_the_receiver(stack:
     assert alert["generatorURL"] == f"http://advisor-1:9899/api/v1/recommendations?id={rec.id}"
     assert alert["status"]["state"] == "active"
 
-    firing_alerts = await eventually(lambda: stack.notifications.alerts("firing"), bool)
+    firing_alerts = await until(
+        lambda: stack.notifications.alerts("firing"), "a firing notification"
+    )
     assert [a["labels"] for a in firing_alerts] == [expected_labels(rec)]
     assert firing_alerts[0]["annotations"]["command"] == "scontrol top 4711"
 
@@ -402,8 +390,14 @@ async def test_a_resolved_recommendation_leaves_the_active_alerts(stack: Stack) 
     sink = AlertmanagerSink(AlertmanagerTarget(am.url, static_labels=CLUSTER))
     keep, done, now = make_rec("4711"), make_rec("4712"), time.time()
     await sink.deliver(firing(keep, done, now_s=now, first_seen_s=now))
-    await eventually(am.alerts, lambda alerts: len(alerts) == 2)
-    await eventually(lambda: stack.notifications.alerts("firing"), lambda a: len(a) == 2)
+    await until(
+        am.alerts, "both alerts in Alertmanager", done=lambda a: len(a) == 2, in_thread=True
+    )
+    await until(
+        lambda: stack.notifications.alerts("firing"),
+        "both alerts notified",
+        done=lambda a: len(a) == 2,
+    )
 
     resolved = Cycle(
         time.time(),  # endsAt = now: already past when Alertmanager reads it
@@ -414,9 +408,11 @@ async def test_a_resolved_recommendation_leaves_the_active_alerts(stack: Stack) 
     )
     await sink.deliver(resolved)
     await sink.aclose()
-    remaining = await eventually(am.alerts, lambda alerts: len(alerts) == 1)
+    remaining = await until(
+        am.alerts, "one alert left in Alertmanager", done=lambda a: len(a) == 1, in_thread=True
+    )
     assert remaining[0]["labels"]["job_id"] == "4711"
-    gone = await eventually(lambda: stack.notifications.alerts("resolved"), bool)
+    gone = await until(lambda: stack.notifications.alerts("resolved"), "a resolved notification")
     assert [a["labels"]["job_id"] for a in gone] == ["4712"]
 
 
@@ -436,9 +432,19 @@ async def test_two_replicas_sending_the_same_advice_make_one_alert(stack: Stack)
     alerts = am.alerts()
     assert len(alerts) == 1
     assert alerts[0]["labels"] == expected_labels(rec)
-    await eventually(lambda: stack.notifications.alerts("firing"), bool)
-    await asyncio.sleep(1.5)  # one more group interval: still a single notification
+    await until(lambda: stack.notifications.alerts("firing"), "a firing notification")
+    # Alertmanager asks its notification log once per flush of the group (every group_interval)
+    # before it decides to notify: two more asks mean a whole later flush has come and gone.
+    asked = await asyncio.to_thread(am.metric, "alertmanager_nflog_queries_total")
+    await until(
+        lambda: am.metric("alertmanager_nflog_queries_total"),
+        "two more flushes of the alert group",
+        done=lambda n: n >= asked + 2,
+        in_thread=True,
+    )
     assert len(stack.notifications.alerts("firing")) == 1
+    webhook = 'alertmanager_notifications_total{integration="webhook"}'
+    assert await asyncio.to_thread(am.metric, webhook) == 1
 
 
 @pytest.mark.e2e
@@ -473,4 +479,4 @@ async def test_alertmanager_down_for_a_while_gets_the_alert_when_back(stack: Sta
     assert outbox.counts[Outcome.DROPPED] == 0
     (alert,) = am.alerts()
     assert alert["labels"] == expected_labels(rec)
-    await eventually(lambda: stack.notifications.alerts("firing"), bool)
+    await until(lambda: stack.notifications.alerts("firing"), "a firing notification")

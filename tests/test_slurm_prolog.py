@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from gpuadvisor.sources.jobmap import JobMap
 from tests.harness.process import require_binary
 from tests.harness.slurm import SlurmCluster
+from tests.harness.wait import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 PROLOG = ROOT / "deploy" / "slurm" / "prolog.sh"
@@ -142,12 +142,18 @@ def wrapper(folder: Path, script: Path, mapping: Path) -> Path:
     return path
 
 
-def wait_until(check: Callable[[], bool], what: str, cluster: SlurmCluster) -> None:
-    deadline = time.monotonic() + 30
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within 30 s\n{cluster.log_tail()}")
-        time.sleep(0.1)
+def wait_for_files(
+    mapping: Path, expected: dict[str, list[str]], what: str, cluster: SlurmCluster
+) -> None:
+    """Wait until the mapping folder holds exactly ``expected`` (GPU index → job ids)."""
+    eventually(
+        lambda: contents(mapping),
+        what,
+        done=lambda found: found == expected,
+        timeout_s=30,
+        detail=cluster.log_tail,
+        retry_on=(FileNotFoundError,),  # the epilog removed a file while we listed them
+    )
 
 
 @pytest.fixture
@@ -173,28 +179,23 @@ def test_slurm_runs_the_prolog_and_epilog_and_the_agent_reads_the_mapping(
     second = cluster.submit("one-gpu", gpus=1, time_limit_min=10, sleep_s=3600)
     cluster.wait_state(first, "RUNNING")
     cluster.wait_state(second, "RUNNING")
-    wait_until(
-        lambda: contents(mapping) == {"0": [first], "1": [first], "2": [second]},
-        f"files for jobs {first} and {second} (got {contents(mapping)})",
+    wait_for_files(
+        mapping,
+        {"0": [first], "1": [first], "2": [second]},
+        f"files for jobs {first} and {second}",
         cluster,
     )
     reader = JobMap(mapping_dir=mapping)
     assert [reader.jobs(i) for i in range(4)] == [(first,), (first,), (second,), ()]
 
     cluster.cancel(first)
-    wait_until(
-        lambda: contents(mapping) == {"2": [second]},
-        f"job {first}'s files gone (got {contents(mapping)})",
-        cluster,
-    )
+    wait_for_files(mapping, {"2": [second]}, f"job {first}'s files gone", cluster)
     # GPUs 0 and 1 are free again: a new job gets them and its own files.
     third = cluster.submit("two-more", gpus=2, time_limit_min=10, sleep_s=3600)
     cluster.wait_state(third, "RUNNING")
-    wait_until(
-        lambda: contents(mapping) == {"0": [third], "1": [third], "2": [second]},
-        f"files for job {third} (got {contents(mapping)})",
-        cluster,
+    wait_for_files(
+        mapping, {"0": [third], "1": [third], "2": [second]}, f"files for job {third}", cluster
     )
     for job in (second, third):
         cluster.cancel(job)
-    wait_until(lambda: contents(mapping) == {}, "every file gone", cluster)
+    wait_for_files(mapping, {}, "every file gone", cluster)
