@@ -13,14 +13,13 @@ import random
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
-from gpuadvisor.cli import demo, main
+from gpuadvisor.cli import demo
 from gpuadvisor.model import Cluster
 from gpuadvisor.model.job import SIZE_CLASSES
 from gpuadvisor.simulation.compare import compare
@@ -28,6 +27,15 @@ from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.simulation.headline import metrics_headline
 from gpuadvisor.sources.traces import read_trace
+from tests.commands import (
+    assert_one_line_error,
+    by_policy,
+    gpuadvisor,
+    policies_of,
+    read_json,
+    simulate,
+    usage_error,
+)
 
 TRACES = Path(__file__).parent / "data" / "traces"
 
@@ -76,33 +84,6 @@ CONTENDED_JOBS = (
 )
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What one command left behind: exit code, stdout and stderr."""
-
-    code: int
-    out: str
-    err: str
-
-
-def gpuadvisor(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> Outcome:
-    """Run ``gpuadvisor ARGV...`` in-process and capture its output."""
-    capsys.readouterr()  # drop anything printed before
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return Outcome(code, captured.out, captured.err)
-
-
-def usage_error(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> Outcome:
-    """Run a command that argparse rejects: it exits 2 before ``main`` returns."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exited:
-        main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    assert isinstance(exited.value.code, int)
-    return Outcome(exited.value.code, captured.out, captured.err)
-
-
 def write_generic_trace(path: Path, jobs: tuple[tuple[str, int, int, int, str, int], ...]) -> Path:
     lines = ["job_id,submit_time,duration,num_gpus,user,time_limit"]
     lines += [",".join(str(cell) for cell in job) for job in jobs]
@@ -110,34 +91,10 @@ def write_generic_trace(path: Path, jobs: tuple[tuple[str, int, int, int, str, i
     return path
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    document = json.loads(path.read_text())
-    assert isinstance(document, dict)
-    return document
-
-
-def policies_of(document: dict[str, Any]) -> list[str]:
-    return [entry["policy"] for entry in document["results"]]
-
-
-def by_policy(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {entry["policy"]: entry for entry in document["results"]}
-
-
 def printed_load(stdout: str) -> float:
     match = re.search(r"offered load (\d+\.\d+)", stdout)
     assert match is not None, stdout
     return float(match.group(1))
-
-
-def assert_one_line_error(outcome: Outcome, command: str = "simulate") -> str:
-    """Exit code 2 and a single clear line on stderr, never a traceback."""
-    assert outcome.code == 2
-    assert "Traceback" not in outcome.err + outcome.out
-    lines = outcome.err.strip().splitlines()
-    assert len(lines) == 1, outcome.err
-    assert lines[0].startswith(f"gpuadvisor {command}: error: ")
-    return lines[0]
 
 
 @pytest.fixture
@@ -154,23 +111,17 @@ def test_simulate_writes_every_contract_key_per_policy_and_three_plots(
     out_json = tmp_path / "reports" / "out.json"
     plots = tmp_path / "plots"
 
-    outcome = gpuadvisor(
+    outcome = simulate(
         capsys,
-        "simulate",
-        "--trace",
-        contended_trace,
-        "--cluster",
-        "2x8",
-        "--policies",
-        "fifo,easy,advisor",
-        "--output-json",
         out_json,
         "--plots",
         plots,
+        trace=contended_trace,
+        cluster="2x8",
+        policies="fifo,easy,advisor",
     )
 
-    assert outcome.code == 0, outcome.err
-    document = read_json(out_json)
+    document = outcome.document
     assert set(document) == {"results", "meta", "headline"}
     assert policies_of(document) == ["fifo", "easy", "advisor"]
     assert document["meta"] == {"cluster_gpus": 16, "jobs": len(CONTENDED_JOBS), "seed": 0}
@@ -202,18 +153,9 @@ def test_no_baseline_leaves_out_only_the_fifo_deltas(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, contended_trace: Path
 ) -> None:
     def run(name: str, *flags: str) -> dict[str, Any]:
-        path = tmp_path / name
-        argv: list[str | Path] = [
-            "--trace",
-            contended_trace,
-            "--cluster",
-            "2x8",
-            "--output-json",
-            path,
-        ]
-        outcome = gpuadvisor(capsys, "simulate", *argv, *flags)
-        assert outcome.code == 0, outcome.err
-        return read_json(path)
+        return simulate(
+            capsys, tmp_path / name, *flags, trace=contended_trace, cluster="2x8"
+        ).document
 
     full = run("full.json", "--policies", "easy,advisor")
     lean = run("lean.json", "--policies", "easy,advisor", "--no-baseline")
@@ -236,25 +178,20 @@ def test_the_same_seed_gives_byte_identical_json_and_another_seed_does_not(
 ) -> None:
     def run(seed: int, name: str) -> bytes:
         path = tmp_path / name
-        outcome = gpuadvisor(
+        simulate(
             capsys,
-            "simulate",
+            path,
             "--generate",
             "multinode",
             "--jobs",
             "200",
-            "--cluster",
-            "2x8",
-            "--policies",
-            "fifo,easy+random,advisor",
             "--estimate-noise",
             "0.5",
             "--seed",
             str(seed),
-            "--output-json",
-            path,
+            cluster="2x8",
+            policies="fifo,easy+random,advisor",
         )
-        assert outcome.code == 0, outcome.err
         return path.read_bytes()
 
     first = run(7, "first.json")
@@ -285,20 +222,8 @@ def test_each_reader_format_replays_its_sample(
 ) -> None:
     out_json = tmp_path / "out.json"
 
-    outcome = gpuadvisor(
-        capsys,
-        "simulate",
-        "--trace",
-        TRACES / trace,
-        "--format",
-        fmt,
-        *extra,
-        "--output-json",
-        out_json,
-    )
+    document = simulate(capsys, out_json, "--format", fmt, *extra, trace=TRACES / trace).document
 
-    assert outcome.code == 0, outcome.err
-    document = read_json(out_json)
     assert document["meta"]["jobs"] == len(read_trace(TRACES / trace, fmt))
     assert policies_of(document) == ["fifo", "easy", "advisor"]
 
@@ -306,19 +231,11 @@ def test_each_reader_format_replays_its_sample(
 def test_nodes_files_set_the_cluster(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out_json = tmp_path / "out.json"
 
-    outcome = gpuadvisor(
-        capsys,
-        "simulate",
-        "--trace",
-        TRACES / "alibaba_pods.csv",
-        "--nodes",
-        TRACES / "alibaba_nodes.csv",
-        "--output-json",
-        out_json,
+    outcome = simulate(
+        capsys, out_json, "--nodes", TRACES / "alibaba_nodes.csv", trace=TRACES / "alibaba_pods.csv"
     )
 
-    assert outcome.code == 0, outcome.err
-    assert read_json(out_json)["meta"]["cluster_gpus"] == 10  # 8 + 2; the CPU-only node is left out
+    assert outcome.document["meta"]["cluster_gpus"] == 10  # 8 + 2; the CPU-only node is left out
     assert "on 2 nodes / 10 GPUs" in outcome.out
 
 
@@ -327,23 +244,11 @@ def test_generate_draws_a_workload_at_the_load_asked_for(
 ) -> None:
     out_json = tmp_path / "out.json"
 
-    outcome = gpuadvisor(
-        capsys,
-        "simulate",
-        "--generate",
-        "multinode",
-        "--jobs",
-        "300",
-        "--load",
-        "1.2",
-        "--cluster",
-        "2x8",
-        "--output-json",
-        out_json,
+    outcome = simulate(
+        capsys, out_json, "--generate", "multinode", "--jobs", "300", "--load", "1.2", cluster="2x8"
     )
 
-    assert outcome.code == 0, outcome.err
-    assert read_json(out_json)["meta"]["jobs"] == 300
+    assert outcome.document["meta"]["jobs"] == 300
     assert printed_load(outcome.out) == pytest.approx(1.2, abs=0.05)
 
 
@@ -352,22 +257,10 @@ def test_load_rescales_the_arrivals_of_a_trace(
 ) -> None:
     def fifo_at(load: str) -> tuple[float, dict[str, Any]]:
         out_json = tmp_path / f"load-{load}.json"
-        outcome = gpuadvisor(
-            capsys,
-            "simulate",
-            "--trace",
-            contended_trace,
-            "--cluster",
-            "2x8",
-            "--policies",
-            "fifo",
-            "--load",
-            load,
-            "--output-json",
-            out_json,
+        outcome = simulate(
+            capsys, out_json, "--load", load, trace=contended_trace, cluster="2x8", policies="fifo"
         )
-        assert outcome.code == 0, outcome.err
-        return printed_load(outcome.out), by_policy(read_json(out_json))["fifo"]
+        return printed_load(outcome.out), by_policy(outcome.document)["fifo"]
 
     light_load, light = fifo_at("0.5")
     heavy_load, heavy = fifo_at("3")
@@ -383,12 +276,11 @@ def test_simulate_leads_with_waits_where_every_policy_kept_the_same_allocation(
     """At a light load every order reaches the same allocation: the waits table comes first,
     captioned with why, and the JSON says so."""
     out_json = tmp_path / "light.json"
-    workload = ("--generate", "philly", "--jobs", "300", "--cluster", "2x8", "--load", "0.3")
+    workload = ("--generate", "philly", "--jobs", "300", "--load", "0.3")
 
-    outcome = gpuadvisor(capsys, "simulate", *workload, "--output-json", out_json)
+    outcome = simulate(capsys, out_json, *workload, cluster="2x8")
 
-    assert outcome.code == 0, outcome.err
-    document = read_json(out_json)
+    document = outcome.document
     headline = document["headline"]
     allocations = [entry["allocation_ratio"] for entry in document["results"]]
     assert (max(allocations) - min(allocations)) * 100 <= 0.5
@@ -411,12 +303,11 @@ def test_simulate_keeps_the_allocation_headline_where_the_order_changed_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     out_json = tmp_path / "heavy.json"
-    workload = ("--generate", "philly", "--jobs", "300", "--cluster", "2x8", "--load", "1.3")
+    workload = ("--generate", "philly", "--jobs", "300", "--load", "1.3")
 
-    outcome = gpuadvisor(capsys, "simulate", *workload, "--output-json", out_json)
+    outcome = simulate(capsys, out_json, *workload, cluster="2x8")
 
-    assert outcome.code == 0, outcome.err
-    headline = read_json(out_json)["headline"]
+    headline = outcome.document["headline"]
     assert headline["kind"] == "allocation"
     assert headline["allocation_spread_pp"] > 0.5
     assert headline["reason"].startswith("allocations differ by ")
@@ -430,22 +321,16 @@ def test_policies_combine_an_order_with_a_placement(
 ) -> None:
     out_json = tmp_path / "out.json"
 
-    outcome = gpuadvisor(
+    outcome = simulate(
         capsys,
-        "simulate",
-        "--trace",
-        contended_trace,
-        "--cluster",
-        "2x8",
-        "--policies",
-        "fifo,easy+best-fit,advisor+first-fit,conservative+fgd,easy+first-fit",
-        "--output-json",
         out_json,
+        trace=contended_trace,
+        cluster="2x8",
+        policies="fifo,easy+best-fit,advisor+first-fit,conservative+fgd,easy+first-fit",
     )
 
-    assert outcome.code == 0, outcome.err
     # an order on its default placement keeps its plain name
-    assert policies_of(read_json(out_json)) == [
+    assert policies_of(outcome.document) == [
         "fifo",
         "easy+best-fit",
         "advisor+first-fit",
@@ -459,21 +344,11 @@ def test_policies_without_fifo_still_report_waits_against_strict_fifo(
 ) -> None:
     out_json = tmp_path / "out.json"
 
-    outcome = gpuadvisor(
-        capsys,
-        "simulate",
-        "--trace",
-        contended_trace,
-        "--cluster",
-        "2x8",
-        "--policies",
-        "easy,fifo+best-fit",
-        "--output-json",
-        out_json,
+    outcome = simulate(
+        capsys, out_json, trace=contended_trace, cluster="2x8", policies="easy,fifo+best-fit"
     )
 
-    assert outcome.code == 0, outcome.err
-    document = read_json(out_json)
+    document = outcome.document
     assert policies_of(document) == ["easy", "fifo+best-fit"]
     for entry in document["results"]:
         assert "delta_wait_vs_fifo_max_s" in entry
@@ -485,23 +360,18 @@ def test_inflation_protocol_writes_allocation_at_each_tenth_of_arrived_requests(
 ) -> None:
     out_json = tmp_path / "inflation.json"
 
-    outcome = gpuadvisor(
+    outcome = simulate(
         capsys,
-        "simulate",
-        "--trace",
-        TRACES / "alibaba_pods.csv",
+        out_json,
         "--nodes",
         TRACES / "alibaba_nodes.csv",
         "--protocol",
         "inflation",
-        "--policies",
-        "random,best-fit,fgd,advisor",
-        "--output-json",
-        out_json,
+        trace=TRACES / "alibaba_pods.csv",
+        policies="random,best-fit,fgd,advisor",
     )
 
-    assert outcome.code == 0, outcome.err
-    document = read_json(out_json)
+    document = outcome.document
     assert document["meta"] == {"protocol": "inflation", "seed": 0}
     assert policies_of(document) == ["random", "best-fit", "fgd", "advisor"]
     steps = [str(pct) for pct in range(10, 131, 10)]
@@ -520,25 +390,19 @@ def test_inflation_averages_seeds_even_where_a_tiny_trace_stops_short_of_a_step(
 ) -> None:
     out_json = tmp_path / "inflation.json"
 
-    outcome = gpuadvisor(
+    outcome = simulate(
         capsys,
-        "simulate",
-        "--trace",
-        TRACES / "alibaba_pods.csv",  # one 8-GPU pod: on one 8-GPU node some draws overshoot
-        "--cluster",
-        "1x8",
+        out_json,
         "--protocol",
         "inflation",
-        "--policies",
-        "fgd",
         "--seeds",
         "30",
-        "--output-json",
-        out_json,
+        trace=TRACES / "alibaba_pods.csv",  # one 8-GPU pod: on one 8-GPU node some draws overshoot
+        cluster="1x8",
+        policies="fgd",
     )
 
-    assert outcome.code == 0, outcome.err
-    (entry,) = read_json(out_json)["results"]
+    (entry,) = outcome.document["results"]
     assert entry["seeds"] == 30
     assert "10" in entry["allocation_ratio_at_arrived"]
     assert set(entry["allocation_ratio_at_arrived"]) <= {str(p) for p in range(10, 131, 10)}
@@ -686,11 +550,8 @@ def test_the_starvation_bound_is_a_duration_and_hours_are_a_deprecated_alias(
 ) -> None:
     def run(*flags: str) -> tuple[bytes, str]:
         path = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
-        workload = ("--generate", "philly", "--jobs", "300", "--cluster", "2x8")
-        outcome = gpuadvisor(
-            capsys, "simulate", *workload, "--policies", "advisor", *flags, "--output-json", path
-        )
-        assert outcome.code == 0, outcome.err
+        workload = ("--generate", "philly", "--jobs", "300")
+        outcome = simulate(capsys, path, *workload, *flags, cluster="2x8", policies="advisor")
         return path.read_bytes(), outcome.err
 
     as_duration, quiet = run("--starvation", "30m")

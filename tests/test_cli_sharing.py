@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import assert_one_line_error, by_policy, gpuadvisor, read_json, usage_error
+from tests.commands import assert_one_line_error, by_policy, gpuadvisor, simulate, usage_error
 
-GENERATED = ("simulate", "--generate", "philly", "--jobs", "400", "--cluster", "2x8")
+WORKLOAD = ("--generate", "philly", "--jobs", "400", "--cluster", "2x8")
+GENERATED = ("simulate", *WORKLOAD)
 
 
 def test_share_mps_reports_the_packing_and_the_slowdown_paid(
@@ -16,24 +17,21 @@ def test_share_mps_reports_the_packing_and_the_slowdown_paid(
 ) -> None:
     out_json = tmp_path / "out.json"
 
-    outcome = gpuadvisor(
+    outcome = simulate(
         capsys,
-        *GENERATED,
+        out_json,
+        *WORKLOAD,
         "--load",
         "1.3",
         "--light-share",
         "0.5",
         "--share",
         "mps",
-        "--policies",
-        "fifo,easy,advisor",
-        "--output-json",
-        out_json,
+        policies="fifo,easy,advisor",
     )
 
-    assert outcome.code == 0, outcome.err
     assert "GPU sharing of light jobs" in outcome.out
-    for label, metrics in by_policy(read_json(out_json)).items():
+    for label, metrics in by_policy(outcome.document).items():
         assert metrics["share_mode"] == "mps", label
         assert metrics["share_light_jobs"] > 0
         assert metrics["share_jobs_per_gpu_mean"] >= 1.0
@@ -45,13 +43,11 @@ def test_share_off_prints_and_writes_no_sharing_figures(
 ) -> None:
     out_json = tmp_path / "out.json"
 
-    outcome = gpuadvisor(capsys, *GENERATED, "--light-share", "0.5", "--output-json", out_json)
+    outcome = simulate(capsys, out_json, *WORKLOAD, "--light-share", "0.5")
 
-    assert outcome.code == 0, outcome.err
     assert "GPU sharing" not in outcome.out
     assert all(
-        not any(key.startswith("share_") for key in entry)
-        for entry in read_json(out_json)["results"]
+        not any(key.startswith("share_") for key in entry) for entry in outcome.document["results"]
     )
 
 
@@ -59,14 +55,12 @@ def test_the_slowdown_flag_sets_the_stretch(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     out_json = tmp_path / "out.json"
-    flags = ("--light-share", "0.8", "--load", "1.5", "--policies", "easy")
-    outcome = gpuadvisor(
-        capsys, *GENERATED, *flags, "--share", "timeslice", "--share-slowdown", "2",
-        "--output-json", out_json,
-    )  # fmt: skip
+    flags = ("--light-share", "0.8", "--load", "1.5", "--share", "timeslice")
+    outcome = simulate(
+        capsys, out_json, *WORKLOAD, *flags, "--share-slowdown", "2", policies="easy"
+    )
 
-    assert outcome.code == 0, outcome.err
-    metrics = by_policy(read_json(out_json))["easy"]
+    metrics = by_policy(outcome.document)["easy"]
     assert metrics["share_stretch_max"] == pytest.approx(2.0)
 
 

@@ -12,13 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import (
-    CONTENDED_JOBS,
-    TRACES,
-    assert_one_line_error,
-    gpuadvisor,
-    write_generic_trace,
-)
+from tests.commands import assert_one_line_error, gpuadvisor
+from tests.test_cli import CONTENDED_JOBS, TRACES, write_generic_trace
 from tests.test_whatif_cli import DATA
 
 SACCT = DATA / "sacct-23.11.json"

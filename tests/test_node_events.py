@@ -17,7 +17,7 @@ from gpuadvisor.sources.slurm.node_events import (
     node_availability,
     parse_node_events,
 )
-from tests.test_cli import gpuadvisor
+from tests.commands import gpuadvisor
 
 RECORDED = Path(__file__).parent / "data" / "slurm" / "recorded"
 EVENTS = RECORDED / "sacctmgr-events-22.05-parsable2.txt"

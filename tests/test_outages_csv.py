@@ -21,7 +21,7 @@ from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.alibaba import write_spot_nodes
 from gpuadvisor.sources.traces.outages import read as read_outages
 from gpuadvisor.sources.traces.outages import write as write_outages
-from tests.test_cli import gpuadvisor
+from tests.commands import by_policy, gpuadvisor, simulate
 
 T0 = 1796170000
 NODES = ("gpu01", "gpu02", "gpu03")
@@ -104,13 +104,11 @@ def whatif_outputs(
 
 
 def simulate_results(
-    capsys: pytest.CaptureFixture[str], out: Path, *argv: str | Path
+    capsys: pytest.CaptureFixture[str], out: Path, trace: Path, *flags: str | Path
 ) -> dict[str, dict[str, Any]]:
-    result = gpuadvisor(
-        capsys, "simulate", *argv, "--policies", ",".join(POLICIES), "--output-json", out
+    return by_policy(
+        simulate(capsys, out, *flags, trace=trace, policies=",".join(POLICIES)).document
     )
-    assert result.code == 0, result.err
-    return {r["policy"]: r for r in json.loads(out.read_text())["results"]}
 
 
 def test_simulate_replays_whatifs_trace_nodes_and_outages_with_the_same_figures(
@@ -131,14 +129,7 @@ def test_simulate_replays_whatifs_trace_nodes_and_outages_with_the_same_figures(
     assert read_nodes(nodes) == read_nodes(tmp_path / "site-nodes.csv")
 
     replayed = simulate_results(
-        capsys,
-        tmp_path / "simulate.json",
-        "--trace",
-        trace,
-        "--nodes",
-        nodes,
-        "--outages",
-        outages,
+        capsys, tmp_path / "simulate.json", trace, "--nodes", nodes, "--outages", outages
     )
     whatif_runs = {p["policy"]: p for p in document["counterfactual"]["policies"]}
     capacity = document["capacity"]
@@ -164,7 +155,7 @@ def test_simulate_replays_whatifs_trace_nodes_and_outages_with_the_same_figures(
     assert all(r["missing_capacity_ratio"] > 0 for r in replayed.values())
 
     # without the outages the same trace replays on the full cluster all along: other figures
-    blind = simulate_results(capsys, tmp_path / "blind.json", "--trace", trace, "--nodes", nodes)
+    blind = simulate_results(capsys, tmp_path / "blind.json", trace, "--nodes", nodes)
     assert "missing_capacity_ratio" not in blind["easy"]
     assert blind["easy"]["wait_mean_s"] < replayed["easy"]["wait_mean_s"]
 
@@ -173,13 +164,12 @@ def test_simulate_says_the_outages_and_shows_the_missing_column(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     _, trace, nodes, outages = whatif_outputs(capsys, tmp_path)
-    out = tmp_path / "s.json"
-    argv: list[str | Path] = ["simulate", "--trace", trace, "--nodes", nodes, "--outages", outages]
-    result = gpuadvisor(capsys, *argv, "--output-json", out)
-    assert result.code == 0, result.err
+    result = simulate(
+        capsys, tmp_path / "s.json", "--nodes", nodes, "--outages", outages, trace=trace
+    )
     assert f"2 node outages ({outages}), 2 nodes out at times" in result.out
     assert "missing %" in result.out
-    meta = json.loads(out.read_text())["meta"]
+    meta = result.document["meta"]
     assert meta["outages"] == {"file": str(outages), "outages": 2, "nodes_out": ["gpu02", "gpu03"]}
 
 

@@ -13,9 +13,9 @@ import pytest
 
 from gpuadvisor.sources.slurm.node_events import parse_node_events
 from gpuadvisor.sources.slurm.sacct import parse_sacct
+from tests.commands import gpuadvisor
 from tests.harness.node_events import DRAIN_REASON, DrainedNode, run_drain
 from tests.harness.slurmdbd import SlurmAccountingCluster, accounting_binaries_missing
-from tests.test_cli import gpuadvisor
 
 pytestmark = pytest.mark.e2e
 

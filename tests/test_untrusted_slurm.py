@@ -35,7 +35,7 @@ from gpuadvisor.sources.slurm.history import HistorySettings, SacctFile
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS, HostlistError, expand_hostlist
 from gpuadvisor.sources.slurm.parse import parse_squeue
 from gpuadvisor.sources.slurm.sacct import SACCT_FORMAT, SacctLimits, parse_sacct
-from tests.test_cli import gpuadvisor
+from tests.commands import gpuadvisor
 
 DATA = Path(__file__).parent / "data" / "slurm"
 HEADER = "|".join(SACCT_FORMAT)

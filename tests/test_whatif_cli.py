@@ -19,7 +19,8 @@ from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.simulation.results import SimulationResult
 from gpuadvisor.sources.traces.generic import read as read_generic
-from tests.test_cli import gpuadvisor
+from tests import commands
+from tests.commands import gpuadvisor
 
 DATA = Path(__file__).parent / "data" / "slurm"
 SAMPLES = (
@@ -139,11 +140,8 @@ def test_the_trace_holds_the_record_and_replays_again_under_simulate(
     }
     jobs = read_generic(trace).jobs
     assert [j.job_id for j in jobs] == ["101", "102", "103", "104", "105_1", "105_2", "108", "109"]
-    replay = gpuadvisor(
-        capsys, "simulate", "--trace", trace, "--cluster", "3x8", "--output-json", tmp_path / "s"
-    )
-    assert replay.code == 0, replay.err
-    assert json.loads((tmp_path / "s").read_text())["meta"]["jobs"] == 8
+    replay = commands.simulate(capsys, tmp_path / "s", trace=trace, cluster="3x8")
+    assert replay.document["meta"]["jobs"] == 8
 
 
 def test_standard_input_is_read_for_a_dash(

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import by_policy, gpuadvisor, simulate
 from tests.harness.history import create_blocks, loaded_prometheus, loaded_victoria, openmetrics
 from tests.harness.history import last_scrape_before as scrape_before
 from tests.harness.kube_history import TrueKubeNode, TruePod, scrapes
 from tests.harness.prometheus import PrometheusServer
 from tests.harness.victoriametrics import VictoriaMetricsServer
-from tests.test_cli import gpuadvisor
 
 STEP_S = 15.0
 BASE = (int(time.time()) // 3600) * 3600 - 6 * 3600
@@ -237,16 +237,15 @@ def test_the_pods_nodes_and_outages_replay_again_under_simulate_as_whatif_replay
         ("k3", BASE + 9000, BASE + 10800),
     ]
     document = json.loads((out / "whatif.json").read_text())
-    result = gpuadvisor(
-        capsys,
-        "simulate",
-        *("--trace", str(out / "trace.csv"), "--nodes", str(nodes), "--outages", str(outages)),
-        *("--policies", "fifo-skip,fifo,easy", "--output-json", str(tmp_path / "simulate.json")),
+    replayed = by_policy(
+        simulate(
+            capsys,
+            tmp_path / "simulate.json",
+            *("--nodes", nodes, "--outages", outages),
+            trace=out / "trace.csv",
+            policies="fifo-skip,fifo,easy",
+        ).document
     )
-    assert result.code == 0, result.err
-    replayed = {
-        r["policy"]: r for r in json.loads((tmp_path / "simulate.json").read_text())["results"]
-    }
     for entry in document["counterfactual"]["policies"]:
         for key in ("wait_mean_s", "wait_p95_s", "ordering_loss_ratio", "missing_capacity_ratio"):
             assert replayed[entry["policy"]][key] == entry[key], (entry["policy"], key)

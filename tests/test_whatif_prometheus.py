@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import by_policy, gpuadvisor, simulate
 from tests.harness.history import (
     TrueJob,
     TrueNode,
@@ -32,7 +33,6 @@ from tests.harness.prometheus import PrometheusServer
 from tests.harness.receiver import Receiver
 from tests.harness.victoriametrics import VictoriaMetricsServer
 from tests.ports import free_port
-from tests.test_cli import gpuadvisor
 
 STEP_S = 15.0
 BASE = (int(time.time()) // 3600) * 3600 - 6 * 3600
@@ -243,16 +243,15 @@ def test_the_trace_nodes_and_outages_replay_again_under_simulate_as_whatif_repla
         ("n3", BASE + 9000, BASE + 10800),
     ]
     document = json.loads((out / "whatif.json").read_text())
-    result = gpuadvisor(
-        capsys,
-        "simulate",
-        *("--trace", str(out / "trace.csv"), "--nodes", str(nodes), "--outages", str(outages)),
-        *("--policies", "fifo,easy", "--output-json", str(tmp_path / "simulate.json")),
+    replayed = by_policy(
+        simulate(
+            capsys,
+            tmp_path / "simulate.json",
+            *("--nodes", nodes, "--outages", outages),
+            trace=out / "trace.csv",
+            policies="fifo,easy",
+        ).document
     )
-    assert result.code == 0, result.err
-    replayed = {
-        r["policy"]: r for r in json.loads((tmp_path / "simulate.json").read_text())["results"]
-    }
     fifo = document["counterfactual"]["policies"][0]
     assert fifo["policy"] == "fifo"
     for key in ("wait_mean_s", "wait_p95_s", "ordering_loss_ratio", "missing_capacity_ratio"):

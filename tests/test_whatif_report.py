@@ -18,8 +18,8 @@ from gpuadvisor.model import Cluster
 from gpuadvisor.model.duration import format_duration
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import generate_workload
+from tests.commands import gpuadvisor
 from tests.harness.process import require_binary
-from tests.test_cli import gpuadvisor
 from tests.test_whatif_cli import T0, sacct_text_of
 
 DATA = Path(__file__).parent / "data" / "slurm"
