@@ -1,5 +1,5 @@
 """The rules of ``PodHistory`` on series as kube-state-metrics writes them, for the cases the
-real-server test (tests/test_whatif_kubernetes.py) does not reach: series without ``uid``
+real-server test (tests/test_whatif_from_prometheus.py) does not reach: series without ``uid``
 (told apart by ``namespace/pod``), pods still pending or running when the read ends, a pod that
 failed before it started, and a node cordoned and not ready at once (counted once)."""
 

@@ -2,7 +2,7 @@
 (gpuadvisor/sources/prometheus/scheduler.py): read backwards a chunk at a time, stopping at the
 latest chunk that holds a sample; within it the series with the latest sample wins. The source
 is a small in-memory store passed in (the real Prometheus and VictoriaMetrics runs are in
-tests/test_whatif_prometheus.py)."""
+tests/test_whatif_from_prometheus.py)."""
 
 from __future__ import annotations
 
