@@ -16,6 +16,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.sinks.delivery.webhook import verify_signature
 from gpuadvisor.sources.slurm.parse import parse_squeue
+from tests.harness.advisor_stack import SLACK_PATH, WEBHOOK_PATH, advisor_stack
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.process import ManagedProcess, gpuadvisor_argv
@@ -92,80 +94,29 @@ class Stack:
     advisor: ManagedProcess
 
 
-def advisor_config(tmp: Path, prometheus_url: str, am_url: str, slack: str, hook: str) -> Path:
-    path = tmp / "advisor.yaml"
-    path.write_text(
-        f"""
-interval: 1s
-max_age: 15s
-window: 10s
-web:
-  external_url: http://127.0.0.1
-prometheus:
-  url: {prometheus_url}
-  timeout: 3s
-hysteresis: {{hold_cycles: 2, clear_cycles: 2}}
-outbox: {{base_delay: 200ms, max_delay: 1s, max_age: 5m, max_attempts: 1000}}
-sinks:
-  alertmanager:
-    - url: {am_url}
-      labels: {{cluster: e2e}}
-  slack:
-    - webhook_url: {slack}/services/T0/B0/secret
-  webhook:
-    - url: {hook}/hook
-      secret_env: E2E_WEBHOOK_SECRET
-"""
-    )
-    return path
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("e2e")
-    am_webhook, slack, webhook = Receiver(), Receiver(), Receiver()
-    cluster = SlurmCluster().start()
-    procs: list[ManagedProcess] = []
-    prometheus: PrometheusServer | None = None
-    alertmanager = AlertmanagerServer(tmp / "alertmanager", f"{am_webhook.url}/alertmanager")
-    try:
+    with ExitStack() as stops:
+        cluster = stops.enter_context(SlurmCluster())
         ids = submit_head_of_line(cluster)
         mapping_dir = tmp / "gpu-jobs"
         mapping_dir.mkdir()
         sync_job_mapping(cluster, mapping_dir)
-        queue_port, agent_port, advisor_port = free_port(), free_port(), free_port()
-        procs.append(
+        queue_port, agent_port = free_port(), free_port()
+        queue = ["queue", "--source", "slurm", "--interval", "1"]
+        stops.enter_context(
             ManagedProcess(
-                gpuadvisor(
-                    "queue",
-                    "--source",
-                    "slurm",
-                    "--interval",
-                    "1",
-                    "--listen",
-                    f"127.0.0.1:{queue_port}",
-                ),
+                gpuadvisor(*queue, "--listen", f"127.0.0.1:{queue_port}"),
                 tmp / "queue.log",
                 env=cluster.env,
             )
         )
-        procs.append(
+        agent = ["agent", "--backend", "sim", "--sim.node", cluster.node, "--sim.gpus", "8"]
+        agent += ["--jobs.mapping-dir", str(mapping_dir), "--collect.interval", "0.5"]
+        stops.enter_context(
             ManagedProcess(
-                gpuadvisor(
-                    "agent",
-                    "--backend",
-                    "sim",
-                    "--sim.node",
-                    cluster.node,
-                    "--sim.gpus",
-                    "8",
-                    "--jobs.mapping-dir",
-                    str(mapping_dir),
-                    "--collect.interval",
-                    "0.5",
-                    "--web.listen-address",
-                    f"127.0.0.1:{agent_port}",
-                ),
+                gpuadvisor(*agent, "--web.listen-address", f"127.0.0.1:{agent_port}"),
                 tmp / "agent.log",
             )
         )
@@ -173,48 +124,31 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             ScrapeJob("gpuadvisor-queue", [f"127.0.0.1:{queue_port}"]),
             ScrapeJob("gpuadvisor-agent", [f"127.0.0.1:{agent_port}"]),
         ]
-        prometheus = PrometheusServer(tmp / "prometheus", scrape_jobs).wait_ready()
-        alertmanager.start().wait_ready()
-        config = advisor_config(tmp, prometheus.url, alertmanager.url, slack.url, webhook.url)
-        advisor = ManagedProcess(
-            gpuadvisor(
-                "advisor",
-                "--config",
-                str(config),
-                "--web.listen-address",
-                f"127.0.0.1:{advisor_port}",
-            ),
-            tmp / "advisor.log",
-            env={"E2E_WEBHOOK_SECRET": SECRET},
+        parts = stops.enter_context(
+            advisor_stack(
+                tmp,
+                scrape_jobs,
+                cluster="e2e",
+                secret=SECRET,
+                more_yaml="web:\n  external_url: http://127.0.0.1\n",
+            )
         )
-        procs.append(advisor)
-        advisor_url = f"http://127.0.0.1:{advisor_port}"
-        advisor.wait_http(f"{advisor_url}/-/ready")
         stack = Stack(
             tmp,
             cluster,
             ids,
             mapping_dir,
-            prometheus,
+            parts.prometheus,
             scrape_jobs,
-            alertmanager,
-            am_webhook,
-            slack,
-            webhook,
-            advisor_url,
-            advisor,
+            parts.alertmanager,
+            parts.am_webhook,
+            parts.slack,
+            parts.webhook,
+            parts.advisor_url,
+            parts.advisor,
         )
         yield stack
-        prometheus = stack.prometheus  # a test may have replaced it (restarted Prometheus)
-    finally:
-        for proc in reversed(procs):
-            proc.stop()
-        if prometheus is not None:
-            prometheus.stop()
-        alertmanager.stop()
-        cluster.stop()
-        for receiver in (am_webhook, slack, webhook):
-            receiver.stop()
+        parts.prometheus = stack.prometheus  # a test may have replaced it (restarted Prometheus)
 
 
 def start_now_alerts(stack: Stack, job_id: str) -> list[dict[str, Any]]:
@@ -228,7 +162,7 @@ def start_now_alerts(stack: Stack, job_id: str) -> list[dict[str, Any]]:
 
 def webhook_events(stack: Stack, event: str) -> list[dict[str, Any]]:
     out = []
-    for got in stack.webhook.received("/hook"):
+    for got in stack.webhook.received(WEBHOOK_PATH):
         body = got.json()
         if body["event"] == event:
             out.append(body)
@@ -266,13 +200,13 @@ def test_head_of_line_advice_reaches_every_sink_and_resolves_once_applied(stack:
         what="Alertmanager's notification for job 5",
     )
     # Slack: Block Kit with a text fallback
-    messages = stack.slack.wait_for(bool, path="/services/T0/B0/secret")
+    messages = stack.slack.wait_for(bool, path=SLACK_PATH)
     first = messages[0].json()
     assert first["text"] and first["blocks"] and len(first["blocks"]) <= 50
     assert any(job5 in json.dumps(block) for block in first["blocks"])
     # generic webhook: signed
     eventually(lambda: bool(webhook_events(stack, "firing")), "a signed firing webhook")
-    firing = [r for r in stack.webhook.received("/hook") if r.json()["event"] == "firing"]
+    firing = [r for r in stack.webhook.received(WEBHOOK_PATH) if r.json()["event"] == "firing"]
     assert all(signed(r) for r in firing)
     assert any(rec["job_id"] == job5 for rec in firing[0].json()["recommendations"])
 
@@ -302,7 +236,7 @@ def test_head_of_line_advice_reaches_every_sink_and_resolves_once_applied(stack:
         ),
         "a resolved webhook for job 5",
     )
-    assert len(stack.slack.received("/services/T0/B0/secret")) >= 2
+    assert len(stack.slack.received(SLACK_PATH)) >= 2
 
     sinks = metric_samples(stack.advisor_url)
     delivered = {

@@ -17,6 +17,7 @@ import json
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ import pytest
 
 from gpuadvisor.sinks.delivery.webhook import verify_signature
 from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
+from tests.harness.advisor_stack import SLACK_PATH, WEBHOOK_PATH, advisor_stack
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.harness.process import ManagedProcess, gpuadvisor_argv
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
@@ -105,104 +107,52 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("share")
-    am_receiver, webhook, slack = Receiver(), Receiver(), Receiver()
-    alertmanager = AlertmanagerServer(tmp / "alertmanager", f"{am_receiver.url}/am")
-    procs: list[ManagedProcess] = []
-    prometheus: PrometheusServer | None = None
-    try:
-        (tmp / "gpu-a.yaml").write_text(light_node_spec())
-        (tmp / "gpu-b.yaml").write_text(HEAVY_NODE)
-        (tmp / "queue.json").write_text(queue_file(time.time()))
-        ports = {name: free_port() for name in ("gpu-a", "gpu-b", "queue", "advisor")}
+    (tmp / "gpu-a.yaml").write_text(light_node_spec())
+    (tmp / "gpu-b.yaml").write_text(HEAVY_NODE)
+    (tmp / "queue.json").write_text(queue_file(time.time()))
+    ports = {name: free_port() for name in ("gpu-a", "gpu-b", "queue")}
+    with ExitStack() as stops:
         for node in ("gpu-a", "gpu-b"):
-            procs.append(
+            agent = ["agent", "--backend", "sim", "--sim.spec", str(tmp / f"{node}.yaml")]
+            agent += ["--collect.interval", "0.5"]
+            agent += ["--collect.samples-interval", "0"]  # every probe: a short window's rate
+            stops.enter_context(
                 ManagedProcess(
-                    gpuadvisor(
-                        "agent",
-                        "--backend",
-                        "sim",
-                        "--sim.spec",
-                        str(tmp / f"{node}.yaml"),
-                        "--collect.interval",
-                        "0.5",
-                        "--collect.samples-interval",  # every probe: a short window's rate
-                        "0",
-                        "--web.listen-address",
-                        f"127.0.0.1:{ports[node]}",
-                    ),
+                    gpuadvisor(*agent, "--web.listen-address", f"127.0.0.1:{ports[node]}"),
                     tmp / f"agent-{node}.log",
                 )
             )
-        procs.append(
+        queue = ["queue", "--source", "file", "--file", str(tmp / "queue.json")]
+        stops.enter_context(
             ManagedProcess(
-                gpuadvisor(
-                    "queue",
-                    "--source",
-                    "file",
-                    "--file",
-                    str(tmp / "queue.json"),
-                    "--interval",
-                    "1",
-                    "--listen",
-                    f"127.0.0.1:{ports['queue']}",
-                ),
+                gpuadvisor(*queue, "--interval", "1", "--listen", f"127.0.0.1:{ports['queue']}"),
                 tmp / "queue.log",
             )
         )
         agents = [f"127.0.0.1:{ports['gpu-a']}", f"127.0.0.1:{ports['gpu-b']}"]
-        prometheus = PrometheusServer(
-            tmp / "prometheus",
-            [
-                ScrapeJob("gpuadvisor-agent", agents),
-                ScrapeJob("gpuadvisor-queue", [f"127.0.0.1:{ports['queue']}"]),
-            ],
-        ).wait_ready()
-        alertmanager.start().wait_ready()
-        config = tmp / "advisor.yaml"
-        config.write_text(
-            f"""
-interval: 1s
-max_age: 15s
-window: 10s
-prometheus: {{url: {prometheus.url}, timeout: 3s}}
-hysteresis: {{hold_cycles: 2, clear_cycles: 2}}
-share: {{window: 15s}}
-outbox: {{base_delay: 200ms, max_delay: 1s, max_age: 5m, max_attempts: 1000}}
-sinks:
-  alertmanager:
-    - url: {alertmanager.url}
-      labels: {{cluster: share}}
-  slack:
-    - webhook_url: {slack.url}/services/T0/B0/share
-  webhook:
-    - url: {webhook.url}/hook
-      secret_env: SHARE_WEBHOOK_SECRET
-"""
+        scrape_jobs = [
+            ScrapeJob("gpuadvisor-agent", agents),
+            ScrapeJob("gpuadvisor-queue", [f"127.0.0.1:{ports['queue']}"]),
+        ]
+        parts = stops.enter_context(
+            advisor_stack(
+                tmp,
+                scrape_jobs,
+                cluster="share",
+                secret=SECRET,
+                more_yaml="share: {window: 15s}\n",
+                ready_timeout_s=60,
+            )
         )
-        advisor = ManagedProcess(
-            gpuadvisor(
-                "advisor",
-                "--config",
-                str(config),
-                "--web.listen-address",
-                f"127.0.0.1:{ports['advisor']}",
-            ),
-            tmp / "advisor.log",
-            env={"SHARE_WEBHOOK_SECRET": SECRET},
+        yield Stack(
+            parts.prometheus,
+            parts.alertmanager,
+            parts.webhook,
+            parts.slack,
+            agents[0],
+            parts.advisor_url,
+            parts.advisor,
         )
-        procs.append(advisor)
-        advisor_url = f"http://127.0.0.1:{ports['advisor']}"
-        advisor.wait_http(f"{advisor_url}/-/ready", timeout_s=60)
-        light = agents[0]
-        yield Stack(prometheus, alertmanager, webhook, slack, light, advisor_url, advisor)
-    finally:
-        for proc in reversed(procs):
-            proc.stop()
-        if prometheus is not None:
-            prometheus.stop()
-        alertmanager.stop()
-        for receiver in (am_receiver, webhook, slack):
-            receiver.stop()
 
 
 def share_alerts(stack: Stack) -> list[dict[str, Any]]:
@@ -243,7 +193,7 @@ def test_light_jobs_get_share_advice_through_prometheus_to_the_sinks(stack: Stac
 
     def shared() -> list[dict[str, Any]]:
         out = []
-        for got in stack.webhook.received("/hook"):
+        for got in stack.webhook.received(WEBHOOK_PATH):
             body = got.json()
             ok = verify_signature(
                 SECRET,
@@ -265,7 +215,7 @@ def test_light_jobs_get_share_advice_through_prometheus_to_the_sinks(stack: Stac
     # Slack: a Block Kit digest naming the share advice
     messages = stack.slack.wait_for(
         lambda got: any("1g.10gb" in r.body.decode() for r in got),
-        path="/services/T0/B0/share",
+        path=SLACK_PATH,
         what="a Slack message with the share advice",
     )
     digest = next(m.json() for m in messages if "1g.10gb" in m.body.decode())
