@@ -31,11 +31,11 @@ from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSet
 from gpuadvisor.sources.prometheus.live import LiveSettings, build_gpuadvisor, read_live
 from gpuadvisor.sources.prometheus.profiles import GPUADVISOR, label_matcher
 from gpuadvisor.sources.simnode.node import SimSpec
+from tests.analysis.advice.test_advice import head_of_line_snapshot
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.harness.wait import until
-from tests.test_advice import head_of_line_snapshot
-from tests.test_prometheus_live import SimAgent
+from tests.sources.prometheus.test_prometheus_live import SimAgent
 
 pytestmark = pytest.mark.e2e
 

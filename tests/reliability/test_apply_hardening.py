@@ -34,8 +34,8 @@ from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.sinks.delivery.payload import iso_utc, recommendation_json
 from gpuadvisor.sources.advice import parse_recommendations
+from tests.analysis.advice.test_advice import head_of_line_snapshot
 from tests.builders import make_cluster, make_job, on
-from tests.test_advice import head_of_line_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "apply-s3cret"
