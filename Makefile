@@ -45,7 +45,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix gpuadvisor tests bench scripts
 
 # The rules, dashboards and PrometheusRule in the repository, rendered from the package's own
-# (gpuadvisor/data/alerts, gpuadvisor/data/grafana; tests/test_render.py holds them equal).
+# (gpuadvisor/data/alerts, gpuadvisor/data/grafana; tests/sinks/monitoring/test_render.py holds them equal).
 render: $(STAMP)
 	$(BIN)/gpuadvisor render rules --output alerts
 	$(BIN)/gpuadvisor render dashboards --output grafana

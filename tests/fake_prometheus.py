@@ -1,6 +1,7 @@
 """A ``MetricsQuery`` for the advisor's tests: each query of a profile answered from fixed rows,
-with the head-of-line scenario of ``tests.test_advice`` as Prometheus would report it (one node
-of 8 GPUs; jobs 1 and 2 run on 6 of them; job 3 needs all 8 and blocks jobs 4 and 5).
+with the head-of-line scenario of ``tests.analysis.advice.test_advice`` as Prometheus would
+report it (one node of 8 GPUs; jobs 1 and 2 run on 6 of them; job 3 needs all 8 and blocks
+jobs 4 and 5).
 
 It answers the bytes Prometheus' ``/api/v1/query`` would (``fetch`` gives a ``RawAnswer``), so
 the advisor decodes and builds them exactly as it does the real client's answers."""

@@ -107,6 +107,17 @@ class AlertmanagerServer(Stoppable):
             alerts: list[dict[str, Any]] = json.load(reply)
         return alerts
 
+    def metric(self, sample: str) -> float:
+        """The value of one sample line of Alertmanager's own ``/metrics``, named with its
+        labels as printed (``alertmanager_notifications_total{integration="webhook"}``)."""
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5.0) as reply:
+            text = reply.read().decode()
+        for line in text.splitlines():
+            name, _, value = line.rpartition(" ")
+            if name == sample:
+                return float(value)
+        raise AssertionError(f"Alertmanager's /metrics has no sample {sample}")
+
     def log_tail(self, chars: int = 4000) -> str:
         return "" if self._process is None else self._process.log_tail(chars)
 

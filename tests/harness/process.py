@@ -7,13 +7,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+from tests.harness.wait import eventually
 
 
 def require_binary(name: str) -> str:
@@ -79,17 +80,18 @@ class ManagedProcess(Stoppable):
 
     def wait_until(self, ready: Callable[[], bool], *, timeout_s: float = 30.0, what: str) -> None:
         """Poll ``ready`` until true; fail with the log tail if the process dies or times out."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def ready_while_running() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(
                     f"{self.argv[0]} exited with {self.proc.returncode} before {what}:\n"
                     f"{self.log_tail()}"
                 )
-            if ready():
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.argv[0]}: not {what} after {timeout_s}s:\n{self.log_tail()}")
+            return ready()
+
+        eventually(
+            ready_while_running, f"{self.argv[0]} {what}", timeout_s=timeout_s, detail=self.log_tail
+        )
 
     def wait_http(self, url: str, *, timeout_s: float = 30.0) -> None:
         """Wait until ``url`` answers 200."""
@@ -119,14 +121,3 @@ def http_ok(url: str, *, timeout_s: float = 1.0) -> bool:
 def gpuadvisor_argv(command: str, *args: str) -> list[str]:
     """``python -m gpuadvisor COMMAND`` logging at info (the flag goes after the command)."""
     return [sys.executable, "-m", "gpuadvisor", command, "--log.level=info", *args]
-
-
-def eventually(check: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout_s`` (a bound on a
-    real server's progress, generous for a loaded machine, never a speed claim)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout_s}s: {what}")

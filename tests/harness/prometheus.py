@@ -10,7 +10,6 @@ module (a module-scoped fixture) and let its tests share it.
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,6 +21,7 @@ from typing import Any
 import yaml
 
 from tests.harness.process import ManagedProcess, Stoppable, require_binary
+from tests.harness.wait import eventually
 from tests.ports import free_port
 
 Series = list[dict[str, Any]]
@@ -143,16 +143,13 @@ class PrometheusServer(Stoppable):
         timeout_s: float = 20.0,
     ) -> Series:
         """Poll ``expr`` until ``predicate(result)``; fail with the last result and the log."""
-        deadline = time.monotonic() + timeout_s
-        last: Series = []
-        while time.monotonic() < deadline:
-            last = self.query(expr)
-            if predicate(last):
-                return last
-            time.sleep(0.2)
-        raise AssertionError(
-            f"{expr!r} did not reach the expected result within {timeout_s}s; last: {last!r}\n"
-            f"{self.process.log_tail(2000)}"
+        return eventually(
+            lambda: self.query(expr),
+            f"{expr!r} reaches the expected result",
+            done=predicate,
+            timeout_s=timeout_s,
+            interval_s=0.2,
+            detail=lambda: self.process.log_tail(2000),
         )
 
     def stop(self) -> None:

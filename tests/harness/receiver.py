@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.harness.process import Stoppable
+from tests.harness.wait import eventually
 
 
 @dataclass(frozen=True)
@@ -95,15 +96,12 @@ class Receiver(Stoppable):
         timeout_s: float = 30.0,
         what: str = "the expected requests",
     ) -> list[Received]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            got = self.received(path)
-            if predicate(got):
-                return got
-            time.sleep(0.1)
-        raise AssertionError(
-            f"receiver {self.url}{path or ''}: no {what} within {timeout_s}s; "
-            f"got {[r.body[:300] for r in self.received(path)]!r}"
+        return eventually(
+            lambda: self.received(path),
+            f"receiver {self.url}{path or ''}: {what}",
+            done=predicate,
+            timeout_s=timeout_s,
+            detail=lambda: f"bodies: {[r.body[:300] for r in self.received(path)]!r}",
         )
 
     def stop(self) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Final, Self
 
 from tests.harness.process import ManagedProcess, Stoppable, require_binary
+from tests.harness.wait import eventually
 from tests.ports import free_port
 
 MARKER_VAR: Final = "GPUADVISOR_SLURM_HARNESS"
@@ -330,16 +331,13 @@ class SlurmCluster(Stoppable):
 
     def wait_state(self, job_id: str, state: str, timeout_s: float = 15.0) -> None:
         """Wait until the job is in ``state``; fail with the last state seen and the logs."""
-        deadline = time.monotonic() + timeout_s
-        seen = self.job_state(job_id)
-        while seen != state:
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"job {job_id} is {seen}, not {state}, after {timeout_s}s:\n"
-                    f"{self.scontrol('show', 'job', job_id)}\n{self.log_tail()}"
-                )
-            time.sleep(0.1)
-            seen = self.job_state(job_id)
+        eventually(
+            lambda: self.job_state(job_id),
+            f"job {job_id} is {state}",
+            done=lambda seen: seen == state,
+            timeout_s=timeout_s,
+            detail=lambda: f"{self.scontrol('show', 'job', job_id)}\n{self.log_tail()}",
+        )
 
     def jobs(self) -> list[dict[str, object]]:
         """The jobs of ``squeue --json`` (parsed), for assertions."""

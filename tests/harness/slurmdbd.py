@@ -34,6 +34,7 @@ from gpuadvisor.sources.slurm.sacct import SACCT_COMMAND
 from gpuadvisor.sources.slurm.sacct_record import SacctResult
 from tests.harness.process import ManagedProcess, require_binary
 from tests.harness.slurm import SlurmCluster
+from tests.harness.wait import eventually
 from tests.ports import free_port
 
 DEBIAN_BINARIES: Final = ("mariadbd", "slurmdbd", "sacct", "sacctmgr")
@@ -143,21 +144,24 @@ class SlurmAccountingCluster(SlurmCluster):
 
     def _register(self, dbd: ManagedProcess, timeout_s: float) -> None:
         """``sacctmgr -i add cluster`` (retried while slurmdbd finishes creating its tables)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            done = self._run(["sacctmgr", "-i", "add", "cluster", self.cluster_name], check=False)
+
+        def add_and_list() -> tuple[str, list[str]]:
+            """sacctmgr's answer to ``add cluster`` and the clusters it lists afterwards."""
+            added = self._run(["sacctmgr", "-i", "add", "cluster", self.cluster_name], check=False)
             listed = self._run(
                 ["sacctmgr", "--noheader", "--parsable2", "list", "cluster", "format=cluster"],
                 check=False,
             )
-            if self.cluster_name in listed.stdout.split():
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"sacctmgr add cluster failed: {done.stdout.strip()} {done.stderr.strip()}\n"
-                    f"{dbd.log_tail()}"
-                )
-            time.sleep(0.2)
+            return f"{added.stdout.strip()} {added.stderr.strip()}", listed.stdout.split()
+
+        eventually(
+            add_and_list,
+            f"sacctmgr added cluster {self.cluster_name}",
+            done=lambda answer: self.cluster_name in answer[1],
+            timeout_s=timeout_s,
+            interval_s=0.2,
+            detail=dbd.log_tail,
+        )
 
     # -- accounting --------------------------------------------------------------------------
 
@@ -184,27 +188,29 @@ class SlurmAccountingCluster(SlurmCluster):
 
     def wait_accounted(self, job_ids: Collection[str], timeout_s: float = 60.0) -> None:
         """Wait until sacct lists every job of ``job_ids`` in a final state."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def unfinished() -> dict[str, str]:
             seen = self.accounted_states()
             waiting = {j: seen.get(j, "not listed") for j in job_ids}
-            waiting = {j: s for j, s in waiting.items() if s not in FINAL_STATES}
-            if not waiting:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"sacct does not list these jobs as finished after {timeout_s}s: {waiting}\n"
-                    f"{self.log_tail()}\n--- slurmdbd.log\n{self.dbd_log_tail()}"
-                )
-            time.sleep(0.5)
+            return {j: s for j, s in waiting.items() if s not in FINAL_STATES}
+
+        eventually(
+            unfinished,
+            "sacct lists every job as finished (last: the others)",
+            done=lambda waiting: not waiting,
+            timeout_s=timeout_s,
+            interval_s=0.5,
+            detail=lambda: f"{self.log_tail()}\n--- slurmdbd.log\n{self.dbd_log_tail()}",
+        )
 
     def wait_reason(self, job_id: str, reason: str, timeout_s: float = 15.0) -> None:
         """Wait until the pending job's ``Reason`` is ``reason`` (``Resources``...)."""
-        deadline = time.monotonic() + timeout_s
-        while (seen := self.job_field(job_id, "Reason")) != reason:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id}'s reason is {seen}, not {reason}")
-            time.sleep(0.1)
+        eventually(
+            lambda: self.job_field(job_id, "Reason"),
+            f"job {job_id}'s reason is {reason}",
+            done=lambda seen: seen == reason,
+            timeout_s=timeout_s,
+        )
 
     def dbd_log_tail(self, chars: int = 3000) -> str:
         path = self.root / "log" / "slurmdbd.log"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import aiohttp
 
+from tests.harness.wait import until
 from tests.ports import free_port
 
 QUEUE_FILE = """\
@@ -109,19 +110,27 @@ class Server:
         return None
 
     async def wait_until(
-        self, check: Callable[[], Awaitable[bool]], timeout_s: float = 60.0
+        self,
+        check: Callable[[], Awaitable[bool]],
+        what: str | None = None,
+        timeout_s: float = 60.0,
     ) -> None:
-        """Poll the async ``check()`` until it is true (a hang fails after ``timeout_s``)."""
-        async with asyncio.timeout(timeout_s):
-            while True:
-                try:
-                    if await check():
-                        return
-                except aiohttp.ClientConnectionError:
-                    pass
-                if self.process.returncode is not None:
-                    raise AssertionError(f"exited {self.process.returncode}: {self.log_text()}")
-                await asyncio.sleep(0.1)
+        """Poll the async ``check()`` until it is true (a hang fails after ``timeout_s``);
+        ``what`` (by default the check's name) says in the failure what did not happen."""
+
+        async def check_while_running() -> bool:
+            if self.process.returncode is not None:
+                raise AssertionError(f"exited {self.process.returncode}: {self.log_text()}")
+            return await check()
+
+        await until(
+            check_while_running,
+            f"the server on port {self.port}: {what or check.__name__}",
+            timeout_s=timeout_s,
+            interval_s=0.1,
+            retry_on=(aiohttp.ClientConnectionError,),
+            detail=self.log_text,
+        )
 
     async def wait_ready(self) -> None:
         async def ready() -> bool:

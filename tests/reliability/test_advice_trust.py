@@ -13,7 +13,6 @@ that then fires again with a new ``first_seen``.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
@@ -34,10 +33,11 @@ from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSet
 from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR, label_matcher
 from gpuadvisor.sources.prometheus.live.state import LiveSettings, build_gpuadvisor, read_live
 from gpuadvisor.sources.simnode.node import SimSpec
+from tests.analysis.advice.test_advice import head_of_line_snapshot
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
-from tests.test_advice import head_of_line_snapshot
-from tests.test_prometheus_live import SimAgent
+from tests.harness.wait import until
+from tests.sources.prometheus.test_prometheus_live import SimAgent
 
 pytestmark = pytest.mark.e2e
 
@@ -157,11 +157,9 @@ async def test_one_agent_stopped_degrades_the_cycle_and_no_advice_rests_on_its_n
     assert any(r.kind is Kind.START_NOW and r.job_id == "11" for r in before.recommendations)
 
     stack.agents["n3"].stop()
-    deadline = time.monotonic() + 60
-    part = whole
-    while time.monotonic() < deadline and not part.degraded:  # the next scrape fails
-        await asyncio.sleep(0.5)
-        part = await read(client)
+    part = await until(  # the next scrape fails
+        lambda: read(client), "a degraded read", done=lambda got: got.degraded, interval_s=0.5
+    )
     assert part.missing_nodes == ("n3",)
     assert part.trusted  # the other agents and the queue are fresh: it is not "untrusted"
     assert part.snapshot.cluster.gpus == 16

@@ -34,8 +34,8 @@ from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import generate_workload
 from gpuadvisor.sinks.delivery.payload import iso_utc, recommendation_json
 from gpuadvisor.sources.advice import parse_recommendations
+from tests.analysis.advice.test_advice import head_of_line_snapshot
 from tests.builders import make_cluster, make_job, on
-from tests.test_advice import head_of_line_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "apply-s3cret"
@@ -274,43 +274,35 @@ def apply_file(
 UPDATE = ("--allow-update", "--kinds", "place-on,hold-node")
 
 
+def update(*fields: str, kind: Kind = Kind.PLACE_ON, job_id: str = "5") -> dict[str, Any]:
+    """A recommendation for job 5 whose command is ``scontrol update JobId=JOB_ID FIELDS``."""
+    return recommendation(
+        "5", kind=kind, commands=(("scontrol", "update", f"JobId={job_id}", *fields),)
+    )
+
+
+def queue_blocked(*tops: str) -> dict[str, Any]:
+    """Job 3 heads the queue and names jobs 5 and 6 to top; its commands top ``tops``."""
+    return recommendation(
+        "3",
+        kind=Kind.QUEUE_BLOCKED,
+        action="Job 3 (8 GPU) heads the queue; 77 GPUs idle. Jobs 5, 6 fit now.",
+        evidence=(("jobs_to_top", "5,6"),),
+        commands=tuple(("scontrol", "top", job) for job in tops),
+    )
+
+
 @pytest.mark.parametrize(
     ("rec", "flags", "reason"),
     [
+        (update("Priority=0"), UPDATE, "may set only ReqNodeList, not 'Priority=0'"),
+        (update("Nice=-10000"), UPDATE, "may set only ReqNodeList"),
         (
-            recommendation(
-                "5", kind=Kind.PLACE_ON, commands=(("scontrol", "update", "JobId=5", "Priority=0"),)
-            ),
-            UPDATE,
-            "may set only ReqNodeList, not 'Priority=0'",
-        ),
-        (
-            recommendation(
-                "5",
-                kind=Kind.PLACE_ON,
-                commands=(("scontrol", "update", "JobId=5", "Nice=-10000"),),
-            ),
-            UPDATE,
-            "may set only ReqNodeList",
-        ),
-        (
-            recommendation(
-                "5",
-                kind=Kind.HOLD_NODE,
-                commands=(("scontrol", "update", "JobId=5", "ReqNodeList=gpu01", "Priority=0"),),
-            ),
+            update("ReqNodeList=gpu01", "Priority=0", kind=Kind.HOLD_NODE),
             UPDATE,
             "JobId=<job> and one field",
         ),
-        (
-            recommendation(
-                "5",
-                kind=Kind.PLACE_ON,
-                commands=(("scontrol", "update", "JobId=5", "ReqNodeList=gpu01 Priority=0"),),
-            ),
-            UPDATE,
-            "must be a node list",
-        ),
+        (update("ReqNodeList=gpu01 Priority=0"), UPDATE, "must be a node list"),
         (
             recommendation("5", commands=(("scontrol", "top", "6"),)),
             (),
@@ -323,22 +315,12 @@ UPDATE = ("--allow-update", "--kinds", "place-on,hold-node")
             "start-now carries one scontrol top",
         ),
         (
-            recommendation(
-                "5",
-                kind=Kind.PLACE_ON,
-                commands=(("scontrol", "update", "JobId=9", "ReqNodeList=gpu01"),),
-            ),
+            update("ReqNodeList=gpu01", job_id="9"),
             UPDATE,
             "names job 9, the recommendation job 5",
         ),
         (
-            recommendation(
-                "3",
-                kind=Kind.QUEUE_BLOCKED,
-                action="Job 3 (8 GPU) heads the queue; 77 GPUs idle. Jobs 5, 6 fit now.",
-                evidence=(("jobs_to_top", "5,6"),),
-                commands=(("scontrol", "top", "5"), ("scontrol", "top", "77")),
-            ),
+            queue_blocked("5", "77"),
             ("--kinds", "queue-blocked"),
             "job 77 is not one this recommendation names",  # though its text has a 77
         ),
@@ -367,25 +349,11 @@ def test_only_what_the_advisor_emits_runs(
         (recommendation("5"), (), "scontrol top 5"),
         (recommendation("5_3"), (), "scontrol top 5_3"),
         (
-            recommendation(
-                "5",
-                kind=Kind.HOLD_NODE,
-                commands=(("scontrol", "update", "JobId=5", "ReqNodeList=gpu01,gpu02"),),
-            ),
+            update("ReqNodeList=gpu01,gpu02", kind=Kind.HOLD_NODE),
             UPDATE,
             "scontrol update JobId=5 ReqNodeList=gpu01,gpu02",
         ),
-        (
-            recommendation(
-                "3",
-                kind=Kind.QUEUE_BLOCKED,
-                action="Job 3 (8 GPU) heads the queue; 77 GPUs idle. Jobs 5, 6 fit now.",
-                evidence=(("jobs_to_top", "5,6"),),
-                commands=(("scontrol", "top", "5"), ("scontrol", "top", "6")),
-            ),
-            ("--kinds", "queue-blocked"),
-            "scontrol top 6",
-        ),
+        (queue_blocked("5", "6"), ("--kinds", "queue-blocked"), "scontrol top 6"),
     ],
 )
 def test_what_the_advisor_emits_is_planned(

@@ -42,17 +42,17 @@ async def test_the_agent_reloads_its_config_file_and_keeps_it_when_the_new_one_i
         return f'node="{node}"' in (await server.get("/metrics"))[1]
 
     try:
-        await server.wait_until(lambda: serves("node-a"))
+        await server.wait_until(lambda: serves("node-a"), "serves node-a")
         config.write_text("sim:\n  node: node-b\n")
         server.signal(signal.SIGHUP)
-        await server.wait_until(lambda: serves("node-b"))
+        await server.wait_until(lambda: serves("node-b"), "serves node-b")
         assert await server.metric(RELOAD_OK) == 1.0
         config.write_text("sim:\n  node: node-c\n  gpus: many\n")
         await reloaded(server, ok=False)
         assert await serves("node-b")  # the old configuration stays in force
         config.write_text("sim:\n  node: node-c\n")
         await reloaded(server, ok=True)
-        await server.wait_until(lambda: serves("node-c"))
+        await server.wait_until(lambda: serves("node-c"), "serves node-c")
     finally:
         code = await server.stop()
     log = server.log_text()

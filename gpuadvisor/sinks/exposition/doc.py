@@ -20,7 +20,7 @@ def metrics_markdown() -> str:
             "Generated from `AGENT_METRICS`, `QUEUE_METRICS` and `ADVISOR_METRICS`",
             "(`gpuadvisor/sinks/exposition/`: `agent.py`, `queue.py`, `advisor.py`);",
             "do not edit by hand. Regenerate with",
-            "`UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_exposition.py`.",
+            "`UPDATE_GOLDEN=1 .venv/bin/pytest tests/sinks/exposition/test_exposition.py`.",
             "",
             "Names are a public API (CHANGELOG.md). `gpu_uuid` is the identity label; metadata",
             "lives in `*_info` series joined in PromQL. A field a GPU does not support has no",

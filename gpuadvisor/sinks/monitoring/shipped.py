@@ -1,7 +1,8 @@
 """The rules and dashboards shipped inside the package (``gpuadvisor/data/alerts`` and
 ``gpuadvisor/data/grafana``), read through ``importlib.resources`` so that they are found in a
 wheel, a zip or a checkout alike. The files in the repository's ``alerts/`` and ``grafana/`` are
-rendered from these (``make render``; ``tests/test_render.py`` holds them equal)."""
+rendered from these (``make render``; ``tests/sinks/monitoring/test_render.py`` holds them
+equal)."""
 
 from __future__ import annotations
 

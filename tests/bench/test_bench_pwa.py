@@ -1,0 +1,108 @@
+"""bench/pwa.py's logic on a tiny SWF log written here (the four real logs run only in the
+benchmark): the filter, the replays of easy, easy-sjbf and easy++, the table, and the job by
+job comparison against a stored schedule."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuadvisor.sinks.report.swf_schedule import write_swf_schedule
+
+bench: Any = importlib.import_module("bench.pwa")
+"""Imported by name at run time (bench/ is no package; see tests/bench/test_bench_advisor.py)."""
+
+LOG = """; MaxProcs: 4
+; UnixStartTime: 0
+1 0 -1 100 3 -1 -1 3 100 -1 1 1 -1 -1 -1 -1 -1 -1
+2 0 -1 50 1 -1 -1 1 50 -1 1 2 -1 -1 -1 -1 -1 -1
+3 1 -1 10 4 -1 -1 4 10 -1 1 3 -1 -1 -1 -1 -1 -1
+4 2 -1 40 1 -1 -1 1 40 -1 1 4 -1 -1 -1 -1 -1 -1
+5 3 -1 10 1 -1 -1 1 10 -1 1 4 -1 -1 -1 -1 -1 -1
+6 4 -1 -1 1 -1 -1 1 10 -1 1 4 -1 -1 -1 -1 -1 -1
+"""
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    path = tmp_path / "TINY.swf"
+    path.write_text(LOG)
+    return path
+
+
+def test_the_log_is_filtered_and_replayed_under_each_policy(log: Path) -> None:
+    loaded = bench.load_log(log, "TINY")
+    assert (loaded.records, len(loaded.jobs), loaded.cluster.gpus) == (6, 5, 4)
+    waits = {}
+    for policy in bench.POLICIES:
+        figures = bench.figures(bench.replay(loaded, policy))
+        assert figures["jobs"] == 5
+        waits[policy] = figures["wait_max_s"]
+        assert figures["bsld"] >= 1.0
+    # job 3 (the whole machine) waits for job 1 under every EASY: 99 s
+    assert waits == {"easy": 99.0, "easy-sjbf": 99.0, "easy++": 99.0}
+
+
+def test_rows_name_the_published_figure_and_our_difference() -> None:
+    figures = {
+        "bsld": 94.43,
+        "wait_mean_s": 6837.0,
+        "wait_p95_s": 1.0,
+        "wait_max_s": 2.0,
+        "wait_by_size_s": {"1": 3.0},
+        "jobs": 9,
+    }
+    row = bench.row("KTH-SP2", "easy", figures)
+    assert "| 92.58 +2.0% |" in row
+    assert "| 6,837 +0.0% |" in row
+    assert "1:3" in row
+    assert "|   |" in bench.row("TINY", "easy", figures)  # nothing published
+
+
+def test_a_replay_is_compared_job_by_job_with_a_stored_schedule(log: Path, tmp_path: Path) -> None:
+    loaded = bench.load_log(log, "TINY")
+    result = bench.replay(loaded, "easy")
+    stored = tmp_path / "stored.swf"
+    write_swf_schedule(stored, result)
+    schedule = bench.read_schedule(stored)
+    assert bench.compare_jobs(result, schedule).startswith("0 of 5 common jobs")
+    schedule["4"] = (schedule["4"][0], schedule["4"][1] + 7)
+    assert bench.compare_jobs(result, schedule) == (
+        "1 of 5 common jobs start at another time; first: job 4 (submit 2): "
+        "wait 48 s here, 55 s there"
+    )
+
+
+def test_main_prints_the_table(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--traces", str(tmp_path), "--logs", "TINY.swf", "--policies", "easy@exact"]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| TINY.swf | easy++ | 5 |" in out
+    assert "| TINY.swf | easy@exact | 5 |" in out
+
+
+def test_absent_logs_skip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--traces", str(tmp_path / "absent")]) == 0
+    assert "skipped" in capsys.readouterr().out
+
+
+def test_the_speed_run_times_our_whole_simulate_process_on_the_log(tmp_path: Path) -> None:
+    argv = bench.ours_argv(tmp_path / "KTH.swf.gz", "advisor@predicted")
+    assert argv[1:] == [
+        "-m",
+        "gpuadvisor",
+        "simulate",
+        "--trace",
+        str(tmp_path / "KTH.swf.gz"),
+        "--policies",
+        "advisor@predicted",
+        "--no-baseline",
+    ]
+    assert "--no-baseline" not in bench.ours_argv(tmp_path / "x.swf", "easy", baseline=True)
+    with pytest.raises(SystemExit, match="--speed needs --peer and --python2"):
+        bench.main(["--speed", "--traces", str(tmp_path)])
