@@ -42,7 +42,7 @@ from gpuadvisor.services.serving import Generation
 from gpuadvisor.services.web import healthy, landing_page, ready, serving_exposition
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerSink
-from gpuadvisor.sinks.delivery.outbox import Active, Cycle, Outbox, Outcome, Sink
+from gpuadvisor.sinks.delivery.outbox import ActiveAdvice, Delivery, Outbox, Outcome, Sink
 from gpuadvisor.sinks.delivery.payload import iso_utc, recommendation_json
 from gpuadvisor.sinks.delivery.slack import SlackSink
 from gpuadvisor.sinks.delivery.webhook import WebhookSink
@@ -199,8 +199,8 @@ class Advisor:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _entries(tracked: tuple[Tracked, ...]) -> tuple[Active, ...]:
-    return tuple(Active(t.recommendation, t.first_seen_s) for t in tracked)
+def _entries(tracked: tuple[Tracked, ...]) -> tuple[ActiveAdvice, ...]:
+    return tuple(ActiveAdvice(t.recommendation, t.first_seen_s) for t in tracked)
 
 
 class OutboxDispatcher:
@@ -211,7 +211,7 @@ class OutboxDispatcher:
         self.advisor_url = advisor_url
 
     def dispatch(self, change: Change, now_s: float, interval_s: float) -> None:
-        cycle = Cycle(
+        cycle = Delivery(
             now_s=now_s,
             interval_s=interval_s,
             active=_entries(change.active),
