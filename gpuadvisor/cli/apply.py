@@ -21,7 +21,7 @@ from gpuadvisor.cli.outputs import is_stdout
 from gpuadvisor.config.http import load_http_config
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.recommendation import Kind
-from gpuadvisor.services.apply.plan import Plan, Policy, Verdict, plan
+from gpuadvisor.services.apply.plan import ApplyDecisions, Policy, Verdict, plan
 from gpuadvisor.services.apply.runner import ApplyLog, Counts, carry_out
 from gpuadvisor.sources.advice import fetch_recommendations, read_recommendations_file
 from gpuadvisor.transport.settings import DEFAULT_TIMEOUT_S, HttpSettings
@@ -169,7 +169,7 @@ def resolve_binary(name: str) -> str:
     return found
 
 
-def summary(decided: Plan, counts: Counts, args: argparse.Namespace) -> str:
+def summary(decided: ApplyDecisions, counts: Counts, args: argparse.Namespace) -> str:
     """One line: what ran or would run, what was skipped and why, where the log is."""
     verdicts = [step.verdict for step in decided.steps]
     parts = (
