@@ -28,7 +28,7 @@ from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.services.queue import POLLER, Poller, QueueSettings, create_app
 from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS, queue_registry
-from gpuadvisor.sources.slurm.config import SlurmSchedulerSource
+from gpuadvisor.sources.slurm.scheduler_config import SlurmSchedulerSource
 from gpuadvisor.sources.slurm.squeue import SlurmCommand, SlurmNodeSource, SlurmQueueSource
 from tests.fake_squeue import write_fake_squeue
 from tests.harness.process import ManagedProcess

@@ -29,7 +29,7 @@ from gpuadvisor.services.serving import Generation, serve
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.exposition.queue import queue_registry
 from gpuadvisor.sources.queuefile import QueueFileSource
-from gpuadvisor.sources.slurm.config import SlurmSchedulerSource
+from gpuadvisor.sources.slurm.scheduler_config import SlurmSchedulerSource
 from gpuadvisor.sources.slurm.squeue import SlurmCommand, SlurmNodeSource, SlurmQueueSource
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
-"""``scontrol show config`` → the scheduler's configuration (sources/slurm/config.py), from the
-output of a real Slurm 22.05 (tests/data/slurm, recorded from tests/harness/slurm.py) and from
-text in the shapes later releases add (sections whose keys repeat)."""
+"""``scontrol show config`` → the scheduler's configuration (sources/slurm/scheduler_config.py),
+from the output of a real Slurm 22.05 (tests/data/slurm, recorded from tests/harness/slurm.py) and
+from text in the shapes later releases add (sections whose keys repeat)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.scheduler import SchedulerConfig
-from gpuadvisor.sources.slurm.config import (
+from gpuadvisor.sources.slurm.scheduler_config import (
     SlurmSchedulerSource,
     over_time_limit_s,
     parse_scheduler_config,
