@@ -61,7 +61,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from gpuadvisor.analysis.advice.cycle import analyse
+from gpuadvisor.analysis.advice.findings import analyse
 from gpuadvisor.analysis.advice.hysteresis import Change
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import LiveState, QueueEntry

@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuadvisor.analysis.advice.cycle import analyse
+from gpuadvisor.analysis.advice.findings import analyse
 from gpuadvisor.analysis.advice.predicted import PlannedRuntimes, describe
 from gpuadvisor.analysis.history import SKIP_REASONS, learn, runtime_or_reason
 from gpuadvisor.analysis.prediction import Prediction, RuntimePredictor

@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gpuadvisor.analysis.advice.cycle import CycleSettings
+from gpuadvisor.analysis.advice.findings import AnalysisSettings
 from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
+from gpuadvisor.analysis.advice.pack import ShareSettings
 from gpuadvisor.analysis.advice.reclaim import ReclaimSettings
 from gpuadvisor.analysis.advice.reorder import AdviceSettings
-from gpuadvisor.analysis.advice.share import ShareSettings
 from gpuadvisor.analysis.scheduling.orders import ORDERS, OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.config.http import HTTP_KEYS, built, http_settings, secret
@@ -56,7 +56,7 @@ class AdvisorConfig:
     listen_address: str = DEFAULT_LISTEN
     web_config_file: str | None = None
     external_url: str = ""
-    cycle: CycleSettings = field(default_factory=CycleSettings)
+    cycle: AnalysisSettings = field(default_factory=AnalysisSettings)
     hysteresis: HysteresisSettings = field(default_factory=HysteresisSettings)
     outbox: OutboxSettings = field(default_factory=OutboxSettings)
     alertmanagers: tuple[AlertmanagerTarget, ...] = ()
@@ -69,7 +69,7 @@ class AdvisorConfig:
     """Finished jobs to learn runtimes from (``history:``); no file: advice plans with limits."""
 
     @property
-    def effective_cycle(self) -> CycleSettings:
+    def effective_cycle(self) -> AnalysisSettings:
         """``cycle`` with the scheduler whose commands the advice carries, the reclaim window
         set to the window the utilization queries average over (``live.window_s``), and the
         share window to the loads' (``live.share_window_s``)."""
@@ -229,7 +229,7 @@ def _choice(m: YamlMap, key: str, choices: Mapping[str, object], default: str) -
     return value
 
 
-def _cycle(root: YamlMap) -> CycleSettings:
+def _cycle(root: YamlMap) -> AnalysisSettings:
     policy = root.section("policy")
     advice = AdviceSettings()
     if policy is not None:
@@ -262,7 +262,7 @@ def _cycle(root: YamlMap) -> CycleSettings:
             idle_ratio=_get(reclaim_map, "idle_ratio", ratio, reclaim.idle_ratio),
             min_gpus=_get(reclaim_map, "min_gpus", _count(1), reclaim.min_gpus),
         )
-    return CycleSettings(advice=advice, reclaim=reclaim, share=_share(root))
+    return AnalysisSettings(advice=advice, reclaim=reclaim, share=_share(root))
 
 
 SHARE_RATIOS = (

@@ -25,7 +25,7 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gpuadvisor import __version__
-from gpuadvisor.analysis.advice.cycle import CycleSettings, Findings, analyse
+from gpuadvisor.analysis.advice.findings import AnalysisSettings, Findings, analyse
 from gpuadvisor.analysis.advice.hysteresis import (
     Change,
     Debounced,
@@ -71,7 +71,7 @@ class AdvisorSettings:
     which owns the defaults)."""
 
     interval_s: float
-    cycle: CycleSettings = field(default_factory=CycleSettings)
+    cycle: AnalysisSettings = field(default_factory=AnalysisSettings)
     hysteresis: HysteresisSettings = field(default_factory=HysteresisSettings)
     version: str = __version__
 
