@@ -17,7 +17,7 @@ from gpuadvisor.analysis.advice.predicted import PlannedRuntimes, describe
 from gpuadvisor.analysis.history import SKIP_REASONS, learn, runtime_or_reason
 from gpuadvisor.analysis.prediction import Prediction, RuntimePredictor
 from gpuadvisor.model import ClusterSnapshot, Kind, LiveState, RunningJob, SourceHealth
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.sources.slurm.sacct import parse_sacct
 from tests.builders import make_job, on, single_node
 

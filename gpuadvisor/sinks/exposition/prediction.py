@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 
 from gpuadvisor.analysis.advice.predicted import PredictionSummary
 from gpuadvisor.analysis.history import SKIP_REASONS, Learned
-from gpuadvisor.model.history import BAD_RECORD_REASONS
+from gpuadvisor.model.finished import BAD_RECORD_REASONS
 from gpuadvisor.sinks.exposition.metrics import MetricDef, counter, gauge, histogram
 
 PREDICTOR = "gpuadvisor advisor"
