@@ -33,7 +33,7 @@ from gpuadvisor.sinks.delivery.webhook import WebhookSettings
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
 from gpuadvisor.sources.prometheus.live import LiveSettings
 from gpuadvisor.sources.prometheus.profiles import PROFILES, Profile, profile
-from gpuadvisor.sources.slurm.history import HistorySettings
+from gpuadvisor.sources.slurm.sacct_file import HistorySettings
 from gpuadvisor.transport.url import check_url
 
 SCHEDULERS = {"slurm": "scontrol commands", "none": "advice in words only"}

@@ -36,7 +36,7 @@ from gpuadvisor.analysis.advice.hysteresis import (
 from gpuadvisor.analysis.advice.predicted import PredictionSummary
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import ClusterQueue, LiveState, SourceHealth
-from gpuadvisor.services.history import HistoryFeed
+from gpuadvisor.services.predictor_feed import PredictorFeed
 from gpuadvisor.services.repeats import ChangeLog
 from gpuadvisor.services.serving import Generation
 from gpuadvisor.services.web import healthy, landing_page, ready, serving_exposition
@@ -89,7 +89,7 @@ class Advisor:
         metrics: AdvisorMetrics | None = None,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.perf_counter,
-        history: HistoryFeed | None = None,
+        history: PredictorFeed | None = None,
     ) -> None:
         self._read_state = read_state
         self.history = history
@@ -365,7 +365,7 @@ def compose(
     if config.history.sacct_file:
         predictions = PredictionMetrics(lambda: _planned(advisor.status))
         metrics.registry.register(predictions)
-        history = HistoryFeed(config.history, predictions, clock=clock)
+        history = PredictorFeed(config.history, predictions, clock=clock)
     advisor = Advisor(
         read_state, dispatcher, settings, metrics=metrics, clock=clock, timer=timer, history=history
     )

@@ -23,13 +23,13 @@ from gpuadvisor.analysis.prediction import RuntimePredictor
 from gpuadvisor.analysis.runtime_learning import Learned, learn
 from gpuadvisor.errors import InputError
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
-from gpuadvisor.sources.slurm.history import HistorySettings, SacctFile
 from gpuadvisor.sources.slurm.sacct import SacctResult
+from gpuadvisor.sources.slurm.sacct_file import HistorySettings, SacctFile
 
 log = logging.getLogger(__name__)
 
 
-class HistoryFeed:
+class PredictorFeed:
     """The predictor from ``settings.sacct_file``; ``metrics`` counts its reads."""
 
     def __init__(
