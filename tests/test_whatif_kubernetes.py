@@ -18,9 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.history import create_blocks, loaded_prometheus, loaded_victoria, openmetrics
-from tests.harness.history import last_scrape_before as scrape_before
 from tests.harness.kube_history import TrueKubeNode, TruePod, scrapes
+from tests.harness.metric_history import (
+    create_blocks,
+    loaded_prometheus,
+    loaded_victoria,
+    openmetrics,
+)
+from tests.harness.metric_history import last_scrape_before as scrape_before
 from tests.harness.prometheus import PrometheusServer
 from tests.harness.victoriametrics import VictoriaMetricsServer
 from tests.test_cli import gpuadvisor

@@ -1,6 +1,6 @@
-"""``gpuadvisor whatif --prometheus`` against a real Prometheus loaded with
-``promtool tsdb create-blocks-from openmetrics`` and a real VictoriaMetrics loaded through its
-import API, both from one generated history whose true trace is known (tests/harness/history.py):
+"""``gpuadvisor whatif --prometheus`` against a real Prometheus loaded with ``promtool tsdb
+create-blocks-from openmetrics`` and a real VictoriaMetrics loaded through its import API, both from
+one generated history whose true trace is known (tests/harness/metric_history.py):
 the rebuilt trace equals it, exactly where the exporter exported end times, and within one scrape
 interval where a job's end is only its series vanishing, and up to --until for a job still
 running then (a censored runtime); the capacity that was missing (an agent down, a node drained)
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.history import (
+from tests.harness.metric_history import (
     TrueJob,
     TrueNode,
     create_blocks,
@@ -27,7 +27,7 @@ from tests.harness.history import (
     openmetrics,
     scrapes,
 )
-from tests.harness.history import last_scrape_before as scrape_before
+from tests.harness.metric_history import last_scrape_before as scrape_before
 from tests.harness.prometheus import PrometheusServer
 from tests.harness.receiver import Receiver
 from tests.harness.victoriametrics import VictoriaMetricsServer
