@@ -1,8 +1,8 @@
 """From a profile's query answers to the ``LiveState`` one advisor cycle starts from.
 
 ``build_live_state`` is pure: no I/O, no clock (``now_s`` comes in), so recorded answers give
-identical states (the builders are in ``live_builders``, their shared scratch state in
-``live_build``). ``read_live_state`` runs the profile's queries concurrently at one instant and
+identical states (the builders are in ``builders``, their shared scratch state in
+``scratch``). ``read_live_state`` runs the profile's queries concurrently at one instant and
 builds; when Prometheus itself fails it returns an empty snapshot with the ``prometheus`` source
 down and the error as the reason.
 
