@@ -66,7 +66,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from gpuadvisor.analysis.advice.cycle import analyse
+from gpuadvisor.analysis.advice.findings import analyse
 from gpuadvisor.analysis.advice.hysteresis import Change
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import LiveState, QueueEntry
@@ -397,7 +397,7 @@ class Answers:
         age = self.w.now_s - self.w.scraped_s
         return [self._row(dict(s.labels), age) for s in self.by_name.get(name, ())]
 
-    def job_gpus(self) -> list[dict[str, Any]]:
+    def job_gpus_per_node(self) -> list[dict[str, Any]]:
         nodes = {s.labels: s.value for s in self.by_name["gpuadvisor_queue_job_nodes"]}
         return [
             self._row(dict(s.labels), s.value / nodes[s.labels])
@@ -433,7 +433,7 @@ class Answers:
             "queue_up": lambda: self.plain("gpuadvisor_queue_up"),
             "queue_age_seconds": lambda: self.age("gpuadvisor_queue_up"),
             "job_info": lambda: self.plain("gpuadvisor_queue_job_info"),
-            "job_gpus": self.job_gpus,
+            "job_gpus": self.job_gpus_per_node,
             "job_nodes": lambda: self.plain("gpuadvisor_queue_job_nodes"),
             "job_submit_time": lambda: self.plain("gpuadvisor_queue_job_submit_timestamp_seconds"),
             "job_start_time": lambda: self.plain("gpuadvisor_queue_job_start_timestamp_seconds"),

@@ -6,8 +6,8 @@ Needs a real NVIDIA driver (run by hand on a GPU machine, like ``scripts/gpu_smo
 part of ``make test``, which exercises the same code against the fake libnvidia-ml).
 Three parts, one Markdown report:
 
-1. Per call: each NVML query the probe makes (``gpuadvisor/sources/nvml/probe.py``, ``nvml_gpm.py``,
-   ``nvml_events.py``) on GPU 0, ``--repeats`` times in a row: mean wall and CPU (this
+1. Per call: each NVML query the probe makes (``gpuadvisor/sources/nvml/probe.py``, ``gpm.py``,
+   ``events.py``) on GPU 0, ``--repeats`` times in a row: mean wall and CPU (this
    thread's user + system time) microseconds per call. A call the GPU does not support is
    listed as such.
 2. The probe: ``NvmlProbe.read()`` once a second for ``--seconds`` seconds, as the agent

@@ -23,7 +23,7 @@ from gpuadvisor.config.apply import SETTINGS, ApplySettings
 from gpuadvisor.config.http import load_http_config
 from gpuadvisor.config.setting import from_flags
 from gpuadvisor.errors import InputError
-from gpuadvisor.services.apply.plan import Plan, Policy, Verdict, plan
+from gpuadvisor.services.apply.plan import ApplyDecisions, Policy, Verdict, plan
 from gpuadvisor.services.apply.runner import ApplyLog, Counts, carry_out
 from gpuadvisor.sources.advice import fetch_recommendations, read_recommendations_file
 from gpuadvisor.transport.settings import HttpSettings
@@ -117,7 +117,7 @@ def resolve_binary(name: str) -> str:
     return found
 
 
-def summary(decided: Plan, counts: Counts, settings: ApplySettings) -> str:
+def summary(decided: ApplyDecisions, counts: Counts, settings: ApplySettings) -> str:
     """One line: what ran or would run, what was skipped and why, where the log is."""
     verdicts = [step.verdict for step in decided.steps]
     parts = (

@@ -29,8 +29,8 @@ from gpuadvisor.services.serving import Generation, serve
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.exposition.queue import queue_registry
 from gpuadvisor.sources.queuefile import QueueFileSource
-from gpuadvisor.sources.slurm.config import SlurmSchedulerSource
-from gpuadvisor.sources.slurm.squeue import SlurmNodeSource, SlurmQueueSource, SqueueSettings
+from gpuadvisor.sources.slurm.scheduler_config import SlurmSchedulerSource
+from gpuadvisor.sources.slurm.squeue import SlurmCommand, SlurmNodeSource, SlurmQueueSource
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 def _slurm(config: QueueConfig) -> QueueSource:
     if config.file:
         raise ConfigError("--file is for --source file; --source slurm runs squeue")
-    settings = SqueueSettings(
+    settings = SlurmCommand(
         binary=config.squeue,
         extra_args=config.squeue_args,
         timeout_s=config.squeue_timeout_s,
@@ -51,7 +51,7 @@ def node_source(config: QueueConfig) -> NodeSource | None:
     """sinfo for ``--source slurm`` (node states next to the jobs); none for a queue file."""
     if config.source != "slurm":
         return None
-    settings = SqueueSettings(
+    settings = SlurmCommand(
         binary=config.sinfo,
         timeout_s=config.squeue_timeout_s,
         max_output_bytes=config.squeue_max_bytes,
@@ -63,7 +63,7 @@ def scheduler_source(config: QueueConfig) -> SchedulerSource | None:
     """scontrol for ``--source slurm`` (the scheduler's configuration); none for a queue file."""
     if config.source != "slurm":
         return None
-    settings = SqueueSettings(
+    settings = SlurmCommand(
         binary=config.scontrol,
         timeout_s=config.squeue_timeout_s,
         max_output_bytes=config.squeue_max_bytes,

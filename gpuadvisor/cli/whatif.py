@@ -49,9 +49,9 @@ from gpuadvisor.sinks.report.terminal import terminal_text
 from gpuadvisor.sinks.report.whatif_html import duration, percent, plain, pp, render_report
 from gpuadvisor.sources.prometheus.podhistory import UNKNOWABLE as POD_UNKNOWABLE
 from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO
-from gpuadvisor.sources.slurm.config import over_time_limit_s, parse_scheduler_config
 from gpuadvisor.sources.slurm.node_events import node_availability, parse_node_events
 from gpuadvisor.sources.slurm.sacct import SacctLimits, SacctResult, read_sacct
+from gpuadvisor.sources.slurm.scheduler_config import over_time_limit_s, parse_scheduler_config
 from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.alibaba import spot_nodes_unwritable
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from gpuadvisor.analysis.advice.cycle import CycleSettings
+from gpuadvisor.analysis.advice.findings import AnalysisSettings
 from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
+from gpuadvisor.analysis.advice.pack import ShareSettings
 from gpuadvisor.analysis.advice.reclaim import ReclaimSettings
 from gpuadvisor.analysis.advice.reorder import AdviceSettings
-from gpuadvisor.analysis.advice.share import ShareSettings
 from gpuadvisor.analysis.scheduling.orders import ORDERS
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.config.values import count, ratio, seconds
@@ -83,9 +83,9 @@ def _share(root: YamlMap) -> ShareSettings:
     return dataclasses.replace(default, **changes)
 
 
-def cycle_settings(root: YamlMap) -> CycleSettings:
+def cycle_settings(root: YamlMap) -> AnalysisSettings:
     """What one advisor cycle decides with: ``policy:``, ``reclaim:`` and ``share:``."""
-    return CycleSettings(advice=_advice(root), reclaim=_reclaim(root), share=_share(root))
+    return AnalysisSettings(advice=_advice(root), reclaim=_reclaim(root), share=_share(root))
 
 
 def share_window(root: YamlMap) -> float:

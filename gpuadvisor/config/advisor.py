@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuadvisor.analysis.advice.cycle import CycleSettings
+from gpuadvisor.analysis.advice.findings import AnalysisSettings
 from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
 from gpuadvisor.config.advice import cycle_settings, hysteresis, share_window
 from gpuadvisor.config.http import HTTP_KEYS, built, http_settings
@@ -43,7 +43,7 @@ from gpuadvisor.sinks.exposition.ports import ADVISOR_PORT
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
 from gpuadvisor.sources.prometheus.live.profiles import PROFILES, Profile, profile
 from gpuadvisor.sources.prometheus.live.state import LiveSettings
-from gpuadvisor.sources.slurm.history import HistorySettings
+from gpuadvisor.sources.slurm.sacct_file import HistorySettings
 from gpuadvisor.transport.url import check_url
 
 SCHEDULERS = {"slurm": "scontrol commands", "none": "advice in words only"}
@@ -64,7 +64,7 @@ class AdvisorConfig:
     listen_address: str = f":{ADVISOR_PORT}"
     web_config_file: str | None = None
     external_url: str = ""
-    cycle: CycleSettings = field(default_factory=CycleSettings)
+    cycle: AnalysisSettings = field(default_factory=AnalysisSettings)
     hysteresis: HysteresisSettings = field(default_factory=HysteresisSettings)
     outbox: OutboxSettings = field(default_factory=OutboxSettings)
     alertmanagers: tuple[AlertmanagerTarget, ...] = ()
@@ -77,7 +77,7 @@ class AdvisorConfig:
     """Finished jobs to learn runtimes from (``history:``); no file: advice plans with limits."""
 
     @property
-    def effective_cycle(self) -> CycleSettings:
+    def effective_cycle(self) -> AnalysisSettings:
         """``cycle`` with the scheduler whose commands the advice carries, the reclaim window
         set to the window the utilization queries average over (``live.window_s``), and the
         share window to the loads' (``live.share_window_s``)."""

@@ -1,6 +1,6 @@
 """The YAML of an HTTP target, one parser for the ``prometheus:`` section and every
 ``sinks.*[]`` entry: ``headers``, ``basic_auth``, ``bearer_token`` (``_file``, ``_env``),
-``tls`` and ``timeout``, into ``gpuadvisor.transport.HttpSettings``.
+``tls`` and ``timeout``, into ``gpuadvisor.transport.settings.HttpSettings``.
 
 A secret is given inline, as ``<key>_file`` or as ``<key>_env`` (the name of an environment
 variable): exactly one of the three. Inline and environment values are taken now; a file is

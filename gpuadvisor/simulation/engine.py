@@ -7,8 +7,8 @@ gang-allocating every node of a job at once. Between events the cluster state is
 metrics are exact integrals over time, not samples.
 
 The engine keeps the pending queue in buckets of jobs with one fit key and one estimate class
-(``analysis.buckets``), so that a pass on a long, saturated queue touches shapes rather than
-jobs, and per node the latest expected end of its running jobs, for ``end-fit`` placement.
+(``analysis.scheduling.buckets``), so that a pass on a long, saturated queue touches shapes rather
+than jobs, and per node the latest expected end of its running jobs, for ``end-fit`` placement.
 
 With a sharing mode (``simulation.sharing``) light jobs ask for the fraction of a GPU they hold,
 and a light job's end moves when another job joins or leaves its GPU: the engine pushes a new

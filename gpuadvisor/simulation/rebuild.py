@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint, Totals
 
 Interval = tuple[float, float, float]

@@ -1,8 +1,8 @@
 """The agent's one I/O edge to the GPUs: the ``GpuProbe`` protocol and its errors.
 
-Implementations: ``SimulatedProbe`` (``--backend=sim``) and, later, the NVML probe. The agent calls
-a probe only from its one worker thread, so an implementation needs no locking; a call may block
-(a hung driver), and the agent abandons it after a timeout.
+Implementations: ``SimulatedProbe`` (``--backend=sim``) and ``NvmlProbe`` (``--backend=nvml``). The
+agent calls a probe only from its one worker thread, so an implementation needs no locking; a call
+may block (a hung driver), and the agent abandons it after a timeout.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 from tests.commands import by_policy, gpuadvisor, simulate
-from tests.harness.history import (
+from tests.harness.kube_history import scrapes as kube_scrapes
+from tests.harness.metric_history import (
     Sample,
     TrueJob,
     TrueNode,
@@ -39,7 +40,6 @@ from tests.harness.history import (
     openmetrics,
     scrapes,
 )
-from tests.harness.kube_history import scrapes as kube_scrapes
 from tests.harness.prometheus import PrometheusServer
 from tests.harness.receiver import Receiver
 from tests.harness.victoriametrics import VictoriaMetricsServer

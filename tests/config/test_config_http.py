@@ -19,7 +19,7 @@ from gpuadvisor.config.advisor import load_advisor_config
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
 from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerSink
-from gpuadvisor.sinks.delivery.outbox import Active, Cycle, SinkError
+from gpuadvisor.sinks.delivery.outbox import ActiveAdvice, Delivery, SinkError
 from gpuadvisor.sources.prometheus.answers import PrometheusError
 from gpuadvisor.sources.prometheus.client import PrometheusClient
 from gpuadvisor.transport.auth import BearerAuth
@@ -80,7 +80,7 @@ def write(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
-def a_cycle() -> Cycle:
+def a_cycle() -> Delivery:
     rec = Recommendation(
         kind=Kind.START_NOW,
         job_id="4711",
@@ -92,8 +92,8 @@ def a_cycle() -> Cycle:
         severity=Severity.WARNING,
         valid_until_s=time.time() + 600,
     )
-    entries = (Active(rec, time.time()),)
-    return Cycle(time.time(), 30.0, active=entries, new=entries)
+    entries = (ActiveAdvice(rec, time.time()),)
+    return Delivery(time.time(), 30.0, active=entries, new=entries)
 
 
 async def test_a_rotated_bearer_token_file_reaches_prometheus_at_the_next_query(

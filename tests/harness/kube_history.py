@@ -5,7 +5,7 @@
 and nodes, with its metric names and labels (``uid`` on every pod series; ``node`` on a
 container's requests, empty until the pod is bound; five ``kube_pod_status_phase`` series per
 pod, 1 for the current phase; ``kube_pod_completion_time`` once the containers terminated).
-Write it with ``tests.harness.history.openmetrics`` or ``prometheus_text``.
+Write it with ``tests.harness.metric_history.openmetrics`` or ``prometheus_text``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from tests.harness.history import Labels, Sample
+from tests.harness.metric_history import Labels, Sample
 
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 

@@ -21,9 +21,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.harness.history import Sample, TrueJob, TrueNode, last_scrape_before, scrapes
 from tests.harness.kube_history import TrueKubeNode, TruePod
 from tests.harness.kube_history import scrapes as kube_scrapes
+from tests.harness.metric_history import Sample, TrueJob, TrueNode, last_scrape_before, scrapes
 
 STEP_S = 15.0
 BASE = (int(time.time()) // 3600) * 3600 - 6 * 3600

@@ -22,7 +22,7 @@ import yaml
 
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
 from gpuadvisor.sinks.delivery.alertmanager import ALERTNAMES, alert_labels, alerts_json
-from gpuadvisor.sinks.delivery.outbox import Active, Cycle
+from gpuadvisor.sinks.delivery.outbox import ActiveAdvice, Delivery
 from gpuadvisor.sinks.delivery.payload import iso_utc
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.harness.process import require_binary
@@ -203,7 +203,9 @@ def test_advice_reaches_slack_and_the_webhook_unless_its_inputs_are_down(tmp_pat
         server.start().wait_ready()
         now_s = 3_999_999_000.0  # the advice's validity; Alertmanager takes startsAt as given
         for cluster, rec in (("a", advice("4711", "gpu-07")), ("b", advice("4800", "gpu-09"))):
-            cycle = Cycle(now_s, 30.0, active=(Active(rec, now_s),), advisor_url="http://adv:19844")
+            cycle = Delivery(
+                now_s, 30.0, active=(ActiveAdvice(rec, now_s),), advisor_url="http://adv:19844"
+            )
             if cluster == "b":
                 post(server.url, [input_stale("b")])
             body = alerts_json(cycle, (("cluster", cluster),))
@@ -297,7 +299,7 @@ def test_hostile_job_fields_arrive_in_slack_escaped_through_a_real_alertmanager(
         server.start().wait_ready()
         now_s = 3_999_999_000.0
         recs = [advice(value, "gpu-07") for value in HOSTILE.values()]
-        cycle = Cycle(now_s, 30.0, active=tuple(Active(r, now_s) for r in recs))
+        cycle = Delivery(now_s, 30.0, active=tuple(ActiveAdvice(r, now_s) for r in recs))
         body = alerts_json(cycle, (("cluster", "a"),))
         for alert in body:
             alert.pop("startsAt")

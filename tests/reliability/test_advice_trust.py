@@ -22,7 +22,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuadvisor.analysis.advice.cycle import CycleSettings, analyse
+from gpuadvisor.analysis.advice.findings import AnalysisSettings, analyse
 from gpuadvisor.analysis.advice.hysteresis import Change, HysteresisSettings
 from gpuadvisor.model import Kind, LiveState, SourceHealth
 from gpuadvisor.model.live import GpuUse
@@ -245,12 +245,12 @@ def head_of_line(sources: tuple[SourceHealth, ...] = UP) -> LiveState:
 
 def test_a_degraded_cycle_keeps_reclaim_idle_on_visible_nodes_only() -> None:
     whole = head_of_line()
-    kinds = {r.kind for r in analyse(whole, CycleSettings()).recommendations}
+    kinds = {r.kind for r in analyse(whole, AnalysisSettings()).recommendations}
     assert {Kind.START_NOW, Kind.RECLAIM_IDLE} <= kinds, kinds
-    degraded = analyse(replace(whole, missing_nodes=("gone",)), CycleSettings())
+    degraded = analyse(replace(whole, missing_nodes=("gone",)), AnalysisSettings())
     assert degraded.degraded and degraded.gpus == 8  # numbers of the visible part
     assert {r.kind for r in degraded.recommendations} == {Kind.RECLAIM_IDLE}
-    on_missing = analyse(replace(whole, missing_nodes=("vm",)), CycleSettings())
+    on_missing = analyse(replace(whole, missing_nodes=("vm",)), AnalysisSettings())
     assert on_missing.recommendations == ()
 
 

@@ -38,7 +38,7 @@ from gpuadvisor.services.advisor.app import sinks_of
 from gpuadvisor.services.agent import AgentSettings, create_app
 from gpuadvisor.services.web import accepts_gzip
 from gpuadvisor.services.webconfig import web_security
-from gpuadvisor.sinks.delivery.outbox import Active, Cycle
+from gpuadvisor.sinks.delivery.outbox import ActiveAdvice, Delivery
 from gpuadvisor.sources.advice import fetch_recommendations
 from gpuadvisor.sources.prometheus.client import PrometheusClient
 from gpuadvisor.sources.simnode.node import SimulatedProbe, default_spec
@@ -450,7 +450,7 @@ async def test_rotated_token_and_password_files_take_effect_at_the_next_request(
         severity=Severity.WARNING,
         valid_until_s=time.time() + 600,
     )
-    active = (Active(rec, time.time()),)
+    active = (ActiveAdvice(rec, time.time()),)
     try:
         for round_ in ("one", "two"):
             token.write_text(f"token-{round_}\n")
@@ -461,7 +461,7 @@ async def test_rotated_token_and_password_files_take_effect_at_the_next_request(
                 client = PrometheusClient(config.prometheus)
                 sinks = sinks_of(config)
             await client.query("up")
-            cycle = Cycle(now_s=time.time(), interval_s=30.0, active=active, new=active)
+            cycle = Delivery(now_s=time.time(), interval_s=30.0, active=active, new=active)
             for sink in sinks:
                 await sink.deliver(cycle)
             await asyncio.to_thread(fetch_recommendations, base, http)

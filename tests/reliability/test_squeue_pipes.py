@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuadvisor.sources.slurm.squeue import QueueSourceError, SqueueSettings, run_squeue
+from gpuadvisor.sources.slurm.squeue import QueueSourceError, SlurmCommand, run_slurm_command
 from tests.fake_squeue import process_alive
 
 F_SETPIPE_SZ = 1031
@@ -51,9 +51,9 @@ async def test_a_killed_squeue_is_reaped_though_its_pipe_was_paused(
     tmp_path: Path, then_sleep: bool, limit: int, timeout_s: float, message: str
 ) -> None:
     fake = big_pipe_squeue(tmp_path / "squeue", then_sleep=then_sleep)
-    settings = SqueueSettings(binary=str(fake), max_output_bytes=limit, timeout_s=timeout_s)
+    settings = SlurmCommand(binary=str(fake), max_output_bytes=limit, timeout_s=timeout_s)
     # A bound far above either path's real time: what fails here is a hang, not slowness.
     async with asyncio.timeout(120):
         with pytest.raises(QueueSourceError, match=message):
-            await run_squeue(settings)
+            await run_slurm_command(settings)
     assert not process_alive(int((tmp_path / "pid").read_text()))

@@ -29,13 +29,13 @@ from gpuadvisor.config.advisor import AdvisorConfig, load_advisor_config
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model import Kind, Recommendation
 from gpuadvisor.services.advisor.app import ADVISOR, create_app
-from gpuadvisor.services.history import HistoryFeed
+from gpuadvisor.services.predictor_feed import PredictorFeed
 from gpuadvisor.sinks.exposition.metrics import private_registry
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
 from gpuadvisor.sources.prometheus.live.state import LiveSettings
-from gpuadvisor.sources.slurm.history import HistorySettings
 from gpuadvisor.sources.slurm.sacct import SACCT_FORMAT
+from gpuadvisor.sources.slurm.sacct_file import HistorySettings
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.sources.prometheus.test_prometheus_live import (
@@ -253,7 +253,7 @@ async def test_a_missing_file_leaves_limits_until_it_appears(
 ) -> None:
     history = tmp_path / "sacct.txt"
     metrics = PredictionMetrics(lambda: None)
-    feed = HistoryFeed(HistorySettings(str(history)), metrics, clock=lambda: 1000.0)
+    feed = PredictorFeed(HistorySettings(str(history)), metrics, clock=lambda: 1000.0)
     with caplog.at_level("WARNING"):
         assert await feed.predictor(1000.0) is None
         assert await feed.predictor(1030.0) is None

@@ -30,7 +30,7 @@ from gpuadvisor.services.advisor.app import ADVISOR, create_app
 from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
 from gpuadvisor.sources.prometheus.live.state import LiveSettings
-from gpuadvisor.sources.slurm.history import HistorySettings
+from gpuadvisor.sources.slurm.sacct_file import HistorySettings
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.model.test_job_names import sacct_doc

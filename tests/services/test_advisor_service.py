@@ -26,7 +26,7 @@ from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import Kind, LiveState, SourceHealth
 from gpuadvisor.services.advisor.app import ADVISOR, create_app, generation, run_once
 from gpuadvisor.services.advisor.runtime import Advisor, AdvisorSettings
-from gpuadvisor.sinks.delivery.outbox import Coalescing, Cycle
+from gpuadvisor.sinks.delivery.outbox import Coalescing, Delivery
 from gpuadvisor.sinks.exposition.advisor import AdvisorStatus
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
 from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR
@@ -225,12 +225,12 @@ async def test_the_app_runs_cycles_for_its_lifetime() -> None:
 class RecordingSink:
     """A sink that keeps every cycle it is handed (the real sinks have their own tests)."""
 
-    cycles: list[Cycle] = field(default_factory=list)
+    cycles: list[Delivery] = field(default_factory=list)
     closed: bool = False
     name: str = "recording"
     coalescing: Coalescing = Coalescing.EVENTS
 
-    async def deliver(self, cycle: Cycle) -> None:
+    async def deliver(self, cycle: Delivery) -> None:
         self.cycles.append(cycle)
 
     async def aclose(self) -> None:

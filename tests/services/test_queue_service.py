@@ -26,8 +26,8 @@ from gpuadvisor.config.values import listen_endpoint
 from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.services.queue import POLLER, Poller, QueueSettings, create_app
 from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS, queue_registry
-from gpuadvisor.sources.slurm.config import SlurmSchedulerSource
-from gpuadvisor.sources.slurm.squeue import SlurmNodeSource, SlurmQueueSource, SqueueSettings
+from gpuadvisor.sources.slurm.scheduler_config import SlurmSchedulerSource
+from gpuadvisor.sources.slurm.squeue import SlurmCommand, SlurmNodeSource, SlurmQueueSource
 from tests.fake_squeue import write_fake_squeue
 from tests.harness.process import ManagedProcess
 from tests.harness.wait import until
@@ -62,7 +62,7 @@ def squeue(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def client(squeue: Path) -> AsyncIterator[Client]:
-    source = SlurmQueueSource(SqueueSettings(binary=str(squeue)), clock=lambda: NOW)
+    source = SlurmQueueSource(SlurmCommand(binary=str(squeue)), clock=lambda: NOW)
     app = create_app(ONCE, source, clock=lambda: NOW)
     test_client: Client = TestClient(TestServer(app, host="127.0.0.1"))
     await test_client.start_server()
@@ -174,7 +174,7 @@ async def test_health_readiness_and_gzip(tmp_path: Path) -> None:
     slow = write_fake_squeue(
         tmp_path / "squeue", sleep_s=0.5, stdout_file=DATA / "squeue-22.05.json"
     )
-    app = create_app(ONCE, SlurmQueueSource(SqueueSettings(binary=str(slow))))
+    app = create_app(ONCE, SlurmQueueSource(SlurmCommand(binary=str(slow))))
     client: Client = TestClient(TestServer(app, host="127.0.0.1"))
     await client.start_server()
     try:
@@ -219,8 +219,8 @@ async def test_ended_jobs_and_node_states_are_exposed_and_sinfo_fails_alone(
     sinfo = write_fake_squeue(
         tmp_path / "sinfo", stdout_file=DATA / "sinfo-22.05-draining-recorded.json"
     )
-    source = SlurmQueueSource(SqueueSettings(binary=str(squeue)), clock=lambda: NOW)
-    nodes = SlurmNodeSource(SqueueSettings(binary=str(sinfo)))
+    source = SlurmQueueSource(SlurmCommand(binary=str(squeue)), clock=lambda: NOW)
+    nodes = SlurmNodeSource(SlurmCommand(binary=str(sinfo)))
     app = create_app(ONCE, source, nodes=nodes, clock=lambda: NOW)
     client: Client = TestClient(TestServer(app, host="127.0.0.1"))
     await client.start_server()
@@ -345,7 +345,7 @@ class CountedReads:
     """The real ``scontrol show config`` source (over a stand-in script), counting its reads."""
 
     def __init__(self, scontrol: Path) -> None:
-        self.inner = SlurmSchedulerSource(SqueueSettings(binary=str(scontrol)))
+        self.inner = SlurmSchedulerSource(SlurmCommand(binary=str(scontrol)))
         self.name = self.inner.name
         self.reads = 0
 
@@ -363,7 +363,7 @@ async def test_the_scheduler_config_is_read_rarely_and_kept_while_scontrol_fails
     counted = CountedReads(scontrol)
     now = [0.0]
     settings = QueueSettings(interval_s=15.0, read_timeout_s=10.0, scheduler_interval_s=600.0)
-    source = SlurmQueueSource(SqueueSettings(binary=str(squeue)), clock=lambda: NOW)
+    source = SlurmQueueSource(SlurmCommand(binary=str(squeue)), clock=lambda: NOW)
     reader = Poller(source, settings, scheduler=counted, clock=lambda: NOW, timer=lambda: now[0])
 
     def exported() -> list[tuple[dict[str, str], float]]:

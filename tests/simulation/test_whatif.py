@@ -14,7 +14,7 @@ import pytest
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Job
 from gpuadvisor.model.availability import Availability, Outage
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.simulation.compare import compare
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.rebuild import (

@@ -29,7 +29,7 @@ from gpuadvisor.analysis.advice.predicted import PredictionSummary
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import LiveState
 from gpuadvisor.services.advisor.runtime import Advisor, AdvisorSettings, OutboxDispatcher
-from gpuadvisor.services.history import HistoryFeed
+from gpuadvisor.services.predictor_feed import PredictorFeed
 from gpuadvisor.services.repeats import ChangeLog
 from gpuadvisor.services.serving import Generation
 from gpuadvisor.services.web import healthy, landing_page, ready, serving_exposition
@@ -214,7 +214,7 @@ def compose(
     if config.history.sacct_file:
         predictions = PredictionMetrics(lambda: _planned(advisor.status))
         metrics.registry.register(predictions)
-        history = HistoryFeed(config.history, predictions, clock=clock)
+        history = PredictorFeed(config.history, predictions, clock=clock)
     read_state = LiveReader(config, source, worker, metrics)
     advisor = Advisor(
         read_state, dispatcher, settings, metrics=metrics, clock=clock, timer=timer, history=history

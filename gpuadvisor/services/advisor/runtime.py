@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpuadvisor import __version__
-from gpuadvisor.analysis.advice.cycle import CycleSettings, Findings, analyse
+from gpuadvisor.analysis.advice.findings import AnalysisSettings, Findings, analyse
 from gpuadvisor.analysis.advice.hysteresis import (
     Change,
     Debounced,
@@ -30,8 +30,8 @@ from gpuadvisor.analysis.advice.hysteresis import (
     step,
 )
 from gpuadvisor.model import ClusterQueue, LiveState, SourceHealth
-from gpuadvisor.services.history import HistoryFeed
-from gpuadvisor.sinks.delivery.outbox import Active, Cycle, Outbox
+from gpuadvisor.services.predictor_feed import PredictorFeed
+from gpuadvisor.sinks.delivery.outbox import ActiveAdvice, Delivery, Outbox
 from gpuadvisor.sinks.exposition.advisor import AdvisorMetrics, AdvisorStatus
 from gpuadvisor.sources.prometheus.gc_pause import gc_paused
 
@@ -53,7 +53,7 @@ class AdvisorSettings:
     which owns the defaults)."""
 
     interval_s: float
-    cycle: CycleSettings = field(default_factory=CycleSettings)
+    cycle: AnalysisSettings = field(default_factory=AnalysisSettings)
     hysteresis: HysteresisSettings = field(default_factory=HysteresisSettings)
     version: str = __version__
 
@@ -71,7 +71,7 @@ class Advisor:
         metrics: AdvisorMetrics | None = None,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.perf_counter,
-        history: HistoryFeed | None = None,
+        history: PredictorFeed | None = None,
     ) -> None:
         self._read_state = read_state
         self.history = history
@@ -181,8 +181,8 @@ class Advisor:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _entries(tracked: tuple[Tracked, ...]) -> tuple[Active, ...]:
-    return tuple(Active(t.recommendation, t.first_seen_s) for t in tracked)
+def _entries(tracked: tuple[Tracked, ...]) -> tuple[ActiveAdvice, ...]:
+    return tuple(ActiveAdvice(t.recommendation, t.first_seen_s) for t in tracked)
 
 
 class OutboxDispatcher:
@@ -193,7 +193,7 @@ class OutboxDispatcher:
         self.advisor_url = advisor_url
 
     def dispatch(self, change: Change, now_s: float, interval_s: float) -> None:
-        cycle = Cycle(
+        cycle = Delivery(
             now_s=now_s,
             interval_s=interval_s,
             active=_entries(change.active),

@@ -70,7 +70,7 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class ApplyDecisions:
     """The selected recommendations' steps, and how many others ``--kinds`` left out."""
 
     steps: tuple[Step, ...]
@@ -153,7 +153,7 @@ def _unbounded(advice: Advice, now_s: float) -> str:
     return ""
 
 
-def plan(advices: Sequence[Advice], policy: Policy, now_s: float) -> Plan:
+def plan(advices: Sequence[Advice], policy: Policy, now_s: float) -> ApplyDecisions:
     """Decide, for each recommendation of a selected kind, whether its commands may run."""
     steps = []
     for advice in advices:
@@ -183,4 +183,4 @@ def plan(advices: Sequence[Advice], policy: Policy, now_s: float) -> Plan:
             steps.append(Step(advice, Verdict.REFUSED, reasons[0]))
         else:
             steps.append(Step(advice, Verdict.RUN))
-    return Plan(tuple(steps), not_selected=len(advices) - len(steps))
+    return ApplyDecisions(tuple(steps), not_selected=len(advices) - len(steps))

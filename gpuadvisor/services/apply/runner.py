@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final, TextIO
 
-from gpuadvisor.services.apply.plan import Plan, Verdict
+from gpuadvisor.services.apply.plan import ApplyDecisions, Verdict
 from gpuadvisor.sinks.delivery.payload import iso_utc
 from gpuadvisor.sinks.report.terminal import terminal_text
 from gpuadvisor.sources.advice import Advice
@@ -121,7 +121,7 @@ class ApplyLog:
 
 
 def carry_out(
-    decided: Plan,
+    decided: ApplyDecisions,
     log: ApplyLog,
     out: TextIO,
     *,

@@ -24,7 +24,7 @@ import aiohttp
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Kind, Recommendation
 from gpuadvisor.sinks.delivery.http import HttpPoster, redacted_target
-from gpuadvisor.sinks.delivery.outbox import Active, Coalescing, Cycle
+from gpuadvisor.sinks.delivery.outbox import ActiveAdvice, Coalescing, Delivery
 from gpuadvisor.sinks.delivery.payload import evidence_json, iso_utc
 from gpuadvisor.transport.settings import HttpSettings
 
@@ -152,14 +152,14 @@ def alert_annotations(rec: Recommendation) -> dict[str, str]:
 
 
 def alerts_json(
-    cycle: Cycle,
+    cycle: Delivery,
     static_labels: tuple[tuple[str, str], ...] = (),
     severity: str = DEFAULT_SEVERITY,
 ) -> list[Any]:
     """The ``POST /api/v2/alerts`` body for ``cycle``: all active alerts, then the resolved."""
     ends_active_s = cycle.now_s + ENDS_AFTER_INTERVALS * cycle.interval_s
 
-    def alert(entry: Active, ends_s: float) -> dict[str, Any]:
+    def alert(entry: ActiveAdvice, ends_s: float) -> dict[str, Any]:
         rec = entry.recommendation
         body: dict[str, Any] = {
             "labels": alert_labels(rec, static_labels, severity),
@@ -194,7 +194,7 @@ class AlertmanagerSink:
     def name(self) -> str:
         return self._name
 
-    async def deliver(self, cycle: Cycle) -> None:
+    async def deliver(self, cycle: Delivery) -> None:
         alerts = alerts_json(cycle, self.target.static_labels, self.target.severity)
         if not alerts:
             return

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class Active:
+class ActiveAdvice:
     """A recommendation the advisor stands behind, with when it first became active."""
 
     recommendation: Recommendation
@@ -47,7 +47,7 @@ class Active:
 
 
 @dataclass(frozen=True, slots=True)
-class Cycle:
+class Delivery:
     """One advisor cycle as the sinks see it.
 
     ``active``: every recommendation active after hysteresis; ``new``: those that became active in
@@ -57,9 +57,9 @@ class Cycle:
 
     now_s: float
     interval_s: float
-    active: tuple[Active, ...] = ()
-    new: tuple[Active, ...] = ()
-    resolved: tuple[Active, ...] = ()
+    active: tuple[ActiveAdvice, ...] = ()
+    new: tuple[ActiveAdvice, ...] = ()
+    resolved: tuple[ActiveAdvice, ...] = ()
     advisor_url: str = ""
 
     @property
@@ -103,7 +103,7 @@ class Sink(Protocol):
     @property
     def coalescing(self) -> Coalescing: ...
 
-    async def deliver(self, cycle: Cycle) -> None: ...
+    async def deliver(self, cycle: Delivery) -> None: ...
 
     async def aclose(self) -> None:
         """Release the sink's connections (the advisor is shutting down)."""
@@ -148,9 +148,9 @@ def backoff_s(attempt: int, settings: OutboxSettings, rng: random.Random) -> flo
     return rng.uniform(0.0, ceiling)
 
 
-def events(cycle: Cycle) -> tuple[Cycle, ...]:
+def events(cycle: Delivery) -> tuple[Delivery, ...]:
     """``cycle`` split into its events: the new advice, then the resolved advice (if any)."""
-    out: list[Cycle] = []
+    out: list[Delivery] = []
     if cycle.new:
         out.append(dataclasses.replace(cycle, resolved=()))
     if cycle.resolved:
@@ -158,7 +158,7 @@ def events(cycle: Cycle) -> tuple[Cycle, ...]:
     return tuple(out)
 
 
-def supersede(older: Cycle, newer: Cycle) -> Cycle:
+def supersede(older: Delivery, newer: Delivery) -> Delivery:
     """``newer``, plus the resolved advice of ``older`` that ``newer`` neither resolves nor has
     active again: a resolution is never lost because its batch was not delivered."""
     known = {a.id for a in (*newer.active, *newer.resolved)}
@@ -168,7 +168,7 @@ def supersede(older: Cycle, newer: Cycle) -> Cycle:
 
 @dataclass(slots=True)
 class _Item:
-    cycle: Cycle
+    cycle: Delivery
     queued_s: float
     attempts: int = 0
     not_before_s: float = 0.0
@@ -217,7 +217,7 @@ class Outbox:
     def _now(self) -> float:
         return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
 
-    def submit(self, cycle: Cycle) -> None:
+    def submit(self, cycle: Delivery) -> None:
         """Queue ``cycle`` for delivery; returns at once."""
         now = self._now()
         if self.sink.coalescing is Coalescing.LATEST:
@@ -234,7 +234,7 @@ class Outbox:
             self._idle.clear()
             self._wake.set()
 
-    def _submit_latest(self, cycle: Cycle, now: float) -> None:
+    def _submit_latest(self, cycle: Delivery, now: float) -> None:
         waiting_at = 1 if self._inflight else 0
         if len(self._items) > waiting_at:
             waiting = self._items[waiting_at]

@@ -25,7 +25,7 @@ import aiohttp
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Recommendation, Severity
 from gpuadvisor.sinks.delivery.http import HttpPoster, redacted_target
-from gpuadvisor.sinks.delivery.outbox import Active, Coalescing, Cycle
+from gpuadvisor.sinks.delivery.outbox import ActiveAdvice, Coalescing, Delivery
 from gpuadvisor.transport.settings import HttpSettings
 
 MAX_BLOCKS = 50
@@ -90,10 +90,10 @@ def truncate(text: str, limit: int) -> str:
     return _PARTIAL_ENTITY.sub("", text[: limit - 1]) + "…"
 
 
-def ranked(entries: Sequence[Active]) -> list[Active]:
+def ranked(entries: Sequence[ActiveAdvice]) -> list[ActiveAdvice]:
     """Most severe first, then the largest gain; the id breaks ties so the order is stable."""
 
-    def key(entry: Active) -> tuple[int, float, float, str]:
+    def key(entry: ActiveAdvice) -> tuple[int, float, float, str]:
         rec = entry.recommendation
         gain = rec.gain
         return (_SEVERITY_RANK[rec.severity], -gain.gpus_busy_now, -gain.gpu_hours_per_day, rec.id)
@@ -129,7 +129,7 @@ def _section(rec: Recommendation, *, resolved: bool) -> str:
 
 
 def message_json(
-    entries: Sequence[Active],
+    entries: Sequence[ActiveAdvice],
     *,
     resolved: bool,
     top_n: int = 10,
@@ -208,7 +208,7 @@ class SlackSink:
     def name(self) -> str:
         return self._name
 
-    async def deliver(self, cycle: Cycle) -> None:
+    async def deliver(self, cycle: Delivery) -> None:
         """Post the new advice, then the resolved advice, of ``cycle`` (each only if any)."""
         for entries, resolved in ((cycle.new, False), (cycle.resolved, True)):
             if entries:

@@ -27,7 +27,7 @@ import aiohttp
 from gpuadvisor import __version__
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.sinks.delivery.http import HttpPoster, redacted_target
-from gpuadvisor.sinks.delivery.outbox import Coalescing, Cycle
+from gpuadvisor.sinks.delivery.outbox import Coalescing, Delivery
 from gpuadvisor.sinks.delivery.payload import SCHEMA_VERSION, iso_utc, recommendation_json
 from gpuadvisor.transport.settings import HttpSettings
 
@@ -87,7 +87,7 @@ def verify_signature(
 
 
 def envelope_json(
-    cycle: Cycle, event: Event, *, sent_s: float, labels: tuple[tuple[str, str], ...] = ()
+    cycle: Delivery, event: Event, *, sent_s: float, labels: tuple[tuple[str, str], ...] = ()
 ) -> dict[str, Any]:
     """The envelope of one event of ``cycle``: ``firing`` carries ``new``, ``resolved`` the
     resolved advice."""
@@ -151,14 +151,14 @@ class WebhookSink:
     def name(self) -> str:
         return self._name
 
-    async def deliver(self, cycle: Cycle) -> None:
+    async def deliver(self, cycle: Delivery) -> None:
         """Post the ``firing`` event, then the ``resolved`` one, of ``cycle`` (each only if any)."""
         if cycle.new:
             await self._post(cycle, "firing")
         if cycle.resolved:
             await self._post(cycle, "resolved")
 
-    async def _post(self, cycle: Cycle, event: Event) -> None:
+    async def _post(self, cycle: Delivery, event: Event) -> None:
         now_s = self._clock()
         envelope = envelope_json(cycle, event, sent_s=now_s, labels=self.settings.labels)
         body = envelope_body(envelope)

@@ -16,7 +16,7 @@ from prometheus_client import Metric
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from gpuadvisor.analysis.advice.cycle import Findings
+from gpuadvisor.analysis.advice.findings import Findings
 from gpuadvisor.model import MILLI_PER_GPU, ClusterQueue, Kind, Recommendation, SourceHealth
 from gpuadvisor.sinks.exposition.metrics import (
     BUILD_INFO_LABELS,

@@ -3,11 +3,11 @@ learns from (the sacct file: read status, jobs learned and skipped), how the las
 its jobs, and how far predictions were from the runtimes jobs really had.
 
 The error is a histogram of each finished job's actual runtime over its prediction, made from the
-jobs that had ended when it started (``analysis.history.PredictionCheck``): 1 is exact, 2 ran twice
-as long as planned (a reservation behind it would slip), 0.5 half. Each job of the history is
-observed once, when a read first brings it (the first read observes the whole file: a backtest of
-the history it holds), by ``source``: ``history`` (a learned prediction) or ``fallback`` (no
-similar finished job: its time limit).
+jobs that had ended when it started (``analysis.runtime_learning.PredictionCheck``): 1 is exact, 2
+ran twice as long as planned (a reservation behind it would slip), 0.5 half. Each job of the history
+is observed once, when a read first brings it (the first read observes the whole file: a backtest of
+the history it holds), by ``source``: ``history`` (a learned prediction) or ``fallback`` (no similar
+finished job: its time limit).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from prometheus_client import Metric
 from prometheus_client.registry import Collector
 
 from gpuadvisor.analysis.advice.predicted import PredictionSummary
-from gpuadvisor.analysis.history import SKIP_REASONS, Learned
-from gpuadvisor.model.history import BAD_RECORD_REASONS
+from gpuadvisor.analysis.runtime_learning import SKIP_REASONS, Learned
+from gpuadvisor.model.finished import BAD_RECORD_REASONS
 from gpuadvisor.sinks.exposition.metrics import MetricDef, counter, gauge, histogram
 
 PREDICTOR = "gpuadvisor advisor"

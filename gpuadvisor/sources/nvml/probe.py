@@ -1,6 +1,6 @@
 """The NVML probe (``--backend=nvml``): one node's GPUs read through ``pynvml``.
 
-Every NVML call goes through one choke point, ``NvmlCalls.call`` (``nvml_calls.py``; the probe's
+Every NVML call goes through one choke point, ``NvmlCalls.call`` (``calls.py``; the probe's
 ``_call``). There: NotSupported, NoPermission, FunctionNotFound and ArgumentVersionMismatch become
 ``None``, remembered per (GPU uuid, function) and logged once, so the call is never made again;
 lifecycle errors (GPU lost, reset required, ...) raise ``GpuDownError``, which takes that GPU
@@ -9,10 +9,10 @@ exponential backoff; any other error is counted for
 ``gpuadvisor_nvml_errors_total{function,error}`` and the field is ``None``.
 A missing library or driver raises ``ProbeUnavailableError`` with a one-line hint.
 
-Fast state (memory, power, energy, utilization samples, GPM via ``nvml_gpm.py``) is read on
+Fast state (memory, power, energy, utilization samples, GPM via ``gpm.py``) is read on
 every call; slow state (processes and their jobs, MIG, topology) every ``slow_interval_s``. The
 probe is called from one worker thread only, so it keeps plain mutable state and no locks. XID
-events are counted by an ``XidWatcher`` thread (``nvml_events.py``) that the probe starts after
+events are counted by an ``XidWatcher`` thread (``events.py``) that the probe starts after
 each successful ``nvmlInit`` and stops in ``close``.
 """
 

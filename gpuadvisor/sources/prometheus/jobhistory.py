@@ -39,7 +39,7 @@ from typing import Protocol
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
 from gpuadvisor.model.availability import Availability, Outage
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.sources.prometheus.answers import Series
 from gpuadvisor.sources.prometheus.queue_scrapes import (

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
 from gpuadvisor.model.availability import Availability
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.model.ids import kubernetes_name_problem, pod_uid_problem
 from gpuadvisor.sources.prometheus.answers import Series
 from gpuadvisor.sources.prometheus.jobhistory import (

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import BinaryIO
 
 from gpuadvisor.errors import InputError
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.sources.jsonstream import ObjectStream
 from gpuadvisor.sources.slurm.sacct_json import JSON_FORMATS, json_jobs
 from gpuadvisor.sources.slurm.sacct_record import BAD_RECORD_REASONS, SacctLimits, SacctResult

@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping
 
 from gpuadvisor.errors import InputError
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.slurm_job_id import parse_job_id
 from gpuadvisor.sources.jsonstream import Element, ObjectStream

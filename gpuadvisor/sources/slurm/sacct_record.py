@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Job
-from gpuadvisor.model.history import BAD_RECORD_REASONS, FinishedJob
+from gpuadvisor.model.finished import BAD_RECORD_REASONS, FinishedJob
 from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX, array_task_count, task_set_text
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
 

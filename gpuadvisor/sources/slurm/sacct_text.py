@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 from gpuadvisor.errors import InputError
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.model.slurm_job_id import parse_job_id
 from gpuadvisor.sources.slurm.parse import tres_gpus
 from gpuadvisor.sources.slurm.sacct_record import (

@@ -1,4 +1,5 @@
-"""Running ``squeue --json``: an argument list (never a shell string), a timeout, bounded output.
+"""Running Slurm's commands (``squeue --json``, and sinfo and scontrol under the same limits): an
+argument list (never a shell string), a timeout, bounded output.
 
 The command's environment is the exporter's own (so ``SLURM_CONF`` and munge settings pass
 through) plus any overrides. Output beyond ``max_output_bytes`` is an error and the process is
@@ -37,8 +38,9 @@ class QueueSourceError(GpuAdvisorError):
 
 
 @dataclass(frozen=True, slots=True)
-class SqueueSettings:
-    """How to run squeue: binary, extra arguments (``--partition=gpu``), limits, environment."""
+class SlurmCommand:
+    """How to run one Slurm command (squeue, sinfo or scontrol): its binary, extra arguments
+    (squeue's ``--partition=gpu``), limits and environment."""
 
     binary: str = "squeue"
     extra_args: tuple[str, ...] = ()
@@ -117,11 +119,11 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
     await asyncio.gather(_drain(proc.stdout), _drain(proc.stderr), proc.wait())
 
 
-async def run_squeue(
-    settings: SqueueSettings, argv: tuple[str, ...] | None = None, *, flag: str = "--squeue"
+async def run_slurm_command(
+    settings: SlurmCommand, argv: tuple[str, ...] | None = None, *, flag: str = "--squeue"
 ) -> bytes:
-    """Run squeue with ``--json`` (or ``argv``, under the same limits: sinfo) and return its
-    standard output; ``flag`` is the one that names the binary, for the hint."""
+    """Run squeue with ``--json`` (or ``argv`` under the same limits: sinfo, scontrol) and return
+    its standard output; ``flag`` is the one that names the binary, for the hint."""
     argv = settings.argv if argv is None else argv
     command = shlex.join(argv)
     try:
@@ -167,7 +169,7 @@ async def run_squeue(
 class SlurmQueueSource:
     """The queue as ``squeue --json`` shows it now."""
 
-    def __init__(self, settings: SqueueSettings, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, settings: SlurmCommand, *, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self._clock = clock
         self.name = SQUEUE_SOURCE
@@ -177,7 +179,7 @@ class SlurmQueueSource:
 
     async def read(self) -> QueueSnapshot:
         """Run squeue and parse its output; raises QueueSourceError or InputError."""
-        output = await run_squeue(self.settings)
+        output = await run_slurm_command(self.settings)
         result = parse_squeue(output, time_s=self._clock(), source=self.name)
         self.warnings = result.warnings
         return result.snapshot
@@ -187,11 +189,11 @@ class SlurmNodeSource:
     """Each node's state and GPUs as ``sinfo --json`` shows them now; ``settings.binary`` is
     sinfo, run under squeue's timeout and output limit."""
 
-    def __init__(self, settings: SqueueSettings) -> None:
+    def __init__(self, settings: SlurmCommand) -> None:
         self.settings = settings
         self.name = SINFO_SOURCE
 
     async def read(self) -> tuple[NodeState, ...]:
         """Run sinfo and parse its output; raises QueueSourceError or InputError."""
         argv = (self.settings.binary, "--json")
-        return parse_nodes(await run_squeue(self.settings, argv, flag="--sinfo"))
+        return parse_nodes(await run_slurm_command(self.settings, argv, flag="--sinfo"))

@@ -3,7 +3,7 @@ the exit codes; then the advice carried out on a real Slurm 22.05, from a file a
 advisor's API, and what happens when ``scontrol`` fails or hangs.
 
 The recommendations are built as the advisor builds them (``Recommendation`` rendered by
-``sinks.payload.recommendation_json``), so a change of that format shows up here.
+``sinks.delivery.payload.recommendation_json``), so a change of that format shows up here.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from gpuadvisor.sinks.delivery.alertmanager import (
     alerts_json,
 )
 from gpuadvisor.sinks.delivery.outbox import (
-    Active,
-    Cycle,
+    ActiveAdvice,
+    Delivery,
     Outbox,
     OutboxSettings,
     Outcome,
@@ -64,9 +64,9 @@ def make_rec(job_id: str = "4711", node: str = "gpu-07") -> Recommendation:
 
 def firing(
     *recs: Recommendation, now_s: float, first_seen_s: float, url: str = "http://advisor-1:9899"
-) -> Cycle:
-    entries = tuple(Active(r, first_seen_s) for r in recs)
-    return Cycle(now_s, INTERVAL_S, active=entries, new=entries, advisor_url=url)
+) -> Delivery:
+    entries = tuple(ActiveAdvice(r, first_seen_s) for r in recs)
+    return Delivery(now_s, INTERVAL_S, active=entries, new=entries, advisor_url=url)
 
 
 def expected_labels(rec: Recommendation) -> dict[str, str]:
@@ -128,7 +128,7 @@ def test_every_kind_has_an_alertname_and_empty_subjects_are_left_out() -> None:
 
 def test_resolved_alerts_end_now() -> None:
     rec = make_rec()
-    cycle = Cycle(1000.0, INTERVAL_S, resolved=(Active(rec, 1200.0),))
+    cycle = Delivery(1000.0, INTERVAL_S, resolved=(ActiveAdvice(rec, 1200.0),))
     (alert,) = alerts_json(cycle)
     assert alert["endsAt"] == iso_utc(1000.0)
     assert alert["startsAt"] == iso_utc(1000.0)  # never after endsAt (Alertmanager refuses it)
@@ -399,11 +399,11 @@ async def test_a_resolved_recommendation_leaves_the_active_alerts(stack: Stack) 
         done=lambda a: len(a) == 2,
     )
 
-    resolved = Cycle(
+    resolved = Delivery(
         time.time(),  # endsAt = now: already past when Alertmanager reads it
         INTERVAL_S,
-        active=(Active(keep, now),),
-        resolved=(Active(done, now),),
+        active=(ActiveAdvice(keep, now),),
+        resolved=(ActiveAdvice(done, now),),
         advisor_url="http://advisor-1:9899",
     )
     await sink.deliver(resolved)

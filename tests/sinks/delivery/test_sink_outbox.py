@@ -12,9 +12,9 @@ import pytest
 
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation
 from gpuadvisor.sinks.delivery.outbox import (
-    Active,
+    ActiveAdvice,
     Coalescing,
-    Cycle,
+    Delivery,
     Outbox,
     OutboxSettings,
     Outcome,
@@ -40,8 +40,8 @@ def make_rec(job_id: str, node: str = "gpu-01", kind: Kind = Kind.START_NOW) -> 
     )
 
 
-def active(*job_ids: str) -> tuple[Active, ...]:
-    return tuple(Active(make_rec(j), T0) for j in job_ids)
+def active(*job_ids: str) -> tuple[ActiveAdvice, ...]:
+    return tuple(ActiveAdvice(make_rec(j), T0) for j in job_ids)
 
 
 def cycle(
@@ -49,8 +49,8 @@ def cycle(
     new_ids: Sequence[str] = (),
     resolved_ids: Sequence[str] = (),
     now_s: float = T0,
-) -> Cycle:
-    return Cycle(
+) -> Delivery:
+    return Delivery(
         now_s=now_s,
         interval_s=30.0,
         active=active(*active_ids),
@@ -59,7 +59,7 @@ def cycle(
     )
 
 
-def job_ids(entries: Sequence[Active]) -> list[str]:
+def job_ids(entries: Sequence[ActiveAdvice]) -> list[str]:
     return [a.recommendation.job_id for a in entries]
 
 
@@ -87,8 +87,8 @@ class ScriptedSink:
     ) -> None:
         self.coalescing = coalescing
         self.script = list(script)
-        self.calls: list[Cycle] = []
-        self.delivered: list[Cycle] = []
+        self.calls: list[Delivery] = []
+        self.delivered: list[Delivery] = []
         self._name = name
         self.gate: asyncio.Event | None = None
         """When set, the next call waits for it (an attempt kept in flight)."""
@@ -97,7 +97,7 @@ class ScriptedSink:
     def name(self) -> str:
         return self._name
 
-    async def deliver(self, cycle: Cycle) -> None:
+    async def deliver(self, cycle: Delivery) -> None:
         self.calls.append(cycle)
         if self.gate is not None:
             gate, self.gate = self.gate, None
@@ -372,7 +372,7 @@ async def test_an_unexpected_exception_is_retried_like_a_transient_error(
     fake_time: FakeTime, running: Callable[[Outbox], None]
 ) -> None:
     class Broken(ScriptedSink):
-        async def deliver(self, cycle: Cycle) -> None:
+        async def deliver(self, cycle: Delivery) -> None:
             self.calls.append(cycle)
             if len(self.calls) == 1:
                 raise KeyError("bug")

@@ -19,8 +19,8 @@ from aiohttp.test_utils import TestServer
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
 from gpuadvisor.sinks.delivery.outbox import (
-    Active,
-    Cycle,
+    ActiveAdvice,
+    Delivery,
     Outbox,
     OutboxSettings,
     Outcome,
@@ -64,12 +64,12 @@ def make_rec(
     )
 
 
-def entries(recs: Sequence[Recommendation]) -> tuple[Active, ...]:
-    return tuple(Active(r, T0) for r in recs)
+def entries(recs: Sequence[Recommendation]) -> tuple[ActiveAdvice, ...]:
+    return tuple(ActiveAdvice(r, T0) for r in recs)
 
 
-def firing(*recs: Recommendation) -> Cycle:
-    return Cycle(T0, 30.0, active=entries(recs), new=entries(recs), advisor_url="http://adv:9")
+def firing(*recs: Recommendation) -> Delivery:
+    return Delivery(T0, 30.0, active=entries(recs), new=entries(recs), advisor_url="http://adv:9")
 
 
 @dataclass
@@ -175,7 +175,7 @@ async def test_new_advice_is_one_block_kit_message_with_a_text_fallback(slack: F
 async def test_resolved_advice_is_a_second_message(slack: FakeSlack) -> None:
     sink = SlackSink(SlackSettings(slack.url, min_interval_s=0.0))
     done = entries([make_rec("1")])
-    await sink.deliver(Cycle(T0, 30.0, resolved=done))
+    await sink.deliver(Delivery(T0, 30.0, resolved=done))
     await sink.aclose()
     (message,) = slack.messages
     assert message["blocks"][0]["text"]["text"] == "1 GPU recommendation resolved"
@@ -263,7 +263,7 @@ async def test_429_waits_retry_after_then_delivers(
 async def test_at_most_one_message_per_second(slack: FakeSlack) -> None:
     sink = SlackSink(SlackSettings(slack.url))  # the default: 1 s
     recs = entries([make_rec("1")])
-    await sink.deliver(Cycle(T0, 30.0, active=recs, new=recs, resolved=entries([make_rec("0")])))
+    await sink.deliver(Delivery(T0, 30.0, active=recs, new=recs, resolved=entries([make_rec("0")])))
     await sink.aclose()
     (first_at, _), (second_at, _) = slack.received
     assert second_at - first_at >= 0.99

@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestServer
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
-from gpuadvisor.sinks.delivery.outbox import Active, Cycle, SinkError
+from gpuadvisor.sinks.delivery.outbox import ActiveAdvice, Delivery, SinkError
 from gpuadvisor.sinks.delivery.payload import recommendation_json
 from gpuadvisor.sinks.delivery.webhook import (
     SIGNATURE_HEADER,
@@ -156,14 +156,14 @@ async def receiver() -> AsyncIterator[Receiver]:
     await fake.server.close()
 
 
-def cycle_with(new: list[Recommendation], resolved: list[Recommendation]) -> Cycle:
-    fresh = tuple(Active(r, T0 - 60) for r in new)
-    return Cycle(
+def cycle_with(new: list[Recommendation], resolved: list[Recommendation]) -> Delivery:
+    fresh = tuple(ActiveAdvice(r, T0 - 60) for r in new)
+    return Delivery(
         now_s=T0,
         interval_s=30.0,
         active=fresh,
         new=fresh,
-        resolved=tuple(Active(r, T0 - 600) for r in resolved),
+        resolved=tuple(ActiveAdvice(r, T0 - 600) for r in resolved),
         advisor_url="http://127.0.0.1:9899",
     )
 

@@ -1,7 +1,7 @@
 """The agent's exposition: golden /metrics, the names of docs/metrics.md, absent series, docs drift.
 
 The golden file and promtool hold for both renderers: prometheus-client's families and the
-agent's own cached text renderer (``sinks.agent_render``), which is what /metrics serves.
+agent's own cached text renderer (``sinks.exposition.agent_text``), which is what /metrics serves.
 
 Regenerate tests/data/agent_metrics.golden.prom and docs/metrics.md with ``UPDATE_GOLDEN=1``.
 """

@@ -90,7 +90,7 @@ QUEUE_FAMILIES = (
 
 
 def queue_text(*jobs: tuple[str, str, int, int, float, int, float | None]) -> str:
-    """The queue exporter's exposition, as ``sinks.queue_exposition`` writes it, for jobs
+    """The queue exporter's exposition, as ``sinks.exposition.queue`` writes it, for jobs
     (id, state, GPUs in all, nodes, submit offset, limit in minutes, start offset)."""
     rows: dict[str, list[str]] = {name: [] for name, _ in QUEUE_FAMILIES}
     for job_id, state, gpus, nodes, submit, limit_min, start in jobs:

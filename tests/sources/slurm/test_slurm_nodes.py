@@ -16,7 +16,7 @@ import pytest
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.queue import NodeState
 from gpuadvisor.sources.slurm.nodes import gres_gpus, parse_nodes, state_word
-from gpuadvisor.sources.slurm.squeue import QueueSourceError, SlurmNodeSource, SqueueSettings
+from gpuadvisor.sources.slurm.squeue import QueueSourceError, SlurmCommand, SlurmNodeSource
 from tests.fake_squeue import write_fake_squeue
 
 DATA = Path(__file__).parents[2] / "data" / "slurm"
@@ -129,10 +129,10 @@ async def test_sinfo_runs_with_json_and_a_failure_names_the_flag(tmp_path: Path)
         tmp_path / "sinfo", stdout_file=DATA / "sinfo-22.05-draining-recorded.json",
         record_dir=tmp_path,
     )  # fmt: skip
-    nodes = await SlurmNodeSource(SqueueSettings(binary=str(sinfo))).read()
+    nodes = await SlurmNodeSource(SlurmCommand(binary=str(sinfo))).read()
     assert nodes == (NodeState("gpu01", "draining", 8),)
     assert (tmp_path / "args").read_text().splitlines() == ["--json"]
-    missing = SlurmNodeSource(SqueueSettings(binary=str(tmp_path / "nope")))
+    missing = SlurmNodeSource(SlurmCommand(binary=str(tmp_path / "nope")))
     with pytest.raises(QueueSourceError, match=r"nope --json: .* set the binary with --sinfo"):
         await missing.read()
 

@@ -31,9 +31,9 @@ from gpuadvisor.sources.slurm.parse import (
 )
 from gpuadvisor.sources.slurm.squeue import (
     QueueSourceError,
+    SlurmCommand,
     SlurmQueueSource,
-    SqueueSettings,
-    run_squeue,
+    run_slurm_command,
 )
 from tests.fake_squeue import process_alive, write_fake_squeue
 
@@ -453,7 +453,7 @@ async def test_squeue_runs_as_an_argument_list_with_the_callers_environment(
     fake = write_fake_squeue(
         tmp_path / "squeue", stdout_file=DATA / "squeue-24.05.json", record_dir=tmp_path
     )
-    settings = SqueueSettings(
+    settings = SlurmCommand(
         binary=str(fake),
         extra_args=("--partition=gpu", "--states=all; rm -rf /"),
         env={"SLURM_CONF": "/etc/slurm/other.conf"},
@@ -473,7 +473,7 @@ async def test_a_failing_squeue_is_reported_with_its_status_and_stderr(tmp_path:
         exit_code=1,
     )
     with pytest.raises(QueueSourceError) as caught:
-        await run_squeue(SqueueSettings(binary=str(fake)))
+        await run_slurm_command(SlurmCommand(binary=str(fake)))
     assert str(caught.value) == (
         f"{fake} --json --states=all exited with status 1: "
         "squeue: error: Unable to contact slurm controller (connect failure)"
@@ -484,7 +484,7 @@ async def test_a_missing_binary_is_reported(tmp_path: Path) -> None:
     with pytest.raises(
         QueueSourceError, match=r"cannot run .*/nope --json --states=all: No such file"
     ):
-        await run_squeue(SqueueSettings(binary=str(tmp_path / "nope")))
+        await run_slurm_command(SlurmCommand(binary=str(tmp_path / "nope")))
 
 
 async def test_a_hung_squeue_is_killed_with_its_children(tmp_path: Path) -> None:
@@ -492,7 +492,7 @@ async def test_a_hung_squeue_is_killed_with_its_children(tmp_path: Path) -> None
     loop = asyncio.get_running_loop()
     started = loop.time()
     with pytest.raises(QueueSourceError, match=r"did not finish within 0\.5 s; killed"):
-        await run_squeue(SqueueSettings(binary=str(fake), timeout_s=0.5))
+        await run_slurm_command(SlurmCommand(binary=str(fake), timeout_s=0.5))
     assert loop.time() - started < 5
     for name in ("pid", "sleeper"):
         assert not process_alive(int((tmp_path / name).read_text()))
@@ -501,14 +501,14 @@ async def test_a_hung_squeue_is_killed_with_its_children(tmp_path: Path) -> None
 async def test_output_beyond_the_limit_kills_squeue(tmp_path: Path) -> None:
     fake = write_fake_squeue(tmp_path / "squeue", endless=True, record_dir=tmp_path)
     with pytest.raises(QueueSourceError, match="printed more than 1048576 bytes; killed"):
-        await run_squeue(SqueueSettings(binary=str(fake), max_output_bytes=1 << 20))
+        await run_slurm_command(SlurmCommand(binary=str(fake), max_output_bytes=1 << 20))
     assert not process_alive(int((tmp_path / "pid").read_text()))
 
 
 async def test_garbage_output_is_a_parse_error_naming_squeue(tmp_path: Path) -> None:
     fake = write_fake_squeue(tmp_path / "squeue", stdout_text="Segmentation fault\n")
     with pytest.raises(InputError, match=r"^squeue --json, line 1: not valid JSON"):
-        await SlurmQueueSource(SqueueSettings(binary=str(fake))).read()
+        await SlurmQueueSource(SlurmCommand(binary=str(fake))).read()
 
 
 def test_recorded_ended_jobs_keep_their_final_state_and_times() -> None:
@@ -537,11 +537,11 @@ def test_recorded_ended_jobs_keep_their_final_state_and_times() -> None:
 
 
 def test_squeue_asks_for_all_states_unless_told_otherwise() -> None:
-    assert SqueueSettings().argv == ("squeue", "--json", "--states=all")
-    assert SqueueSettings(extra_args=("--partition=gpu",)).argv == (
+    assert SlurmCommand().argv == ("squeue", "--json", "--states=all")
+    assert SlurmCommand(extra_args=("--partition=gpu",)).argv == (
         "squeue", "--json", "--states=all", "--partition=gpu",
     )  # fmt: skip
-    assert SqueueSettings(extra_args=("--states=PD,R",)).argv == (
+    assert SlurmCommand(extra_args=("--states=PD,R",)).argv == (
         "squeue", "--json", "--states=PD,R",
     )  # fmt: skip
-    assert SqueueSettings(extra_args=("-tR",)).argv == ("squeue", "--json", "-tR")
+    assert SlurmCommand(extra_args=("-tR",)).argv == ("squeue", "--json", "-tR")

@@ -27,14 +27,14 @@ from hypothesis import strategies as st
 from gpuadvisor.config.advisor import load_advisor_config
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX, array_task_count, parse_job_id
-from gpuadvisor.services.history import HistoryFeed
+from gpuadvisor.services.predictor_feed import PredictorFeed
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.advice import parse_recommendations
 from gpuadvisor.sources.nesting import MAX_DEPTH
-from gpuadvisor.sources.slurm.history import HistorySettings, SacctFile
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS, HostlistError, expand_hostlist
 from gpuadvisor.sources.slurm.parse import parse_squeue
 from gpuadvisor.sources.slurm.sacct import SACCT_FORMAT, SacctLimits, parse_sacct
+from gpuadvisor.sources.slurm.sacct_file import HistorySettings, SacctFile
 from tests.commands import gpuadvisor
 
 DATA = Path(__file__).parents[2] / "data" / "slurm"
@@ -272,7 +272,7 @@ def test_the_live_history_counts_bad_records_and_logs_once_per_read(
     history = tmp_path / "sacct.txt"
     history.write_text("\n".join([HEADER, line("101"), line("1x"), line("7", state="WON")]))
     metrics = PredictionMetrics(lambda: None)
-    feed = HistoryFeed(HistorySettings(str(history)), metrics, clock=lambda: T0 + 9e4)
+    feed = PredictorFeed(HistorySettings(str(history)), metrics, clock=lambda: T0 + 9e4)
     with caplog.at_level(logging.WARNING):
         assert asyncio.run(feed.predictor(T0 + 9e4)) is not None
         asyncio.run(feed.predictor(T0 + 9e4 + 30))  # unchanged: not read again

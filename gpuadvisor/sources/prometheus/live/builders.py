@@ -156,7 +156,18 @@ def _node(b: Build, name: str, gpus: int, rows: Iterable[Sample]) -> Node:
     return Node(name, gpus, model, topology if covered and len(topology) > 1 else ())
 
 
-JOB_FIELDS = ("job_gpus", "job_nodes", "job_submit_time", "job_start_time", "job_time_limit")
+JOB_GPUS_PER_NODE = "job_gpus"
+"""The query of the GPUs per node each job asks for (the exporter's ``gpuadvisor_queue_job_gpus``
+is the total over its nodes). Its name in the profiles, and so in a user's ``queries:``
+overrides, stays ``job_gpus``."""
+
+JOB_FIELDS = (
+    JOB_GPUS_PER_NODE,
+    "job_nodes",
+    "job_submit_time",
+    "job_start_time",
+    "job_time_limit",
+)
 
 
 def queue_entries(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]:
@@ -178,12 +189,12 @@ def queue_entries(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]
         subject = f"job {job_id}"
         if not job_id or bad_job_id(b, job_id, "gpuadvisor_queue_job_info"):
             continue
-        gpus = b.count(per["job_gpus"].get(job_id), subject, "job_gpus")
+        gpus_per_node = b.count(per[JOB_GPUS_PER_NODE].get(job_id), subject, JOB_GPUS_PER_NODE)
         nodes = b.count(per["job_nodes"].get(job_id), subject, "job_nodes")
         submit = finite(per["job_submit_time"].get(job_id))
         if submit is None:
             b.warn("missing-field", subject, "no submit time; left out")
-        if gpus is None or nodes is None or submit is None:
+        if gpus_per_node is None or nodes is None or submit is None:
             continue
         limit = finite(per["job_time_limit"].get(job_id))
         try:
@@ -193,7 +204,7 @@ def queue_entries(b: Build, r: Answers) -> tuple[list[QueueEntry], SourceHealth]
                     info.label("user"),
                     info.label("partition"),
                     state,
-                    gpus,
+                    gpus_per_node,
                     nodes,
                     submit,
                     start_time_s=finite(per["job_start_time"].get(job_id)),

@@ -5,7 +5,7 @@ never occurs in PromQL) are filled in at render time: ``$selector`` becomes the 
 cluster matcher list (``cluster="a"``), injected into every selector so one Prometheus can serve
 many clusters, ``$window`` the look-back window of ``rate()`` and ``avg_over_time()``, and
 ``$share_window`` the longer look-back of the loads the ``share`` advice judges jobs by.
-Users replace any query by name from config; the builder in ``live_state`` only relies on the
+Users replace any query by name from config; the builders (``builders``) only rely on the
 output labels each query documents, so a replacement must keep them.
 
 - ``gpuadvisor``: the node agent's and the queue exporter's metrics (docs/metrics.md).

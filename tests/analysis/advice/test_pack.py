@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuadvisor.analysis.advice.cycle import CycleSettings, analyse
+from gpuadvisor.analysis.advice.findings import AnalysisSettings, analyse
 from gpuadvisor.analysis.advice.mig import fits_one_gpu, profiles_for, smallest_fit
-from gpuadvisor.analysis.advice.share import ShareSettings, share
+from gpuadvisor.analysis.advice.pack import ShareSettings, share
 from gpuadvisor.model import (
     ClusterSnapshot,
     GpuLoad,
@@ -134,9 +134,9 @@ def test_reclaimed_jobs_are_not_shared_and_the_cycle_carries_share() -> None:
     light = make_load(0.1, p95=0.12)
     live = state({"1": (0,), "2": (1,)}, {"1": light, "2": light}, pending=(7,))
     assert share(live, ShareSettings(), 0.0, exclude=frozenset({"1"})) == ()
-    findings = analyse(live, CycleSettings())
+    findings = analyse(live, AnalysisSettings())
     (rec,) = [r for r in findings.recommendations if r.kind is Kind.SHARE]
-    assert rec.valid_until_s == 1000.0 + CycleSettings().advice.validity_s
+    assert rec.valid_until_s == 1000.0 + AnalysisSettings().advice.validity_s
     # 6 free + 1 freed GPUs do not start the 7-GPU job... until they do: 7 ≤ 6 + 1
     assert dict(rec.evidence)["startable_jobs"] == "100"
     assert findings.expected_gain_ratio == 7 / 8
@@ -215,7 +215,7 @@ def test_packing_properties(sizes: list[int], loads: list[GpuLoad], pending: lis
 def test_the_advisor_exposes_the_gpus_active_share_advice_would_free() -> None:
     light = make_load(0.1, p95=0.12)
     live = state({"1": (0,), "2": (1,), "3": (2,)}, dict.fromkeys("123", light))
-    findings = analyse(live, CycleSettings())
+    findings = analyse(live, AnalysisSettings())
     status = AdvisorStatus(findings, findings.recommendations, UP, 1000.0)
     values = {
         (s.name, tuple(s.labels.items())): s.value

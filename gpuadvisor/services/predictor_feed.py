@@ -2,7 +2,8 @@
 changes (docs/advisor.md, "Runtime predictions").
 
 Each cycle asks ``predictor(now_s)``: an unchanged file costs one ``stat``; a changed one is read,
-parsed and learned on a worker thread (``analysis.history.learn``), then replaces the predictor.
+parsed and learned on a worker thread (``analysis.runtime_learning.learn``), then replaces the
+predictor.
 A file that cannot be read or parsed keeps the last good predictor (none before the first good
 read: the advice then plans with time limits), logs why once, and sets
 ``gpuadvisor_advisor_prediction_history_up`` to 0 (so does a file that is not sacct output, or
@@ -18,17 +19,17 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from gpuadvisor.analysis.history import Learned, learn
 from gpuadvisor.analysis.prediction import RuntimePredictor
+from gpuadvisor.analysis.runtime_learning import Learned, learn
 from gpuadvisor.errors import InputError
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
-from gpuadvisor.sources.slurm.history import HistorySettings, SacctFile
 from gpuadvisor.sources.slurm.sacct import SacctResult
+from gpuadvisor.sources.slurm.sacct_file import HistorySettings, SacctFile
 
 log = logging.getLogger(__name__)
 
 
-class HistoryFeed:
+class PredictorFeed:
     """The predictor from ``settings.sacct_file``; ``metrics`` counts its reads."""
 
     def __init__(

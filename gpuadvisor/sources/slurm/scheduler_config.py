@@ -15,7 +15,7 @@ import re
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.scheduler import SchedulerConfig
-from gpuadvisor.sources.slurm.squeue import SqueueSettings, run_squeue
+from gpuadvisor.sources.slurm.squeue import SlurmCommand, run_slurm_command
 
 SCONTROL_SOURCE = "scontrol show config"
 
@@ -79,12 +79,12 @@ class SlurmSchedulerSource:
     """The scheduler's configuration as ``scontrol show config`` shows it now;
     ``settings.binary`` is scontrol, run under squeue's timeout and output limit."""
 
-    def __init__(self, settings: SqueueSettings) -> None:
+    def __init__(self, settings: SlurmCommand) -> None:
         self.settings = settings
         self.name = SCONTROL_SOURCE
 
     async def read(self) -> SchedulerConfig:
         """Run scontrol and parse its output; raises QueueSourceError or InputError."""
         argv = (self.settings.binary, "show", "config")
-        output = await run_squeue(self.settings, argv, flag="--scontrol")
+        output = await run_slurm_command(self.settings, argv, flag="--scontrol")
         return parse_scheduler_config(output, source=self.name)

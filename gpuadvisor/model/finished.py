@@ -30,12 +30,12 @@ be read or is out of range, a name with control characters or too long, another 
 class FinishedJob:
     """One job of the accounting record, as recorded: nothing here is corrected.
 
-    ``job`` is its request (GPUs, nodes, user, account, partition, name, time limit, submit
-    time; ``runtime_s`` None: which runtime to trust is the reader's rule, e.g.
-    ``analysis.history``). ``state`` is the scheduler's base state, upper case (``COMPLETED``,
-    ``TIMEOUT``, ``FAILED``…). ``start_time_s`` and ``end_time_s`` are None where the record has
-    none (a job cancelled before it started); ``elapsed_s`` is the scheduler's own count of
-    seconds run (suspended time excluded), None where the record has none.
+    ``job`` is its request (GPUs, nodes, user, account, partition, name, time limit, submit time;
+    ``runtime_s`` None: which runtime to trust is the reader's rule, e.g.
+    ``analysis.runtime_learning``). ``state`` is the scheduler's base state, upper case
+    (``COMPLETED``, ``TIMEOUT``, ``FAILED``…). ``start_time_s`` and ``end_time_s`` are None where
+    the record has none (a job cancelled before it started); ``elapsed_s`` is the scheduler's own
+    count of seconds run (suspended time excluded), None where the record has none.
     ``eligible_time_s`` is when the job could first start (after holds, dependencies and
     ``--begin``), None where the record does not say. ``tasks`` is how many jobs alike the record
     stands for: the tasks of a job array that never started (``1234_[0-99]``: 100), counted,

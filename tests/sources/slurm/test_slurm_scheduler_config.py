@@ -1,6 +1,6 @@
-"""``scontrol show config`` → the scheduler's configuration (sources/slurm/config.py), from the
-output of a real Slurm 22.05 (tests/data/slurm, recorded from tests/harness/slurm.py) and from
-text in the shapes later releases add (sections whose keys repeat)."""
+"""``scontrol show config`` → the scheduler's configuration (sources/slurm/scheduler_config.py),
+from the output of a real Slurm 22.05 (tests/data/slurm, recorded from tests/harness/slurm.py) and
+from text in the shapes later releases add (sections whose keys repeat)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.scheduler import SchedulerConfig
-from gpuadvisor.sources.slurm.config import (
+from gpuadvisor.sources.slurm.scheduler_config import (
     SlurmSchedulerSource,
     over_time_limit_s,
     parse_scheduler_config,
 )
-from gpuadvisor.sources.slurm.squeue import QueueSourceError, SqueueSettings
+from gpuadvisor.sources.slurm.squeue import QueueSourceError, SlurmCommand
 from tests.fake_squeue import write_fake_squeue
 
 DATA = Path(__file__).parents[2] / "data" / "slurm"
@@ -112,10 +112,10 @@ def test_an_over_time_limit_that_is_not_minutes_is_refused_naming_the_source() -
 
 async def test_scontrol_runs_show_config_and_a_failure_names_the_flag(tmp_path: Path) -> None:
     scontrol = write_fake_squeue(tmp_path / "scontrol", stdout_file=BUILTIN, record_dir=tmp_path)
-    config = await SlurmSchedulerSource(SqueueSettings(binary=str(scontrol))).read()
+    config = await SlurmSchedulerSource(SlurmCommand(binary=str(scontrol))).read()
     assert config.scheduler_type == "sched/builtin"
     assert (tmp_path / "args").read_text().splitlines() == ["show", "config"]
-    missing = SlurmSchedulerSource(SqueueSettings(binary=str(tmp_path / "nope")))
+    missing = SlurmSchedulerSource(SlurmCommand(binary=str(tmp_path / "nope")))
     with pytest.raises(QueueSourceError, match=r"nope show config: .* with --scontrol"):
         await missing.read()
 

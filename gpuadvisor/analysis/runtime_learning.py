@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gpuadvisor.analysis.prediction import DEFAULT_LAST, Prediction, RuntimePredictor
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.finished import FinishedJob
 
 LEARNED_STATES = frozenset({"COMPLETED", "TIMEOUT"})
 MIN_RUNTIME_S = 1.0

@@ -1,4 +1,5 @@
-"""Share: running jobs that use a small part of their GPUs, and how packing them would help.
+"""Packing light jobs (the ``share`` advice): jobs that use a small part of their GPUs, and how
+packing them would help.
 
 From each allocated GPU's load over the sharing window (``GpuLoad``: mean and p95 of SM activity
 where the GPU reports it, else of utilization; peak memory used), a GPU is *light* when all

@@ -3,7 +3,7 @@ findings at all from untrusted inputs."""
 
 from __future__ import annotations
 
-from gpuadvisor.analysis.advice.cycle import analyse
+from gpuadvisor.analysis.advice.findings import analyse
 from gpuadvisor.analysis.advice.reclaim import ReclaimSettings, reclaim_idle
 from gpuadvisor.model import GpuUse, Kind, LiveState, SourceHealth
 from tests.analysis.advice.test_advice import head_of_line_snapshot

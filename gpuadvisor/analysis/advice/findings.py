@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gpuadvisor.analysis.advice.pack import ShareSettings, share
 from gpuadvisor.analysis.advice.predicted import (
     PlannedRuntimes,
     PredictionSummary,
@@ -26,7 +27,6 @@ from gpuadvisor.analysis.advice.predicted import (
 )
 from gpuadvisor.analysis.advice.reclaim import ReclaimSettings, reclaim_idle
 from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise, capacity_of
-from gpuadvisor.analysis.advice.share import ShareSettings, share
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.analysis.fragmentation import Fragmentation, WorkloadMix, measure
 from gpuadvisor.analysis.idle import IdleSplit, split_idle
@@ -39,7 +39,7 @@ LOCAL_KINDS = frozenset({Kind.RECLAIM_IDLE, Kind.SHARE})
 
 
 @dataclass(frozen=True, slots=True)
-class CycleSettings:
+class AnalysisSettings:
     """What the advice and the idle-reclaim checks need."""
 
     advice: AdviceSettings = field(default_factory=AdviceSettings)
@@ -89,7 +89,7 @@ def _waiting_shapes(pending: tuple[Job, ...]) -> list[tuple[Job, int]]:
 
 def analyse(
     live: LiveState,
-    settings: CycleSettings = CycleSettings(),
+    settings: AnalysisSettings = AnalysisSettings(),
     predictor: RuntimePredictor | None = None,
 ) -> Findings:
     """The findings of one cycle on ``live``; with a ``predictor`` (learned from finished jobs)

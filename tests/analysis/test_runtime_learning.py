@@ -1,8 +1,8 @@
 """Learning runtimes from the accounting record, and start-now advice planned with them.
 
-The rule (analysis/history.py): completed and timed-out GPU jobs only; no start, an end after
-now, an end before the start (clock skew) or a run under a second are skipped and counted; each
-job's check is predicted from the jobs that had ended when it started.
+The rule (analysis/runtime_learning.py): completed and timed-out GPU jobs only; no start, an end
+after now, an end before the start (clock skew) or a run under a second are skipped and counted;
+each job's check is predicted from the jobs that had ended when it started.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuadvisor.analysis.advice.cycle import analyse
+from gpuadvisor.analysis.advice.findings import analyse
 from gpuadvisor.analysis.advice.predicted import PlannedRuntimes, describe
-from gpuadvisor.analysis.history import SKIP_REASONS, learn, runtime_or_reason
 from gpuadvisor.analysis.prediction import Prediction, RuntimePredictor
+from gpuadvisor.analysis.runtime_learning import SKIP_REASONS, learn, runtime_or_reason
 from gpuadvisor.model import ClusterSnapshot, Kind, LiveState, RunningJob, SourceHealth
-from gpuadvisor.model.history import FinishedJob
+from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.sources.slurm.sacct import parse_sacct
 from tests.builders import make_job, on, single_node
 
