@@ -29,7 +29,7 @@ from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
 from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
 from gpuadvisor.sources.prometheus.builders import build_gpuadvisor
 from gpuadvisor.sources.prometheus.client import Sample, Series
-from gpuadvisor.sources.prometheus.jobhistory import JobHistory
+from gpuadvisor.sources.prometheus.history.jobhistory import JobHistory
 from gpuadvisor.sources.queuefile import parse_queue_file
 from gpuadvisor.sources.slurm.parse import parse_squeue
 from gpuadvisor.sources.slurm.sacct import parse_sacct

@@ -18,7 +18,12 @@ from gpuadvisor.sources.prometheus.client import (
     Sample,
     Series,
 )
-from gpuadvisor.sources.prometheus.ranges import RawSamples, ReadPlan, read_chunks, read_latest
+from gpuadvisor.sources.prometheus.history.ranges import (
+    RawSamples,
+    ReadPlan,
+    read_chunks,
+    read_latest,
+)
 
 
 class Store:

@@ -10,8 +10,12 @@ import asyncio
 
 from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.sources.prometheus.client import RangeResult, Series
-from gpuadvisor.sources.prometheus.ranges import ReadPlan
-from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO, SeenScheduler, read_scheduler
+from gpuadvisor.sources.prometheus.history.ranges import ReadPlan
+from gpuadvisor.sources.prometheus.history.scheduler import (
+    SCHEDULER_INFO,
+    SeenScheduler,
+    read_scheduler,
+)
 
 
 class Store:

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from gpuadvisor.cli.outputs import is_stdout
 from gpuadvisor.config.http import load_http_config
 from gpuadvisor.errors import InputError
 from gpuadvisor.model.recommendation import Kind
+from gpuadvisor.programs.outputs import is_stdout
 from gpuadvisor.services.apply.plan import Plan, Policy, Verdict, plan
 from gpuadvisor.services.apply.runner import ApplyLog, Counts, carry_out
 from gpuadvisor.sources.advice import fetch_recommendations, read_recommendations_file

@@ -17,13 +17,13 @@ from rich.markup import escape
 from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.analysis.scheduling.orders import OrderSettings
-from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, given
-from gpuadvisor.cli.outputs import prepare_folder
 from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.config.simulate import DEMO_SETTINGS, DemoSettings
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Recommendation
 from gpuadvisor.model.duration import format_duration
+from gpuadvisor.programs.console import make_console
+from gpuadvisor.programs.outputs import prepare_folder
 from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.headline import Headline, metrics_headline

@@ -14,17 +14,7 @@ from rich.console import Console
 
 from gpuadvisor.analysis.scheduling.orders import OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
-from gpuadvisor.cli.console import make_console
 from gpuadvisor.cli.flags import add_flags, argparse_type, given
-from gpuadvisor.cli.outputs import (
-    open_output,
-    output_name,
-    prepare_folder,
-    prepare_output,
-    stdout_flag,
-    write_output,
-)
-from gpuadvisor.cli.simulate_trace import TraceInput, read_trace_input
 from gpuadvisor.config.setting import build, from_flags
 from gpuadvisor.config.simulate import (
     GENERATED_LOAD,
@@ -36,6 +26,16 @@ from gpuadvisor.config.values import duration_text, non_negative
 from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.model.availability import Availability
+from gpuadvisor.programs.console import make_console
+from gpuadvisor.programs.outputs import (
+    open_output,
+    output_name,
+    prepare_folder,
+    prepare_output,
+    stdout_flag,
+    write_output,
+)
+from gpuadvisor.programs.simulate_trace import TraceInput, read_trace_input
 from gpuadvisor.simulation.compare import BASELINE, PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.generator import generate_workload

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from gpuadvisor.analysis.history import Learned, learn
 from gpuadvisor.analysis.prediction import RuntimePredictor
 from gpuadvisor.errors import InputError
+from gpuadvisor.model.accounting import AccountingRecord
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.slurm.history import HistorySettings, SacctFile
-from gpuadvisor.sources.slurm.sacct import SacctResult
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class HistoryFeed:
         """What the last good read taught (None before one)."""
         return self._learned
 
-    def _load(self, now_s: float) -> tuple[Learned, SacctResult]:
+    def _load(self, now_s: float) -> tuple[Learned, AccountingRecord]:
         result = self._file.read()
         return learn(result.jobs, now_s=now_s, last=self.settings.last), result
 

@@ -8,7 +8,7 @@ import io
 
 from gpuadvisor.model import Cluster
 from gpuadvisor.model.availability import Availability
-from gpuadvisor.simulation.rebuild import Rebuilt
+from gpuadvisor.simulation.whatif.rebuild import Rebuilt
 from gpuadvisor.sources.traces.alibaba import write_spot_nodes
 from gpuadvisor.sources.traces.generic import write as write_trace
 from gpuadvisor.sources.traces.outages import write as write_outages
