@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from gpuadvisor.cli import demo, main
+from gpuadvisor.cli import main
 from gpuadvisor.model import Cluster
 from gpuadvisor.model.job import SIZE_CLASSES
+from gpuadvisor.programs import demo
 from gpuadvisor.simulation.compare import compare
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.generator import generate_workload

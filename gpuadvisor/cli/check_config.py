@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gpuadvisor.config.advisor import AdvisorConfig, load_advisor_config
 from gpuadvisor.config.agent import load_agent_config
-from gpuadvisor.errors import ConfigError
+from gpuadvisor.errors import ConfigError, GpuAdvisorError
 from gpuadvisor.services.probes import AGENT_CHOICES, sim_spec
 from gpuadvisor.services.webconfig import load_web_config
+from gpuadvisor.sinks.report.terminal import terminal_text
 from gpuadvisor.transport.tls import ssl_context
 from gpuadvisor.transport.url import redact_url
 
@@ -26,6 +29,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--agent", metavar="FILE", help="agent config (gpuadvisor agent --config)")
     p.add_argument("--advisor", metavar="FILE", help="advisor config (gpuadvisor advisor --config)")
     p.add_argument("--web", metavar="FILE", help="web config (--web.config.file)")
+    p.add_argument(
+        "--simulate",
+        metavar="ARGS",
+        help="a gpuadvisor simulate command line, quoted (--simulate '--trace t.csv --outages "
+        "o.csv --load 1.2'): its flags and the checks across them, no file read",
+    )
+    p.add_argument(
+        "--whatif",
+        metavar="ARGS",
+        help="a gpuadvisor whatif command line, quoted: its flags and the checks across them "
+        "(source, window, policies), no file read and no server asked",
+    )
     p.add_argument(
         "--syntax-only",
         action="store_true",
@@ -88,9 +103,41 @@ def _check_advisor(path: str, *, syntax_only: bool = False) -> AdvisorConfig:
     return config
 
 
+def _check_command(program: str, line: str) -> None:
+    """A ``gpuadvisor simulate`` or ``whatif`` command line parsed as that program parses it
+    (a bad flag is a usage error, exit 2), then its settings' checks across flags."""
+    # imported here: only a check of that program loads its modules
+    from gpuadvisor.cli import simulate, whatif  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog="gpuadvisor")
+    commands = parser.add_subparsers(dest="command", required=True)
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise GpuAdvisorError(f"--{program}: {exc}") from None
+    try:
+        if program == "simulate":
+            simulate.add_parser(commands)
+            simulate.simulate_settings(parser.parse_args([program, *words])).check()
+        else:
+            whatif.add_parser(commands)
+            whatif.whatif_settings(parser.parse_args([program, *words])).check(time.time())
+    except GpuAdvisorError as exc:
+        raise GpuAdvisorError(f"gpuadvisor {program}: {exc}") from None
+    print(f"gpuadvisor {program} {terminal_text(line)}: OK (flags and their combinations)")
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.agent is None and args.web is None and args.advisor is None:
-        raise ConfigError("nothing to check: give --agent FILE, --advisor FILE and/or --web FILE")
+    commands = {"simulate": args.simulate, "whatif": args.whatif}
+    files = (args.agent, args.web, args.advisor)
+    if all(given is None for given in (*files, *commands.values())):
+        raise ConfigError(
+            "nothing to check: give --agent FILE, --advisor FILE, --web FILE, "
+            "--simulate ARGS and/or --whatif ARGS"
+        )
+    for program, line in commands.items():
+        if line is not None:
+            _check_command(program, line)
     web_files = [args.web] if args.web else []
     named = not args.syntax_only  # the web configs the files name, read on their hosts
     if args.advisor is not None:

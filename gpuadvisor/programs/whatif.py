@@ -6,6 +6,7 @@ bad input leaves no partial report (docs/whatif.md)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import TextIO
 
 from rich.console import Console
 
+from gpuadvisor.config.http import load_http_config
 from gpuadvisor.config.whatif import WhatifSettings
 from gpuadvisor.errors import GpuAdvisorError, InputError, ModelError
 from gpuadvisor.model import Cluster
@@ -43,6 +45,7 @@ from gpuadvisor.sources.slurm.node_events import node_availability, parse_node_e
 from gpuadvisor.sources.slurm.sacct import SacctLimits, read_sacct
 from gpuadvisor.sources.traces import read_nodes
 from gpuadvisor.sources.traces.alibaba import spot_nodes_unwritable
+from gpuadvisor.transport.settings import HttpSettings
 
 STDIN = "-"
 
@@ -103,6 +106,12 @@ def read_record(
     return result
 
 
+def http_settings(http_config: str | None) -> HttpSettings:
+    """How to reach ``--prometheus``: the HTTP keys of ``--prometheus-http-config`` (secrets
+    from the environment or files it names), else plain HTTP."""
+    return load_http_config(http_config, os.environ) if http_config else HttpSettings()
+
+
 def load_cluster(settings: WhatifSettings) -> Cluster | None:
     """The cluster the flags give (None: neither ``--cluster`` nor ``--nodes``)."""
     if settings.nodes:
@@ -146,7 +155,7 @@ def read_source(settings: WhatifSettings, since: float | None, until: float | No
             since,
             until,
             settings.prometheus_chunk,
-            http_config=settings.prometheus_http_config,
+            http=http_settings(settings.prometheus_http_config),
             progress=ProgressLine(sys.stderr),
             profile=settings.profile,
             over_time_limit_s=over_time_s,

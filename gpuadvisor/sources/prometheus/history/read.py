@@ -4,11 +4,9 @@ server, as the same accounting record ``--sacct`` gives (docs/whatif.md, "From P
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuadvisor.config.http import load_http_config
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster
 from gpuadvisor.model.accounting import AccountingRecord
@@ -55,19 +53,18 @@ def read_prometheus(
     end_s: float,
     chunk_s: float,
     *,
-    http_config: str | None = None,
+    http: HttpSettings | None = None,
     progress: MetricProgress | None = None,
     profile: str = "gpuadvisor",
     over_time_limit_s: float = 0.0,
 ) -> PrometheusRecord:
-    """Read ``[start_s, end_s]`` from ``url`` (reached as ``http_config``, an HTTP-keys YAML
-    file, says): the queue exporter's and agents' series (``profile`` ``gpuadvisor``) or
-    kube-state-metrics' (``kubernetes``); raises ``InputError`` naming what is missing. No job
-    is taken to run past its time limit plus ``over_time_limit_s`` (Slurm's ``OverTimeLimit``,
-    from ``--slurm-config``). ``progress`` hears of every chunk read."""
+    """Read ``[start_s, end_s]`` from ``url`` (reached as ``http`` says: auth, TLS, headers):
+    the queue exporter's and agents' series (``profile`` ``gpuadvisor``) or kube-state-metrics'
+    (``kubernetes``); raises ``InputError`` naming what is missing. No job is taken to run past
+    its time limit plus ``over_time_limit_s`` (Slurm's ``OverTimeLimit``, from
+    ``--slurm-config``). ``progress`` hears of every chunk read."""
     check_url(url, field="--prometheus")
-    http = load_http_config(http_config, os.environ) if http_config else HttpSettings()
-    settings = PrometheusSettings(url, http=http)
+    settings = PrometheusSettings(url, http=http or HttpSettings())
     shown = redact_url(url)
     plan = ReadPlan(start_s, end_s, chunk_s=chunk_s)
 
