@@ -1,8 +1,8 @@
 """The latest ``gpuadvisor_queue_scheduler_info`` of a window
-(gpuadvisor/sources/prometheus/scheduler.py): read backwards a chunk at a time, stopping at the
-latest chunk that holds a sample; within it the series with the latest sample wins. The source
-is a small in-memory store passed in (the real Prometheus and VictoriaMetrics runs are in
-tests/test_whatif_prometheus.py)."""
+(gpuadvisor/sources/prometheus/history/scheduler.py): read backwards a chunk at a time,
+stopping at the latest chunk that holds a sample; within it the series with the latest sample
+wins. The source is a small in-memory store passed in (the real Prometheus and
+VictoriaMetrics runs are in tests/test_whatif_prometheus.py)."""
 
 from __future__ import annotations
 

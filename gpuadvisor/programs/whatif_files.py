@@ -5,6 +5,8 @@ rebuilt jobs (``--output-trace``), the cluster (``--output-nodes``) and the node
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from typing import IO
 
 from gpuadvisor.model import Cluster
 from gpuadvisor.model.availability import Availability
@@ -14,53 +16,45 @@ from gpuadvisor.sources.traces.generic import write as write_trace
 from gpuadvisor.sources.traces.outages import write as write_outages
 
 
-def trace_text(rebuilt: Rebuilt, source: str) -> str:
+def _text(write: Callable[[IO[str]], None]) -> str:
+    """What ``write`` writes, as text (each file is computed before any is written)."""
     stream = io.StringIO()
-    write_trace(
-        rebuilt.jobs,
-        stream,
-        comments=(
-            f"rebuilt by gpuadvisor whatif from {source}",
-            "times are Unix seconds (UTC); start_time/end_time: when the job really ran",
-            f"{rebuilt.left_queue_jobs} jobs that left the queue before starting are not listed",
-            *(
-                [
-                    f"{rebuilt.censored} jobs still running when the record was read end at "
-                    f"{rebuilt.read_end_s:.0f} (the runtime known so far, a lower bound)"
-                ]
-                if rebuilt.censored
-                else []
-            ),
-        ),
-        ran={r.job.job_id: (r.start_s, r.end_s) for r in rebuilt.ran},
-    )
+    write(stream)
     return stream.getvalue()
+
+
+def trace_text(rebuilt: Rebuilt, source: str) -> str:
+    comments = (
+        f"rebuilt by gpuadvisor whatif from {source}",
+        "times are Unix seconds (UTC); start_time/end_time: when the job really ran",
+        f"{rebuilt.left_queue_jobs} jobs that left the queue before starting are not listed",
+        *(
+            [
+                f"{rebuilt.censored} jobs still running when the record was read end at "
+                f"{rebuilt.read_end_s:.0f} (the runtime known so far, a lower bound)"
+            ]
+            if rebuilt.censored
+            else []
+        ),
+    )
+    ran = {r.job.job_id: (r.start_s, r.end_s) for r in rebuilt.ran}
+    return _text(lambda stream: write_trace(rebuilt.jobs, stream, comments=comments, ran=ran))
 
 
 def nodes_text(cluster: Cluster, source: str) -> str:
-    stream = io.StringIO()
-    write_spot_nodes(
-        cluster,
-        stream,
-        comments=(
-            f"the cluster gpuadvisor whatif replayed the jobs of {source} on",
-            "cpu_num: cores (0: not modelled); for gpuadvisor simulate --nodes",
-        ),
+    comments = (
+        f"the cluster gpuadvisor whatif replayed the jobs of {source} on",
+        "cpu_num: cores (0: not modelled); for gpuadvisor simulate --nodes",
     )
-    return stream.getvalue()
+    return _text(lambda stream: write_spot_nodes(cluster, stream, comments=comments))
 
 
 def outages_text(availability: Availability, capacity_source: str) -> str:
-    stream = io.StringIO()
-    write_outages(
-        availability,
-        stream,
-        comments=(
-            f"the node outages gpuadvisor whatif replayed with, from {capacity_source}",
-            "times are Unix seconds (UTC), the clock of --output-trace's submit_time, "
-            "start_time and end_time",
-            "each node took no new job over [start_time, end_time); jobs running there ran to "
-            "their end; for gpuadvisor simulate --outages",
-        ),
+    comments = (
+        f"the node outages gpuadvisor whatif replayed with, from {capacity_source}",
+        "times are Unix seconds (UTC), the clock of --output-trace's submit_time, "
+        "start_time and end_time",
+        "each node took no new job over [start_time, end_time); jobs running there ran to "
+        "their end; for gpuadvisor simulate --outages",
     )
-    return stream.getvalue()
+    return _text(lambda stream: write_outages(availability, stream, comments=comments))
