@@ -68,7 +68,7 @@ from gpuadvisor.programs.whatif import ProgressLine
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES, generate_workload
 from gpuadvisor.sources.prometheus import client
-from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.answers import Series
 from gpuadvisor.sources.prometheus.history.jobhistory import UNAVAILABLE_MATCHER, JobHistory
 from gpuadvisor.sources.prometheus.history.ranges import ReadPlan
 from gpuadvisor.sources.prometheus.history.read import read_prometheus

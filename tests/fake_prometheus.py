@@ -1,16 +1,23 @@
 """A ``MetricsQuery`` for the advisor's tests: each query of a profile answered from fixed rows,
 with the head-of-line scenario of ``tests.test_advice`` as Prometheus would report it (one node
-of 8 GPUs; jobs 1 and 2 run on 6 of them; job 3 needs all 8 and blocks jobs 4 and 5)."""
+of 8 GPUs; jobs 1 and 2 run on 6 of them; job 3 needs all 8 and blocks jobs 4 and 5).
+
+It answers the bytes Prometheus' ``/api/v1/query`` would (``fetch`` gives a ``RawAnswer``), so
+the advisor decodes and builds them exactly as it does the real client's answers."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpuadvisor.sources.prometheus.client import PrometheusError, QueryResult, Sample
-from gpuadvisor.sources.prometheus.live import LiveSettings
-from gpuadvisor.sources.prometheus.profiles import GPUADVISOR, Profile
+import orjson
+
+from gpuadvisor.sources.prometheus.answers import PrometheusError, RawAnswer, Sample
+from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR, Profile
+from gpuadvisor.sources.prometheus.live.state import LiveSettings
 
 Row = tuple[Mapping[str, str], float]
+URL = "http://fake-prometheus.invalid/api/v1/query"
+"""The query URL its answers name (in errors)."""
 MIN = 60.0
 DEFAULT_LIVE = LiveSettings()
 
@@ -43,14 +50,33 @@ class FakePrometheus:
         (expr,) = (e for e, n in self._names.items() if n == name)
         self._rows[expr] = (*self._rows[expr], *rows)
 
-    async def query(self, expr: str, *, time_s: float | None = None) -> QueryResult:
+    def samples(self, expr: str, time_s: float | None = None) -> tuple[Sample, ...]:
+        """What an answer to ``expr`` at ``time_s`` holds, before it is written as JSON."""
+        at = 0.0 if time_s is None else time_s
+        return tuple(Sample(dict(labels), float(value), at) for labels, value in self._rows[expr])
+
+    def answer(self, expr: str, time_s: float | None = None) -> bytes:
+        """The JSON body of a successful ``/api/v1/query`` answer to ``expr`` at ``time_s``
+        (Prometheus writes a value as text, a timestamp as a number)."""
+        series = [
+            {"metric": dict(s.label_map), "value": [s.timestamp_s, repr(s.value)]}
+            for s in self.samples(expr, time_s)
+        ]
+        body: dict[str, object] = {
+            "status": "success",
+            "data": {"resultType": "vector", "result": series},
+        }
+        warnings = self.warnings.get(self._names[expr], ())
+        if warnings:
+            body["warnings"] = list(warnings)
+        return orjson.dumps(body)
+
+    async def fetch(self, expr: str, *, time_s: float | None = None) -> RawAnswer:
+        """The answer as the client reads it; while ``down``, the error a failed read gives."""
         self.queries += 1
         if self.down:
             raise PrometheusError(self.down)
-        rows = self._rows[expr]
-        at = 0.0 if time_s is None else time_s
-        samples = tuple(Sample(dict(lab), v, at) for lab, v in rows)
-        return QueryResult(expr, "vector", samples, self.warnings.get(self._names[expr], ()))
+        return RawAnswer(expr, self.answer(expr, time_s), 200, URL)
 
 
 def head_of_line(now_s: float) -> FakePrometheus:

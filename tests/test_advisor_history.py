@@ -24,16 +24,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
 from gpuadvisor.cli import build_parser
-from gpuadvisor.cli.advisor import overrides
-from gpuadvisor.config.advisor import AdvisorConfig, advisor_config, load_advisor_config
+from gpuadvisor.cli.advisor import load_config
+from gpuadvisor.config.advisor import AdvisorConfig, load_advisor_config
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.model import Kind, Recommendation
-from gpuadvisor.services.advisor import ADVISOR, create_app
+from gpuadvisor.services.advisor.app import ADVISOR, create_app
 from gpuadvisor.services.history import HistoryFeed
 from gpuadvisor.sinks.exposition.metrics import private_registry
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
-from gpuadvisor.sources.prometheus.live import LiveSettings
+from gpuadvisor.sources.prometheus.live.state import LiveSettings
 from gpuadvisor.sources.slurm.history import HistorySettings
 from gpuadvisor.sources.slurm.sacct import SACCT_FORMAT
 from tests.harness.exposition_server import ExpositionServer
@@ -237,12 +237,10 @@ def test_the_flag_replaces_the_files_history(tmp_path: Path) -> None:
     args = build_parser(["advisor"]).parse_args(
         ["advisor", f"--config={path}", "--history.sacct-file=/var/lib/sacct.json"]
     )
-    config = advisor_config(args.config, overrides(args))
+    config = load_config(args)
     assert config.history == HistorySettings("/var/lib/sacct.json", 2)
     args = build_parser(["advisor"]).parse_args(["advisor", f"--config={path}"])
-    assert advisor_config(args.config, overrides(args)).history.sacct_file == str(
-        tmp_path / "a.txt"
-    )
+    assert load_config(args).history.sacct_file == str(tmp_path / "a.txt")
 
 
 async def test_a_missing_file_leaves_limits_until_it_appears(

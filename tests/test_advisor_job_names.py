@@ -26,10 +26,10 @@ from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import Kind, Recommendation
 from gpuadvisor.model.queue import PENDING, RUNNING, QueueEntry, QueueSnapshot
-from gpuadvisor.services.advisor import ADVISOR, create_app
+from gpuadvisor.services.advisor.app import ADVISOR, create_app
 from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
-from gpuadvisor.sources.prometheus.live import LiveSettings
+from gpuadvisor.sources.prometheus.live.state import LiveSettings
 from gpuadvisor.sources.slurm.history import HistorySettings
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob

@@ -24,18 +24,12 @@ from gpuadvisor.cli import build_parser
 from gpuadvisor.cli.advisor import load_config
 from gpuadvisor.config.advisor import AdvisorConfig
 from gpuadvisor.model import Kind, LiveState, SourceHealth
-from gpuadvisor.services.advisor import (
-    ADVISOR,
-    Advisor,
-    AdvisorSettings,
-    create_app,
-    generation,
-    run_once,
-)
+from gpuadvisor.services.advisor.app import ADVISOR, create_app, generation, run_once
+from gpuadvisor.services.advisor.runtime import Advisor, AdvisorSettings
 from gpuadvisor.sinks.delivery.outbox import Coalescing, Cycle
 from gpuadvisor.sinks.exposition.advisor import AdvisorStatus
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
-from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
+from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR
 from tests.fake_prometheus import head_of_line
 from tests.test_advice import head_of_line_snapshot
 

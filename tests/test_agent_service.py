@@ -15,8 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuadvisor.cli.listen import parse_listen_address
-from gpuadvisor.errors import ConfigError
+from gpuadvisor.config.values import listen_endpoint
 from gpuadvisor.model.gpu import GpuReading, NodeReading
 from gpuadvisor.services.agent import (
     EXPOSITION,
@@ -260,13 +259,13 @@ async def test_one_worker_thread_makes_every_probe_call(clock: Clock) -> None:
 def test_listen_addresses_parse_like_the_exporter_toolkits(
     text: str, expected: tuple[str | None, int]
 ) -> None:
-    assert parse_listen_address(text) == expected
+    assert listen_endpoint(text) == expected
 
 
 @pytest.mark.parametrize("text", ["19842", "host:", ":0", ":http", ":70000"])
 def test_a_bad_listen_address_is_refused_with_an_example(text: str) -> None:
-    with pytest.raises(ConfigError, match=r"e\.g\. :19842"):
-        parse_listen_address(text)
+    with pytest.raises(ValueError, match=r"e\.g\. ':19842'"):
+        listen_endpoint(text)
 
 
 async def test_the_agent_command_serves_a_simulated_node_on_loopback() -> None:

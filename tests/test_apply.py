@@ -23,7 +23,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from gpuadvisor.cli import main
+from gpuadvisor.cli import build_parser, main
+from gpuadvisor.cli.apply import apply_settings
+from gpuadvisor.config.apply import ApplySettings
+from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
 from gpuadvisor.sinks.delivery.payload import iso_utc, recommendation_json
 from tests.harness.slurm import SlurmCluster, submit_head_of_line
@@ -364,7 +367,9 @@ def test_a_missing_field_is_named_with_its_index(tmp_path: Path, apply: Apply) -
     [
         (("--kinds", "start-now,reboot-all"), "--kinds: unknown kind reboot-all"),
         (("--yes", "--scontrol", "/nonexistent/scontrol"), "--scontrol: '/nonexistent/scontrol'"),
-        (("--timeout", "0"), "--timeout and --http-timeout must be positive"),
+        (("--timeout", "0"), "--timeout: must be > 0 seconds, got '0'"),
+        (("--http-timeout", "soon"), "--http-timeout: expected seconds (1.5) or a duration"),
+        (("--http-config", "http.yml"), "--http-config goes with --advisor"),
     ],
 )
 def test_bad_options_exit_2_before_anything_runs(
@@ -546,3 +551,52 @@ def test_a_failed_or_hung_scontrol_exits_1_and_the_rest_still_runs(
     logged = records(tmp_path / "hung.log")
     assert [(r["outcome"], r["exit_code"]) for r in logged] == [("failed", None)] * 2
     assert all(r["duration_s"] < 5.0 for r in logged)
+
+
+def apply_args(*words: str) -> ApplySettings:
+    argv = ["apply", *words]
+    return apply_settings(build_parser(argv).parse_args(argv))
+
+
+def test_every_flag_keeps_its_spelling_and_durations_or_bare_seconds_read_alike() -> None:
+    settings = apply_args(
+        *("--advisor", "https://advisor:19844", "--yes", "--kinds", "start-now, place-on"),
+        *("--allow-update", "--log", "apply.log", "--scontrol", "/usr/bin/scontrol"),
+        *("--timeout", "90", "--http-timeout", "1m30s", "--http-config", "http.yml"),
+    )
+    assert settings == ApplySettings(
+        advisor="https://advisor:19844",
+        yes=True,
+        kinds="start-now,place-on",
+        allow_update=True,
+        audit_log="apply.log",
+        scontrol="/usr/bin/scontrol",
+        timeout_s=90.0,
+        http_timeout_s=90.0,
+        http_config="http.yml",
+    )
+    assert settings.kind_set == {"start-now", "place-on"}
+    assert apply_args("--from", "f.json", "--timeout", "2m").timeout_s == 120.0
+    assert apply_args("--from", "f.json", "--audit-log", "-").audit_log == "-"
+    assert apply_args("--from", "f.json") == ApplySettings(from_file="f.json")
+
+
+def test_the_settings_type_holds_the_checks_across_flags() -> None:
+    with pytest.raises(ConfigError, match="give one of --advisor URL and --from FILE"):
+        ApplySettings()
+    with pytest.raises(ConfigError, match="--http-config goes with --advisor"):
+        ApplySettings(from_file="f.json", http_config="http.yml")
+
+
+def test_check_config_checks_an_apply_command_line_without_running_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["check-config", "--", "apply", "--from", "absent.json", "--timeout", "2m"]) == 0
+    assert "gpuadvisor apply: OK (command line, ApplySettings)" in capsys.readouterr().out
+    words = ["check-config", "--", "apply", "--from", "f.json", "--http-config", "http.yml"]
+    assert main(words) == 2
+    assert "--http-config goes with --advisor" in capsys.readouterr().err
+    assert main(["check-config", "--", "render", "rules"]) == 2
+    assert "PROGRAM is one of agent, queue, advisor, apply, simulate, whatif" in (
+        capsys.readouterr().err
+    )

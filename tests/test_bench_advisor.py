@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
+from gpuadvisor.sources.prometheus.client import OFF_LOOP_BYTES
+from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR
 
 bench: Any = importlib.import_module("bench.advisor")
 """Imported by name at run time: mypy checks bench/advisor.py as the script ``advisor`` (bench/
@@ -46,10 +47,24 @@ def test_fixture_mode_gives_a_trusted_state_with_the_generated_counts() -> None:
     assert len(timings) == 2
     for t in timings:
         assert t["total_s"] > 0
-        parts = t["query_s"] + t["build_s"] + t["analysis_s"] + t["handoff_s"]
-        assert parts == pytest.approx(t["total_s"], abs=1e-6)
+        # each mark is this cycle's, in order: sent ≤ last answer ≤ built ≤ handed off ≤ done
         assert min(t["query_s"], t["build_s"], t["analysis_s"], t["handoff_s"]) >= 0
+    # every cycle read every query's whole answer, as the fixture server holds them
+    assert result.child["answer_bytes_per_cycle"] == result.setup["answer_mib"] * 2**20
+    assert result.child["build_worker_started"] is False  # small answers: built in-process
     assert result.child["rss_peak_mib"] >= result.child["rss_start_mib"] > 0
+
+
+def test_big_answers_are_built_in_the_advisors_build_worker_as_in_production() -> None:
+    w = bench.make_workload(16, 40, seed=3, scraped_s=float(int(time.time())))
+    result = bench.run_fixture(w, cycles=1, warmup=1)
+    assert result.setup["answer_mib"] * 2**20 >= OFF_LOOP_BYTES  # big enough to go there
+    assert result.child["build_worker_started"] is True
+    assert result.child["worker_peak_rss_mib"] > 0
+    found = result.child["summary"]
+    assert found["trusted"] is True, found["sources"]
+    assert found["gpus"] == 16 * bench.GPUS_PER_NODE
+    assert found["pending_jobs"] == len(w.pending) == 40
 
 
 def test_fixture_server_refuses_a_query_or_time_it_has_no_answer_for() -> None:

@@ -1,8 +1,10 @@
-"""``gpuadvisor check-config --simulate ARGS`` / ``--whatif ARGS``: the checks across flags that
+"""``gpuadvisor check-config -- simulate|whatif FLAG ...``: the checks across flags that
 ``SimulateSettings`` and ``WhatifSettings`` own run on a command line, before any file is read
-(none of the files named here exists), with the message the program itself gives."""
+(none of the files named here exists), in the words the program itself uses."""
 
 from __future__ import annotations
+
+import shlex
 
 import pytest
 
@@ -40,43 +42,50 @@ WHATIF_COMBINATIONS = {
 }
 
 
+def check(capsys: pytest.CaptureFixture[str], program: str, line: str) -> tuple[int, str, str]:
+    result = gpuadvisor(capsys, "check-config", "--", program, *shlex.split(line))
+    return result.code, result.out, result.err
+
+
 @pytest.mark.parametrize(("line", "said"), SIMULATE_COMBINATIONS.items())
 def test_check_config_reports_a_bad_simulate_combination(
     capsys: pytest.CaptureFixture[str], line: str, said: str
 ) -> None:
-    result = gpuadvisor(capsys, "check-config", "--simulate", line)
-    assert result.code == 2
-    assert result.err.startswith("gpuadvisor check-config: error: gpuadvisor simulate: ")
-    assert said in result.err
+    code, _, err = check(capsys, "simulate", line)
+    assert code == 2
+    assert err.startswith("gpuadvisor check-config: error: ")
+    assert said in err
 
 
 @pytest.mark.parametrize(("line", "said"), WHATIF_COMBINATIONS.items())
 def test_check_config_reports_a_bad_whatif_combination(
     capsys: pytest.CaptureFixture[str], line: str, said: str
 ) -> None:
-    result = gpuadvisor(capsys, "check-config", "--whatif", line)
-    assert result.code == 2
-    assert result.err.startswith("gpuadvisor check-config: error: gpuadvisor whatif: ")
-    assert said in result.err
+    code, _, err = check(capsys, "whatif", line)
+    assert code == 2
+    assert err.startswith("gpuadvisor check-config: error: ")
+    assert said in err
 
 
 def test_good_command_lines_are_ok_without_reading_their_files(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     simulate = "--trace missing.csv --outages missing.csv --output-schedule x.swf --policies easy"
+    assert check(capsys, "simulate", simulate)[:2] == (
+        0,
+        "gpuadvisor simulate: OK (command line, SimulateSettings)\n",
+    )
     whatif = "--sacct missing.json --nodes missing.csv --since 14d --policies fifo,advisor"
-    result = gpuadvisor(capsys, "check-config", "--simulate", simulate, "--whatif", whatif)
-    assert result.code == 0, result.err
-    assert result.out.splitlines() == [
-        f"gpuadvisor simulate {simulate}: OK (flags and their combinations)",
-        f"gpuadvisor whatif {whatif}: OK (flags and their combinations)",
-    ]
+    assert check(capsys, "whatif", whatif)[:2] == (
+        0,
+        "gpuadvisor whatif: OK (command line, WhatifSettings)\n",
+    )
 
 
 def test_a_bad_flag_value_is_the_program_s_own_usage_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    result = usage_error(capsys, "check-config", "--simulate", "--generate nope")
+    result = usage_error(capsys, "check-config", "--", "simulate", "--generate", "nope")
     assert result.code == 2
     assert "gpuadvisor simulate: error: argument --generate: invalid choice: 'nope'" in result.err
 
@@ -85,8 +94,8 @@ def test_the_same_combination_fails_the_program_itself_with_the_same_words(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     line = "--trace missing.csv --outages missing.csv --load 1.2"
-    checked = gpuadvisor(capsys, "check-config", "--simulate", line)
+    code, _, checked = check(capsys, "simulate", line)
     ran = gpuadvisor(capsys, "simulate", *line.split())
-    assert ran.code == checked.code == 2
+    assert ran.code == code == 2
     reason = ran.err.removeprefix("gpuadvisor simulate: error: ")
-    assert checked.err.endswith(reason)
+    assert checked == "gpuadvisor check-config: error: " + reason

@@ -7,13 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuadvisor.cli import main
-from gpuadvisor.config.advisor import (
-    AdvisorConfig,
-    AdvisorOverrides,
-    advisor_config,
-    load_advisor_config,
-)
+from gpuadvisor.cli import build_parser, main
+from gpuadvisor.cli.advisor import load_config
+from gpuadvisor.config.advisor import AdvisorConfig, advisor_config, load_advisor_config
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.sources.prometheus.client import PrometheusSettings
 from gpuadvisor.transport.auth import BasicAuth
@@ -199,7 +195,7 @@ def test_a_bad_selector_fails_at_load(tmp_path: Path) -> None:
 def test_a_file_that_sets_nothing_gets_the_defaults_of_the_settings_type(tmp_path: Path) -> None:
     path = write(tmp_path, "prometheus: {url: http://127.0.0.1:9090}\n")
     from_file = load_advisor_config(path, env={})
-    from_flags = advisor_config(None, AdvisorOverrides(prometheus_url="http://127.0.0.1:9090"))
+    from_flags = advisor_config(None, {"prometheus_url": "http://127.0.0.1:9090"})
     assert from_file == from_flags == AdvisorConfig(PrometheusSettings("http://127.0.0.1:9090"))
     assert from_file.effective_cycle.reclaim.window_s == from_file.live.window_s
 
@@ -225,14 +221,14 @@ def test_flags_given_override_the_file_and_flags_not_given_leave_it(tmp_path: Pa
         "profile: kubernetes\n"
         "prometheus: {url: http://127.0.0.1:9090, timeout: 3s}\n",
     )
-    untouched = advisor_config(path, AdvisorOverrides(), env={})
+    untouched = advisor_config(path, {}, env={})
     assert untouched == load_advisor_config(path, env={})
     assert untouched.interval_s == 60.0 and untouched.listen == (None, 9999)
-    flags = AdvisorOverrides(
-        prometheus_url="http://thanos:10902/prefix",
-        interval_s=5.0,
-        listen_address="127.0.0.1:19900",
-    )
+    flags = {
+        "prometheus_url": "http://thanos:10902/prefix",
+        "interval_s": "5s",
+        "listen_address": "127.0.0.1:19900",
+    }
     config = advisor_config(path, flags, env={})
     assert config.prometheus.url == "http://thanos:10902/prefix"
     assert config.prometheus.http.timeout_s == 3.0  # the rest of the section stays the file's
@@ -242,7 +238,7 @@ def test_flags_given_override_the_file_and_flags_not_given_leave_it(tmp_path: Pa
 
 def test_without_a_file_the_flags_must_name_prometheus() -> None:
     with pytest.raises(ConfigError, match=r"give --config FILE or at least --prometheus\.url"):
-        advisor_config(None, AdvisorOverrides(interval_s=5.0))
+        advisor_config(None, {"interval_s": 5.0})
 
 
 @pytest.mark.parametrize(
@@ -250,7 +246,7 @@ def test_without_a_file_the_flags_must_name_prometheus() -> None:
     [
         (["--interval", "0s"], "--interval: must be > 0 seconds, got '0s'"),
         (["--interval", "soon"], "--interval: expected seconds (1.5) or a duration"),
-        (["--web.listen-address", "nowhere"], "--web.listen-address 'nowhere': expected HOST:PORT"),
+        (["--web.listen-address", "nowhere"], "--web.listen-address: expected HOST:PORT"),
     ],
 )
 def test_a_bad_flag_is_named_before_anything_runs(
@@ -275,3 +271,77 @@ def test_the_cycle_bound_has_a_default_and_can_be_set(tmp_path: Path) -> None:
     assert load_advisor_config(path, env={}).prometheus.max_cycle_bytes == 128 * 1024 * 1024
     path = write(tmp_path, "prometheus:\n  url: http://p:9090\n  max_cycle_bytes: 1000000\n")
     assert load_advisor_config(path, env={}).prometheus.max_cycle_bytes == 1_000_000
+
+
+def advisor_args(*words: str) -> AdvisorConfig:
+    argv = ["advisor", *words]
+    return load_config(build_parser(argv).parse_args(argv))
+
+
+def test_every_flag_keeps_its_spelling_and_durations_or_bare_seconds_read_alike(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        "prometheus: {url: http://p:9090}\n"
+        "web: {config_file: web.yml}\nhistory: {sacct_file: sacct.json}\n",
+    )
+    config = advisor_args(
+        f"--config={path}",
+        "--prometheus.url=http://thanos:10902",
+        "--profile=kubernetes",
+        "--interval=90",
+        "--web.listen-address=127.0.0.1:19900",
+        "--web.config.file=",  # empty: none, over the file's
+        "--history.sacct-file=/var/lib/sacct.json",
+    )
+    assert config.prometheus.url == "http://thanos:10902"
+    assert config.profile.name == "kubernetes"
+    assert config.interval_s == 90.0 and config.listen == ("127.0.0.1", 19900)
+    assert config.web_config_file is None
+    assert config.history.sacct_file == "/var/lib/sacct.json"
+    assert advisor_args(f"--config={path}", "--interval", "1m30s").interval_s == 90.0
+    assert advisor_args(f"--config={path}", "--interval", "1.5m").interval_s == 90.0
+    assert advisor_args(f"--config={path}").web_config_file == str(tmp_path / "web.yml")
+
+
+def test_the_file_reads_the_flagged_keys_with_the_flags_checks(tmp_path: Path) -> None:
+    path = write(tmp_path, "prometheus: {url: http://p:9090}\ninterval: 90\n")
+    assert load_advisor_config(path, env={}).interval_s == 90.0
+    path = write(tmp_path, "prometheus: {url: http://p:9090}\ninterval: 0s\n")
+    with pytest.raises(ConfigError, match=r"line 2: interval: must be > 0 seconds, got '0s'"):
+        load_advisor_config(path, env={})
+    path = write(tmp_path, "prometheus: {url: http://p:9090}\nweb: {listen_address: here}\n")
+    with pytest.raises(ConfigError, match=r"line 2: web.listen_address: expected HOST:PORT"):
+        load_advisor_config(path, env={})
+
+
+def test_an_unknown_profile_flag_names_the_flag_and_the_known_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["advisor", "--prometheus.url", "http://127.0.0.1:9", "--once", "--profile=kubernets"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--profile: unknown value 'kubernets' (did you mean 'kubernetes'?)" in err
+
+
+def test_help_shows_each_default_from_the_settings_type(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["advisor", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--interval DURATION" in text and "(default 30s)" in text
+    assert "(default :19844)" in text and "(default gpuadvisor)" in text
+
+
+def test_check_config_checks_an_advisor_command_line_as_the_advisor_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "prometheus: {url: http://p:9090}\n")
+    assert main(["check-config", "--", "advisor", "--config", path, "--interval", "90"]) == 0
+    assert "gpuadvisor advisor: OK (command line, AdvisorConfig)" in capsys.readouterr().out
+    assert main(["check-config", "--", "advisor", "--config", path, "--interval", "0s"]) == 2
+    assert "--interval: must be > 0 seconds, got '0s'" in capsys.readouterr().err
+    assert main(["check-config", "--", "advisor", "--interval", "1m"]) == 2
+    assert "give --config FILE or at least --prometheus.url" in capsys.readouterr().err

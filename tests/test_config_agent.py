@@ -12,13 +12,12 @@ from gpuadvisor import __version__
 from gpuadvisor.cli import build_parser, main
 from gpuadvisor.cli.agent import agent_config
 from gpuadvisor.config.agent import (
-    DEFAULT_CHOICES,
     AgentConfig,
     load_agent_config,
 )
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.agent import AgentSettings
-from gpuadvisor.services.probes import AGENT_CHOICES
+from gpuadvisor.services.probes import AGENT_CHOICES, BACKENDS
 
 FULL = """\
 # every setting
@@ -57,7 +56,7 @@ def write(tmp_path: Path, text: str) -> str:
 
 
 def test_a_full_file_gives_typed_values(tmp_path: Path) -> None:
-    config = load_agent_config(write(tmp_path, FULL), env={})
+    config = load_agent_config(write(tmp_path, FULL), env={}, choices=AGENT_CHOICES)
     assert config == AgentConfig(
         listen_address="127.0.0.1:19900",
         web_config_file=str(tmp_path / "web-config.yml"),  # relative to the file's folder
@@ -84,7 +83,7 @@ def test_a_full_file_gives_typed_values(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text", ["", "# nothing\n", "web:\ncollect:\n"])
 def test_an_empty_file_or_empty_sections_give_the_defaults(tmp_path: Path, text: str) -> None:
-    assert load_agent_config(write(tmp_path, text), env={}) == AgentConfig()
+    assert load_agent_config(write(tmp_path, text), env={}, choices=AGENT_CHOICES) == AgentConfig()
 
 
 @pytest.mark.parametrize(
@@ -116,7 +115,7 @@ def test_each_error_names_the_file_the_line_and_the_field(
 ) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as caught:
-        load_agent_config(path, env={})
+        load_agent_config(path, env={}, choices=AGENT_CHOICES)
     assert caught.value.path == path
     assert caught.value.line == line
     assert str(caught.value).startswith(f"{path}, line {line}: ")
@@ -125,7 +124,7 @@ def test_each_error_names_the_file_the_line_and_the_field(
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"agent\.yaml: cannot read: No such file"):
-        load_agent_config(str(tmp_path / "agent.yaml"), env={})
+        load_agent_config(str(tmp_path / "agent.yaml"), env={}, choices=AGENT_CHOICES)
 
 
 def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
@@ -136,7 +135,7 @@ def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
         "GPUADVISOR_AGENT_WEB_CONFIG_FILE": "relative/web.yml",  # relative to the working dir
         "PATH": "/usr/bin",
     }
-    config = load_agent_config(path, env=env)
+    config = load_agent_config(path, env=env, choices=AGENT_CHOICES)
     assert config.collect_interval_s == 0.25
     assert config.backend == "nvml"
     assert config.web_config_file == "relative/web.yml"
@@ -145,9 +144,11 @@ def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
 
 def test_environment_errors_name_the_variable() -> None:
     with pytest.raises(ConfigError, match=r"_SIM_GPUS: sim\.gpus: expected a number"):
-        load_agent_config(None, env={"GPUADVISOR_AGENT_SIM_GPUS": "many"})
+        load_agent_config(None, env={"GPUADVISOR_AGENT_SIM_GPUS": "many"}, choices=AGENT_CHOICES)
     with pytest.raises(ConfigError, match="did you mean 'GPUADVISOR_AGENT_COLLECT_INTERVAL'"):
-        load_agent_config(None, env={"GPUADVISOR_AGENT_COLLECT_INTERVALL": "1"})
+        load_agent_config(
+            None, env={"GPUADVISOR_AGENT_COLLECT_INTERVALL": "1"}, choices=AGENT_CHOICES
+        )
 
 
 # --- precedence through the command line -----------------------------------------------------
@@ -222,10 +223,10 @@ def test_the_replay_settings_come_from_the_file_the_environment_and_flags(
     )
 
 
-def test_the_choices_the_config_knows_are_the_registries_keys() -> None:
-    assert {k: sorted(v) for k, v in DEFAULT_CHOICES.items()} == {
-        k: sorted(v) for k, v in AGENT_CHOICES.items()
-    }
+def test_the_backend_names_are_the_probe_registrys_keys(tmp_path: Path) -> None:
+    assert AGENT_CHOICES["backend"] == tuple(BACKENDS)
+    with pytest.raises(ConfigError, match=r"line 1: backend: unknown value 'nvm' .*nvml, sim"):
+        load_agent_config(write(tmp_path, "backend: nvm\n"), env={}, choices=AGENT_CHOICES)
 
 
 # --- gpuadvisor check-config ---------------------------------------------------------------------

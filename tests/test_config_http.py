@@ -20,7 +20,8 @@ from gpuadvisor.errors import ConfigError
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
 from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerSink
 from gpuadvisor.sinks.delivery.outbox import Active, Cycle, SinkError
-from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusError
+from gpuadvisor.sources.prometheus.answers import PrometheusError
+from gpuadvisor.sources.prometheus.client import PrometheusClient
 from gpuadvisor.transport.auth import BearerAuth
 from gpuadvisor.transport.secret import Secret
 from gpuadvisor.transport.tls import TlsSettings

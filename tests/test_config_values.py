@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
 
-from gpuadvisor.config.values import duration_text, seconds, seconds_or_zero, timestamp
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuadvisor.config.values import (
+    duration_text,
+    listen_address,
+    listen_endpoint,
+    non_negative,
+    positive,
+    seconds,
+    seconds_or_zero,
+    timestamp,
+)
 
 
 @pytest.mark.parametrize(
@@ -93,3 +106,39 @@ def test_instants_are_unix_seconds_or_iso_8601_read_as_utc_without_a_zone(
 def test_an_instant_that_is_neither_says_what_is_expected() -> None:
     with pytest.raises(ValueError, match="Unix seconds or an ISO 8601 date and time"):
         timestamp("last tuesday")
+
+
+_HOSTS = st.one_of(
+    st.just(""),
+    st.from_regex(r"[a-z][a-z0-9.-]{0,20}", fullmatch=True),
+    st.ip_addresses(v=4).map(str),
+    st.ip_addresses(v=6).map(lambda ip: f"[{ip}]"),
+)
+
+
+@given(host=_HOSTS, port=st.integers(1, 65535))
+def test_a_listen_address_splits_into_host_and_port(host: str, port: int) -> None:
+    assert listen_address(f"{host}:{port}") == f"{host}:{port}"
+    expected_host = host.strip("[]") or None
+    assert listen_endpoint(f"{host}:{port}") == (expected_host, port)
+
+
+@given(host=_HOSTS, port=st.one_of(st.integers(-5, 0), st.integers(65536, 10**6)))
+def test_a_port_out_of_range_is_refused_with_an_example(host: str, port: int) -> None:
+    with pytest.raises(ValueError, match=r"expected HOST:PORT, :PORT or \[IPv6\]:PORT"):
+        listen_endpoint(f"{host}:{port}")
+
+
+@given(st.integers(0, 10**9), st.sampled_from([seconds_or_zero, non_negative]))
+def test_the_bound_checks_accept_what_is_in_bounds_and_only_that(
+    value: int, check: Callable[[object], float]
+) -> None:
+    assert check(str(value)) == float(value)
+    with pytest.raises(ValueError, match=r"must be >= 0"):
+        check(str(-value - 1))
+    strict = {seconds_or_zero: seconds, non_negative: positive}[check]
+    if value == 0:
+        with pytest.raises(ValueError, match=r"must be > 0"):
+            strict(str(value))
+    else:
+        assert strict(str(value)) == float(value)

@@ -31,9 +31,10 @@ import yaml
 from gpuadvisor import __version__
 from gpuadvisor.cli import build_parser
 from gpuadvisor.cli.agent import agent_config
-from gpuadvisor.cli.listen import ADVISOR_PORT, AGENT_PORT, QUEUE_PORT, parse_listen_address
 from gpuadvisor.cli.queue import queue_config
 from gpuadvisor.config.advisor import load_advisor_config
+from gpuadvisor.config.values import listen_endpoint
+from gpuadvisor.sinks.exposition.ports import ADVISOR_PORT, AGENT_PORT, QUEUE_PORT
 from gpuadvisor.sources.slurm.sacct import parse_sacct
 from tests.fake_squeue import write_fake_squeue
 from tests.harness.process import ManagedProcess, http_ok, require_binary
@@ -127,7 +128,7 @@ def test_unit_runs_a_command_the_cli_accepts_on_its_port(command: str) -> None:
         assert args.config == "/etc/gpuadvisor/advisor.yaml"
         secrets = {"GPUADVISOR_SLACK_WEBHOOK_URL": "https://x", "GPUADVISOR_WEBHOOK_SECRET": "s"}
         listen = load_advisor_config(str(DEPLOY / "advisor.yaml"), env=secrets).listen_address
-    assert parse_listen_address(listen)[1] == PORTS[command]
+    assert listen_endpoint(listen)[1] == PORTS[command]
 
 
 @pytest.mark.parametrize("command", sorted(UNITS))
@@ -523,7 +524,7 @@ def test_agent_daemonset_runs_on_gpu_nodes_without_taking_a_gpu() -> None:
     args = build_parser(spec["args"]).parse_args(spec["args"])
     config = agent_config(args, env={})
     assert config.backend == "nvml"
-    assert parse_listen_address(config.listen_address)[1] == port(spec, "metrics") == AGENT_PORT
+    assert listen_endpoint(config.listen_address)[1] == port(spec, "metrics") == AGENT_PORT
     mounts = {m["mountPath"]: m for m in spec["volumeMounts"]}
     assert mounts[config.jobs_proc_root]["readOnly"] is True
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -546,7 +547,7 @@ def test_advisor_config_map_loads_with_the_secret_and_ports_agree(tmp_path: Path
     (secret_ref,) = [source["secretRef"]["name"] for source in spec["envFrom"]]
     secret = one("Secret", secret_ref)
     config = load_advisor_config(str(path), env=secret["stringData"])
-    listen = parse_listen_address(config.listen_address)[1]
+    listen = listen_endpoint(config.listen_address)[1]
     assert listen == port(spec, "http") == ADVISOR_PORT
     unused = set(secret["stringData"]) - set(config_map["data"][key].split())
     assert not unused, f"Secret keys the config never names: {unused}"

@@ -2,10 +2,10 @@
 
 No Docker daemon runs here, so the Dockerfile is parsed and checked for what the image must be:
 two stages (a wheel built in ``builder``, only the installed venv copied into the runtime),
-Python 3.11 slim, a non-root user, ``ENTRYPOINT ["gpuadvisor"]``, the three servers' ports as
-``gpuadvisor.cli.listen`` defines them, a default command the CLI accepts, OCI labels, and a
-build context that holds every file the build copies. Where a daemon answers, the image is
-built and run as well (``test_image_builds_and_runs``).
+Python 3.11 slim, a non-root user, ``ENTRYPOINT ["gpuadvisor"]``, the three servers' ports
+as ``gpuadvisor.sinks.exposition.ports`` defines them, a default command the CLI accepts, OCI
+labels, and a build context that holds every file the build copies. Where a daemon answers,
+the image is built and run as well (``test_image_builds_and_runs``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 
 from gpuadvisor import __version__
 from gpuadvisor.cli import build_parser
-from gpuadvisor.cli.listen import ADVISOR_PORT, AGENT_PORT, QUEUE_PORT
+from gpuadvisor.sinks.exposition.ports import ADVISOR_PORT, AGENT_PORT, QUEUE_PORT
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"

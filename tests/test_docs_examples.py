@@ -28,8 +28,9 @@ from gpuadvisor.config.advisor import load_advisor_config
 from gpuadvisor.config.agent import load_agent_config
 from gpuadvisor.config.http import HTTP_KEYS, load_http_config
 from gpuadvisor.config.simnode import load_sim_spec
+from gpuadvisor.config.web import load_web_config
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.services.webconfig import load_web_config
+from gpuadvisor.services.probes import AGENT_CHOICES
 from gpuadvisor.sinks.report.plots import REPORT_EXTRA_HINT
 from gpuadvisor.sources.queuefile import read_queue_file
 from tests.harness.process import require_binary
@@ -165,7 +166,7 @@ def load_advisor(example: Example, tmp: Path, supplies: Supplies) -> None:
 
 def load_agent(example: Example, tmp: Path, supplies: Supplies) -> None:
     path = written(example, tmp, supplies, "agent.yaml")
-    load_agent_config(str(path), env={})
+    load_agent_config(str(path), env={}, choices=AGENT_CHOICES)
 
 
 def load_sim_node(example: Example, tmp: Path, supplies: Supplies) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from gpuadvisor.sinks.delivery.webhook import verify_signature
-from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
+from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR
 from tests.harness.alertmanager import AlertmanagerServer
 from tests.harness.process import ManagedProcess, eventually, gpuadvisor_argv
 from tests.harness.prometheus import PrometheusServer, ScrapeJob

@@ -14,8 +14,8 @@ import pytest
 from gpuadvisor.analysis.advice.reorder import advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
-from gpuadvisor.sources.prometheus.live import LiveSettings, read_live
-from gpuadvisor.sources.prometheus.profiles import KUBERNETES
+from gpuadvisor.sources.prometheus.live.profiles import KUBERNETES
+from gpuadvisor.sources.prometheus.live.state import LiveSettings, read_live
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 

@@ -17,10 +17,10 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.model import Cluster, ClusterQueue, ClusterSnapshot, LiveState, QueueGpus
-from gpuadvisor.services.advisor import Advisor, AdvisorSettings
+from gpuadvisor.services.advisor.runtime import Advisor, AdvisorSettings
 from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
-from gpuadvisor.sources.prometheus.live import LiveSettings, read_live
-from gpuadvisor.sources.prometheus.profiles import KUBERNETES
+from gpuadvisor.sources.prometheus.live.profiles import KUBERNETES
+from gpuadvisor.sources.prometheus.live.state import LiveSettings, read_live
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.test_advisor_service import Recorder

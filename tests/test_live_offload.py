@@ -9,15 +9,11 @@ import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-import orjson
-
-from gpuadvisor.sources.prometheus.client import RawAnswer
-from gpuadvisor.sources.prometheus.live import LiveSettings, build_from_raw, build_live_state
-from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
-from gpuadvisor.sources.prometheus.scratch import Answers
+from gpuadvisor.sources.prometheus.answers import RawAnswer
+from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR
+from gpuadvisor.sources.prometheus.live.scratch import Answers
+from gpuadvisor.sources.prometheus.live.state import LiveSettings, build_from_raw, build_live_state
 from tests.fake_prometheus import head_of_line
-
-URL = "http://127.0.0.1:9090/api/v1/query"
 
 
 def raw_answers(now_s: float) -> tuple[tuple[str, RawAnswer], ...]:
@@ -29,21 +25,9 @@ def raw_answers(now_s: float) -> tuple[tuple[str, RawAnswer], ...]:
         window_s=settings.window_s,
         share_window_s=settings.share_window_s,
     )
-    out = []
-    for name, expr in exprs.items():
-        result = asyncio.run(fake.query(expr, time_s=now_s))
-        series = [
-            {"metric": dict(s.label_map), "value": [s.timestamp_s, repr(s.value)]}
-            for s in result.samples
-        ]
-        body: dict[str, object] = {
-            "status": "success",
-            "data": {"resultType": "vector", "result": series},
-        }
-        if result.warnings:
-            body["warnings"] = list(result.warnings)
-        out.append((name, RawAnswer(expr, orjson.dumps(body), 200, URL)))
-    return tuple(out)
+    return tuple(
+        (name, asyncio.run(fake.fetch(expr, time_s=now_s))) for name, expr in exprs.items()
+    )
 
 
 def test_a_worker_process_builds_the_same_state_as_this_one() -> None:
@@ -59,13 +43,14 @@ def test_a_worker_process_builds_the_same_state_as_this_one() -> None:
     assert here.query_warnings == (("gpu_info", "partial response"),)
 
 
-def test_it_is_the_state_the_decoded_answers_give() -> None:
+def test_it_is_the_state_the_samples_give_before_they_are_written_as_json() -> None:
     now = time.time()
     fake = head_of_line(now)
     answers = Answers()
     for name, raw in raw_answers(now):
-        answers.add(name, asyncio.run(fake.query(raw.expr, time_s=now)).samples)
+        answers.add(name, fake.samples(raw.expr, now))
     direct = build_live_state("gpuadvisor", answers, now_s=now)
+    assert direct.state.trusted
     assert build_from_raw("gpuadvisor", raw_answers(now), now, LiveSettings()).state == direct.state
 
 

@@ -11,12 +11,12 @@ import pytest
 from gpuadvisor.analysis.advice.reorder import advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.model import Kind, LiveState
-from gpuadvisor.sources.prometheus.builders import GPUADVISOR_PLAN
-from gpuadvisor.sources.prometheus.client import Sample
-from gpuadvisor.sources.prometheus.live import (
+from gpuadvisor.sources.prometheus.answers import Sample
+from gpuadvisor.sources.prometheus.live.builders import GPUADVISOR_PLAN
+from gpuadvisor.sources.prometheus.live.state import (
     Answers as Indexed,
 )
-from gpuadvisor.sources.prometheus.live import (
+from gpuadvisor.sources.prometheus.live.state import (
     LiveBuild,
     LiveSettings,
     build_gpuadvisor,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.answers import Series
 from gpuadvisor.sources.prometheus.history.podhistory import SERIES_READ, PodHistory
 
 STEP = 10.0

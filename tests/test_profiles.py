@@ -13,7 +13,7 @@ import yaml
 
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.sinks.exposition.agent import METRICS_BY_NAME
-from gpuadvisor.sources.prometheus.profiles import (
+from gpuadvisor.sources.prometheus.live.profiles import (
     GPUADVISOR,
     KUBERNETES,
     PROFILES,

@@ -23,15 +23,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.sources.prometheus.client import (
-    PrometheusClient,
-    PrometheusError,
-    PrometheusSettings,
-    cycle_budget,
-    parse_matrix,
-)
-from gpuadvisor.sources.prometheus.live import read_live_state
-from gpuadvisor.sources.prometheus.profiles import GPUADVISOR
+from gpuadvisor.sources.prometheus.answers import PrometheusError, parse_matrix
+from gpuadvisor.sources.prometheus.byte_budget import cycle_budget
+from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
+from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR
+from gpuadvisor.sources.prometheus.live.state import read_live
 from gpuadvisor.transport.auth import BasicAuth, BearerAuth
 from gpuadvisor.transport.secret import Secret
 from gpuadvisor.transport.settings import HttpSettings
@@ -499,7 +495,7 @@ def test_unreadable_tls_files_are_a_config_error(pki: Path) -> None:
 async def test_an_unreachable_prometheus_gives_a_state_with_the_prometheus_source_down() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     async with PrometheusClient(PrometheusSettings(url)) as client:
-        state = await read_live_state(client, GPUADVISOR, now_s=123.0)
+        state = (await read_live(client, GPUADVISOR, now_s=123.0)).state
     prometheus = state.sources[0]
     assert (prometheus.source, prometheus.up) == ("prometheus", False)
     assert "cannot connect: connection refused" in prometheus.reason
@@ -517,7 +513,7 @@ async def test_one_failing_query_takes_the_cycle_down_naming_that_query(serve: S
 
     server = await serve(overloaded_for_queue)
     async with PrometheusClient(PrometheusSettings(base_url(server))) as client:
-        state = await read_live_state(client, GPUADVISOR, now_s=5.0)
+        state = (await read_live(client, GPUADVISOR, now_s=5.0)).state
     reason = state.sources[0].reason
     assert reason.startswith("query queue_up: ")
     assert "HTTP 503: timeout: query timed out" in reason

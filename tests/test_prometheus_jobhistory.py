@@ -12,7 +12,7 @@ from itertools import pairwise
 
 from gpuadvisor.model.availability import Outage
 from gpuadvisor.simulation.whatif.rebuild import rebuild
-from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.answers import Series
 from gpuadvisor.sources.prometheus.history.jobhistory import JobHistory
 from gpuadvisor.sources.prometheus.history.queue_scrapes import QueueScrapes
 from gpuadvisor.sources.prometheus.history.scraped import STALE_S, Runs

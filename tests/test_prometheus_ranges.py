@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from gpuadvisor.sources.prometheus.client import (
+from gpuadvisor.sources.prometheus.answers import (
     PrometheusError,
     QueryResult,
     RangeResult,

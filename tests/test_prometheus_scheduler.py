@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from gpuadvisor.model.scheduler import SchedulerConfig
-from gpuadvisor.sources.prometheus.client import RangeResult, Series
+from gpuadvisor.sources.prometheus.answers import RangeResult, Series
 from gpuadvisor.sources.prometheus.history.ranges import ReadPlan
 from gpuadvisor.sources.prometheus.history.scheduler import (
     SCHEDULER_INFO,

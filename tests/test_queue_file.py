@@ -179,7 +179,7 @@ BAD = [
     (
         "jobs:\n  - {job_id: 1, user: a, user: b, partition: p, state: R, submit_time: 0}\n",
         2,
-        "jobs[0].user: duplicate key (first on line 2)",
+        "jobs[0].user: duplicate key (first set on line 2)",
     ),
     ("jobs: {}\n", 1, "jobs: expected a list of jobs"),
     ("queue: []\n", 1, "queue: unknown key; the top level holds only 'jobs'"),

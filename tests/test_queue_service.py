@@ -23,8 +23,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuadvisor.cli import main
-from gpuadvisor.cli.queue import parse_listen
-from gpuadvisor.errors import ConfigError
+from gpuadvisor.config.values import listen_endpoint
 from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.services.queue import POLLER, Poller, QueueSettings, create_app
 from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS, queue_registry
@@ -317,11 +316,11 @@ def test_bad_flags_are_one_clear_line(
 
 
 def test_listen_addresses() -> None:
-    assert parse_listen(":9402") == (None, 9402)
-    assert parse_listen("127.0.0.1:19402") == ("127.0.0.1", 19402)
-    assert parse_listen("[::1]:9402") == ("::1", 9402)
-    with pytest.raises(ConfigError):
-        parse_listen("localhost:99999")
+    assert listen_endpoint(":9402") == (None, 9402)
+    assert listen_endpoint("127.0.0.1:19402") == ("127.0.0.1", 19402)
+    assert listen_endpoint("[::1]:9402") == ("::1", 9402)
+    with pytest.raises(ValueError, match="expected HOST:PORT"):
+        listen_endpoint("localhost:99999")
 
 
 def test_gpuadvisor_queue_serves_as_a_real_process(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuadvisor.cli import build_parser
-from gpuadvisor.config import agent, queue, simulate, whatif
+from gpuadvisor.config import advisor, agent, apply, queue, simulate, whatif
 from gpuadvisor.config.setting import Setting, default_text, defaults_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,10 +25,18 @@ PROGRAMS: dict[str, tuple[tuple[Setting, ...], type]] = {
     "simulate": (simulate.SIMULATE_SETTINGS, simulate.SimulateSettings),
     "demo": (simulate.DEMO_SETTINGS, simulate.DemoSettings),
     "whatif": (whatif.WHATIF_SETTINGS, whatif.WhatifSettings),
+    "apply": (apply.SETTINGS, apply.ApplySettings),
 }
-NOT_ON_A_SETTINGS_TABLE_YET = {"advisor.py", "apply.py"}
-"""CLI modules of programs whose settings are not generated from a table yet."""
-FLAG_MODULES = ("agent.py", "queue.py", "simulate.py", "demo.py", "whatif.py", "flags.py")
+FLAG_MODULES = (
+    "agent.py",
+    "queue.py",
+    "advisor.py",
+    "apply.py",
+    "simulate.py",
+    "demo.py",
+    "whatif.py",
+    "flags.py",
+)
 
 
 def subparser(program: str) -> argparse.ArgumentParser:
@@ -60,6 +68,25 @@ def test_help_shows_the_settings_types_defaults(program: str) -> None:
         if default not in (None, ()):
             shown = f"(default {default_text(setting, default)})"
             assert helps[setting.field].endswith(shown), setting.flag
+
+
+def test_the_advisors_flags_come_from_its_table_and_show_its_settings_types_defaults() -> None:
+    """The advisor's table covers the settings that have a flag (the file holds the rest);
+    their defaults are ``AdvisorConfig``'s and its sections'."""
+    actions = {a.dest: a for a in subparser("advisor")._actions}
+    defaults = advisor.flag_defaults()
+    assert defaults["interval_s"] == defaults_of(advisor.AdvisorConfig)["interval_s"]
+    for setting in advisor.SETTINGS:
+        action = actions[setting.field]
+        assert action.option_strings == list(setting.flags), setting.field
+        assert action.default is None, setting.flag
+        default = defaults[setting.field]
+        if default is not None:
+            shown = f"(default {default_text(setting, default)})"
+            assert (action.help or "").endswith(shown), setting.flag
+    every_program = {"help", "version", "log_level", "log_format"}
+    flagged = {a.dest for a in actions.values() if a.option_strings} - every_program
+    assert flagged == {s.field for s in advisor.SETTINGS} | {"config", "once"}
 
 
 def test_a_flag_left_out_is_not_given_so_the_file_and_environment_still_count() -> None:
@@ -98,8 +125,6 @@ def test_no_cli_module_writes_a_settings_default_again() -> None:
     every = set().union(*by_field.values())
     found = []
     for path in sorted(CLI.glob("*.py")):
-        if path.name in NOT_ON_A_SETTINGS_TABLE_YET:
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.keyword) or node.arg is None:
                 continue
@@ -150,16 +175,23 @@ def test_every_agent_setting_has_a_flag_key_and_variable_documented_with_its_def
             assert f"`{default_text(setting, default)}`" in row, setting.key
 
 
-@pytest.mark.parametrize("program", ["queue", "simulate", "demo", "whatif"])
+@pytest.mark.parametrize("program", ["queue", "advisor", "simulate", "demo", "whatif", "apply"])
 def test_every_setting_of_the_other_programs_is_documented_with_its_default(
     program: str,
 ) -> None:
-    docs = DOCS.read_text()
-    section = docs[docs.index(f"### `gpuadvisor {program}`") :]
-    table, settings_type = PROGRAMS[program]
-    defaults = defaults_of(settings_type)
+    if program == "apply":  # its flags are documented beside its safety rules
+        section = (ROOT / "docs" / "apply.md").read_text()
+    else:
+        docs = DOCS.read_text()
+        section = docs[docs.index(f"### `gpuadvisor {program}`") :]
+    if program == "advisor":
+        table, defaults = advisor.SETTINGS, advisor.flag_defaults()
+    else:
+        table, settings_type = PROGRAMS[program]
+        defaults = defaults_of(settings_type)
     for setting in table:
         row = _doc_row(section, setting.flag)
+        assert not setting.key or f"`{setting.key}`" in row, setting.key
         default = defaults.get(setting.field)
         if default not in (None, ()):
             assert f"`{default_text(setting, default)}`" in row, setting.flag

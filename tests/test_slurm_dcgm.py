@@ -18,10 +18,11 @@ import pytest
 from gpuadvisor.analysis.advice.reorder import advise
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.model import Kind
-from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings, Sample
-from gpuadvisor.sources.prometheus.live import LiveBuild, LiveSettings, read_live
-from gpuadvisor.sources.prometheus.profiles import SLURM_DCGM, label_matcher
-from gpuadvisor.sources.prometheus.slurmdcgm import build_slurm_dcgm
+from gpuadvisor.sources.prometheus.answers import Sample
+from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
+from gpuadvisor.sources.prometheus.live.profiles import SLURM_DCGM, label_matcher
+from gpuadvisor.sources.prometheus.live.slurmdcgm import build_slurm_dcgm
+from gpuadvisor.sources.prometheus.live.state import LiveBuild, LiveSettings, read_live
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.test_prometheus_live import HEAD_OF_LINE_QUEUE, T0

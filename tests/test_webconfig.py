@@ -19,14 +19,11 @@ from aiohttp import web
 from aiohttp.test_utils import BaseTestServer, TestServer
 from aiohttp.typedefs import Middleware
 
+from gpuadvisor.config.web import load_web_config
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.agent import AgentSettings, create_app
-from gpuadvisor.services.basicauth import BasicAuth
-from gpuadvisor.services.webconfig import (
-    ConcurrencyLimit,
-    load_web_config,
-    web_security,
-)
+from gpuadvisor.services.basicauth import BasicAuthGuard
+from gpuadvisor.services.webconfig import ConcurrencyLimit, web_security
 from gpuadvisor.sources.simnode.node import SimulatedProbe, default_spec
 
 ONCE = AgentSettings(interval_s=3600.0, probe_timeout_s=2.0)
@@ -201,7 +198,7 @@ def users() -> dict[str, bytes]:
 async def test_basic_auth_accepts_the_password_and_refuses_everything_else(
     users: dict[str, bytes], serve: list[TestServer]
 ) -> None:
-    server = await start(serve, agent_app((BasicAuth(users).middleware,)), None)
+    server = await start(serve, agent_app((BasicAuthGuard(users).middleware,)), None)
     status, _, _ = await get(server, auth=basic("prometheus", PASSWORD))
     assert status == 200
     for auth in (
@@ -222,13 +219,13 @@ async def test_basic_auth_accepts_the_password_and_refuses_everything_else(
 async def test_malformed_authorization_headers_are_refused(
     users: dict[str, bytes], header: str
 ) -> None:
-    assert not await BasicAuth(users).check(header)
+    assert not await BasicAuthGuard(users).check(header)
 
 
 async def test_every_result_is_cached_so_bcrypt_runs_once_per_credential(
     users: dict[str, bytes], serve: list[TestServer]
 ) -> None:
-    auth = BasicAuth(users, rest_ratio=0, refusal_hold_s=0)
+    auth = BasicAuthGuard(users, rest_ratio=0, refusal_hold_s=0)
     server = await start(serve, agent_app((auth.middleware,)), None)
     good = basic("prometheus", PASSWORD)
     for _ in range(5):
@@ -246,7 +243,7 @@ async def test_every_result_is_cached_so_bcrypt_runs_once_per_credential(
 
 async def test_bcrypt_runs_off_the_event_loop(users: dict[str, bytes]) -> None:
     slow = {"prometheus": bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=12))}
-    auth = BasicAuth(slow, rest_ratio=0)
+    auth = BasicAuthGuard(slow, rest_ratio=0)
     header = basic("prometheus", PASSWORD)
     ticks = 0
 
@@ -364,7 +361,11 @@ def test_client_verification_needs_a_client_ca(pki: Pki, tmp_path: Path) -> None
     ("extra", "line", "words"),
     [
         ("  client_auth_type: RequireAnyClientCert\n", 4, "unverified client certificates"),
-        ("  min_version: TLS14\n", 4, "expected one of TLS10, TLS11, TLS12, TLS13"),
+        (
+            "  min_version: TLS14\n",
+            4,
+            "unknown 'TLS14' (did you mean 'TLS13'?); one of TLS10",
+        ),
         ("  min_version: TLS13\n  max_version: TLS12\n", 4, "above max_version"),
         ("  cipher_suites: [TLS_AES_128_GCM_SHA256]\n", 4, "not supported by gpuadvisor"),
         ("rate_limit:\n  burst: 3\n", 4, "rate_limit: not supported"),

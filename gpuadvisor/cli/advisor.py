@@ -1,5 +1,9 @@
 """``gpuadvisor advisor``: query Prometheus every interval, advise, and deliver the advice to
-Alertmanager, Slack and webhooks (see docs/advisor.md)."""
+Alertmanager, Slack and webhooks (see docs/advisor.md).
+
+The flags are generated from the advisor's settings table (``gpuadvisor.config.advisor``); the
+flags given and ``--config`` become one ``AdvisorConfig``, from which the service builds itself.
+"""
 
 from __future__ import annotations
 
@@ -12,16 +16,9 @@ from typing import Any
 
 from aiohttp.typedefs import Middleware
 
-from gpuadvisor.cli.listen import ADVISOR_PORT, parse_listen_address
-from gpuadvisor.config.advisor import (
-    AdvisorConfig,
-    AdvisorOverrides,
-    advisor_config,
-    advisor_default,
-)
-from gpuadvisor.config.values import seconds
-from gpuadvisor.errors import ConfigError
-from gpuadvisor.services.advisor import generation, run_once
+from gpuadvisor.cli.flags import add_flags, given
+from gpuadvisor.config.advisor import SETTINGS, AdvisorConfig, advisor_config, flag_defaults
+from gpuadvisor.services.advisor.app import generation, run_once
 from gpuadvisor.services.serving import Generation, serve
 
 log = logging.getLogger(__name__)
@@ -34,41 +31,12 @@ def add_parser(sub: Any) -> None:
         description=(
             "Every interval, rebuild the cluster from Prometheus, run the advisor's policy on it, "
             "and send the advice that held for a few cycles to Alertmanager, Slack and webhooks. "
-            "Serves /metrics, /api/v1/recommendations, /-/healthy and /-/ready."
+            "Serves /metrics, /api/v1/recommendations, /-/healthy and /-/ready. Durations are "
+            "seconds or Prometheus durations (500ms, 90s, 1h30m)."
         ),
     )
-    p.add_argument("--config", help="advisor YAML file (docs/advisor.md)")
-    p.add_argument(
-        "--prometheus.url",
-        dest="prometheus_url",
-        help="Prometheus base URL, may carry a path prefix (overrides the file)",
-    )
-    p.add_argument("--profile", help="query set: gpuadvisor or kubernetes (overrides the file)")
-    p.add_argument(
-        "--interval",
-        help="time between cycles, seconds or a duration such as 30s or 1m "
-        f"(overrides the file; default {advisor_default('interval_s'):g}s)",
-    )
-    p.add_argument(
-        "--web.listen-address",
-        dest="listen_address",
-        help="HOST:PORT or :PORT to serve on "
-        f"(overrides the file; default {advisor_default('listen_address')})",
-    )
-    p.add_argument(
-        "--web.config.file",
-        dest="web_config_file",
-        metavar="FILE",
-        help="exporter-toolkit web config: TLS, client certificates, basic auth (overrides "
-        "the file's web.config_file; an empty value: none)",
-    )
-    p.add_argument(
-        "--history.sacct-file",
-        dest="history_sacct_file",
-        metavar="FILE",
-        help="sacct --json or --parsable2 output to learn runtimes from, read again when it "
-        "changes (overrides the file's history.sacct_file; default: none, plan with limits)",
-    )
+    p.add_argument("--config", metavar="FILE", help="advisor YAML file (docs/advisor.md)")
+    add_flags(p, SETTINGS, flag_defaults())
     p.add_argument(
         "--once",
         action="store_true",
@@ -79,29 +47,9 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def overrides(args: argparse.Namespace) -> AdvisorOverrides:
-    """The flags that were given (``None``: not given), each checked; errors name the flag."""
-    interval_s = None
-    if args.interval is not None:
-        try:
-            interval_s = seconds(args.interval)
-        except ValueError as exc:
-            raise ConfigError(f"--interval: {exc}") from None
-    if args.listen_address is not None:
-        parse_listen_address(args.listen_address, example=f":{ADVISOR_PORT}")
-    return AdvisorOverrides(
-        prometheus_url=args.prometheus_url,
-        profile=args.profile,
-        interval_s=interval_s,
-        listen_address=args.listen_address,
-        history_sacct_file=args.history_sacct_file,
-        web_config_file=args.web_config_file,
-    )
-
-
 def load_config(args: argparse.Namespace) -> AdvisorConfig:
-    """The file (if any) with the flags over it."""
-    return advisor_config(args.config, overrides(args))
+    """The flags given over the file (if any) over the defaults; an error names the flag."""
+    return advisor_config(args.config, given(args, SETTINGS))
 
 
 def run(args: argparse.Namespace) -> int:

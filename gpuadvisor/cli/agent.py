@@ -14,16 +14,12 @@ from typing import Any
 from aiohttp.typedefs import Middleware
 
 from gpuadvisor.cli.flags import add_flags, given
-from gpuadvisor.cli.listen import AGENT_PORT, parse_listen_address
 from gpuadvisor.config.agent import SETTINGS, AgentConfig, load_agent_config
+from gpuadvisor.config.values import listen_endpoint
 from gpuadvisor.services.agent import AgentSettings, create_app
 from gpuadvisor.services.probes import AGENT_CHOICES, make_probe
 from gpuadvisor.services.serving import Generation, serve
 from gpuadvisor.services.webconfig import web_security
-
-DEFAULT_PORT = AGENT_PORT
-"""Outside the 9100-9999 range allocated to Prometheus exporters, and clear of the Kubernetes,
-DCGM and netdata ports; documented in docs/agent.md."""
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +56,7 @@ def agent_config(args: argparse.Namespace, env: dict[str, str] | None = None) ->
 def run(args: argparse.Namespace) -> int:
     def build(first: tuple[Middleware, ...]) -> Generation:
         config = agent_config(args)
-        listen = parse_listen_address(config.listen_address)
+        listen = listen_endpoint(config.listen_address)
         security = web_security(config.web_config_file, config.web_max_requests)
         app = create_app(
             AgentSettings.of(config),

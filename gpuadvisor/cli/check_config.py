@@ -1,20 +1,20 @@
-"""``gpuadvisor check-config``: validate configuration files without starting anything."""
+"""``gpuadvisor check-config``: validate configuration files, and a program's command line,
+without starting anything."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
-import shlex
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gpuadvisor.cli import COMMANDS, build_parser
 from gpuadvisor.config.advisor import AdvisorConfig, load_advisor_config
 from gpuadvisor.config.agent import load_agent_config
-from gpuadvisor.errors import ConfigError, GpuAdvisorError
+from gpuadvisor.config.web import load_web_config
+from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.probes import AGENT_CHOICES, sim_spec
-from gpuadvisor.services.webconfig import load_web_config
-from gpuadvisor.sinks.report.terminal import terminal_text
 from gpuadvisor.transport.tls import ssl_context
 from gpuadvisor.transport.url import redact_url
 
@@ -24,23 +24,14 @@ def add_parser(sub: Any) -> None:
         "check-config",
         help="validate configuration files and exit",
         description="Check configuration files the way the services read them at start-up; "
-        "errors name the file, line and field. Exit 0 when every file is valid, 2 otherwise.",
+        "errors name the file, line and field. After --, check a program's command line the "
+        "way the program reads it (its flags, and the files they name) without running it: "
+        "gpuadvisor check-config -- advisor --config advisor.yaml --interval 1m. Exit 0 when "
+        "everything is valid, 2 otherwise.",
     )
     p.add_argument("--agent", metavar="FILE", help="agent config (gpuadvisor agent --config)")
     p.add_argument("--advisor", metavar="FILE", help="advisor config (gpuadvisor advisor --config)")
     p.add_argument("--web", metavar="FILE", help="web config (--web.config.file)")
-    p.add_argument(
-        "--simulate",
-        metavar="ARGS",
-        help="a gpuadvisor simulate command line, quoted (--simulate '--trace t.csv --outages "
-        "o.csv --load 1.2'): its flags and the checks across them, no file read",
-    )
-    p.add_argument(
-        "--whatif",
-        metavar="ARGS",
-        help="a gpuadvisor whatif command line, quoted: its flags and the checks across them "
-        "(source, window, policies), no file read and no server asked",
-    )
     p.add_argument(
         "--syntax-only",
         action="store_true",
@@ -48,7 +39,37 @@ def add_parser(sub: Any) -> None:
         "need not be set, and the TLS files and web config a file names are not read (they "
         "exist where the service runs); for the shipped examples in CI",
     )
+    p.add_argument(
+        "command_line",
+        nargs=argparse.REMAINDER,
+        metavar="-- PROGRAM FLAG ...",
+        help=f"a command line of {', '.join(COMMAND_LINES)} to check",
+    )
     p.set_defaults(run=run)
+
+
+COMMAND_LINES: dict[str, str] = {
+    "agent": "agent_config",
+    "queue": "queue_config",
+    "advisor": "load_config",
+    "apply": "apply_settings",
+    "simulate": "checked_settings",
+    "whatif": "checked_settings",
+}
+"""The programs whose command line check-config checks, and the function of each program's CLI
+module that turns its parsed flags into its settings type (running its checks, reading the
+files the flags name, starting nothing)."""
+
+
+def check_command_line(words: list[str]) -> str:
+    """Parse ``words`` (``PROGRAM FLAG ...``) with the program's own parser and build its
+    settings; a bad flag or combination raises as the program would. Returns what was built."""
+    if not words or words[0] not in COMMAND_LINES:
+        known = ", ".join(COMMAND_LINES)
+        raise ConfigError(f"check-config -- PROGRAM ...: PROGRAM is one of {known}")
+    args = build_parser(words).parse_args(words)
+    settings = getattr(importlib.import_module(COMMANDS[words[0]]), COMMAND_LINES[words[0]])
+    return type(settings(args)).__name__
 
 
 PLACEHOLDER = "https://syntax-only.invalid/placeholder"
@@ -103,41 +124,16 @@ def _check_advisor(path: str, *, syntax_only: bool = False) -> AdvisorConfig:
     return config
 
 
-def _check_command(program: str, line: str) -> None:
-    """A ``gpuadvisor simulate`` or ``whatif`` command line parsed as that program parses it
-    (a bad flag is a usage error, exit 2), then its settings' checks across flags."""
-    # imported here: only a check of that program loads its modules
-    from gpuadvisor.cli import simulate, whatif  # noqa: PLC0415
-
-    parser = argparse.ArgumentParser(prog="gpuadvisor")
-    commands = parser.add_subparsers(dest="command", required=True)
-    try:
-        words = shlex.split(line)
-    except ValueError as exc:
-        raise GpuAdvisorError(f"--{program}: {exc}") from None
-    try:
-        if program == "simulate":
-            simulate.add_parser(commands)
-            simulate.simulate_settings(parser.parse_args([program, *words])).check()
-        else:
-            whatif.add_parser(commands)
-            whatif.whatif_settings(parser.parse_args([program, *words])).check(time.time())
-    except GpuAdvisorError as exc:
-        raise GpuAdvisorError(f"gpuadvisor {program}: {exc}") from None
-    print(f"gpuadvisor {program} {terminal_text(line)}: OK (flags and their combinations)")
-
-
 def run(args: argparse.Namespace) -> int:
-    commands = {"simulate": args.simulate, "whatif": args.whatif}
-    files = (args.agent, args.web, args.advisor)
-    if all(given is None for given in (*files, *commands.values())):
+    words = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
+    if args.agent is None and args.web is None and args.advisor is None and not words:
         raise ConfigError(
-            "nothing to check: give --agent FILE, --advisor FILE, --web FILE, "
-            "--simulate ARGS and/or --whatif ARGS"
+            "nothing to check: give --agent FILE, --advisor FILE and/or --web FILE, "
+            "or -- PROGRAM FLAG ..."
         )
-    for program, line in commands.items():
-        if line is not None:
-            _check_command(program, line)
+    if words:
+        built = check_command_line(words)
+        print(f"gpuadvisor {words[0]}: OK (command line, {built})")
     web_files = [args.web] if args.web else []
     named = not args.syntax_only  # the web configs the files name, read on their hosts
     if args.advisor is not None:

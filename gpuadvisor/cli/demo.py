@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from gpuadvisor.cli.flags import add_flags, given
-from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.setting import from_flags
 from gpuadvisor.config.simulate import DEMO_SETTINGS, DemoSettings
 from gpuadvisor.programs.console import make_console
 from gpuadvisor.programs.demo import run_demo
@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def demo_settings(args: argparse.Namespace) -> DemoSettings:
     """The flags given over the defaults (an error names the flag)."""
-    return build(DemoSettings, from_flags(DEMO_SETTINGS, given(args, DEMO_SETTINGS)))
+    return DemoSettings(**from_flags(DEMO_SETTINGS, given(args, DEMO_SETTINGS)))
 
 
 def run(args: argparse.Namespace) -> int:

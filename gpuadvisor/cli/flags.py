@@ -31,19 +31,22 @@ def argparse_type(check: Check) -> Callable[[str], object]:
 def add_flags(
     parser: argparse.ArgumentParser,
     table: Iterable[Setting],
-    settings_type: type,
+    settings_type: type | Mapping[str, object],
     *,
     choices: Choices = NO_CHOICES,
     check_when_parsed: bool = False,
     required_groups: Collection[str] = (),
 ) -> None:
     """Add one flag per setting, ``dest`` its field, default None; a field of ``settings_type``
-    without a default makes its flag required.
+    without a default makes its flag required. ``settings_type`` may instead be the defaults
+    themselves, by field (a settings type whose table rows reach into its sections).
 
     ``check_when_parsed``: check values as argparse parses them (a bad value is a usage error);
     otherwise they stay text until the settings are built, whose errors name the flag.
     ``required_groups``: the ``Setting.group`` names of which exactly one flag must be given."""
-    defaults = defaults_of(settings_type)
+    defaults = (
+        defaults_of(settings_type) if isinstance(settings_type, type) else dict(settings_type)
+    )
     groups: dict[str, Any] = {}
     for setting in table:
         where: Any = parser

@@ -13,9 +13,9 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import generate_latest
 
 from gpuadvisor.cli.flags import add_flags, given
-from gpuadvisor.cli.listen import QUEUE_PORT, parse_listen_address
 from gpuadvisor.config.queue import SETTINGS, QueueConfig
-from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.setting import from_flags
+from gpuadvisor.config.values import listen_endpoint
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.services.queue import (
     NodeSource,
@@ -86,11 +86,6 @@ SOURCES: dict[str, Callable[[QueueConfig], QueueSource]] = {
 CHOICES = {"source": tuple(sorted(SOURCES))}
 
 
-def parse_listen(text: str) -> tuple[str | None, int]:
-    """``host:port``, ``:port`` (all interfaces) or ``[v6]:port`` → ``(host or None, port)``."""
-    return parse_listen_address(text, flag="--listen", example=f":{QUEUE_PORT}")
-
-
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "queue",
@@ -113,7 +108,7 @@ def add_parser(sub: Any) -> None:
 
 def queue_config(args: argparse.Namespace) -> QueueConfig:
     """The flags given over the defaults; an error names the flag."""
-    return build(QueueConfig, from_flags(SETTINGS, given(args, SETTINGS), CHOICES))
+    return QueueConfig(**from_flags(SETTINGS, given(args, SETTINGS), CHOICES))
 
 
 def _once(
@@ -133,14 +128,13 @@ def run(args: argparse.Namespace) -> int:
     config = queue_config(args)
     if args.once:
         source = SOURCES[config.source](config)
-        parse_listen(config.listen_address)
         settings = QueueSettings.of(config)
         return _once(settings, source, node_source(config), scheduler_source(config))
 
     def build(first: tuple[Middleware, ...]) -> Generation:
         config = queue_config(args)
         source = SOURCES[config.source](config)
-        listen = parse_listen(config.listen_address)
+        listen = listen_endpoint(config.listen_address)
         security = web_security(config.web_config_file, config.web_max_requests)
         app = create_app(
             QueueSettings.of(config),

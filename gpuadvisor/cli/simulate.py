@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from gpuadvisor.cli.flags import add_flags, argparse_type, given
-from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.setting import from_flags
 from gpuadvisor.config.simulate import SIMULATE_CHOICES, SIMULATE_SETTINGS, SimulateSettings
 from gpuadvisor.config.values import duration_text, non_negative
 from gpuadvisor.errors import GpuAdvisorError
@@ -60,7 +60,15 @@ def simulate_settings(args: argparse.Namespace) -> SimulateSettings:
             f"use --starvation {duration_text(hours * 3600.0)}",
             file=sys.stderr,
         )
-    return build(SimulateSettings, flags)
+    return SimulateSettings(**flags)
+
+
+def checked_settings(args: argparse.Namespace) -> SimulateSettings:
+    """The settings and their checks across flags, nothing read: what ``gpuadvisor
+    check-config -- simulate FLAG ...`` runs."""
+    settings = simulate_settings(args)
+    settings.check()
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:

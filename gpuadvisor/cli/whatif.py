@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from gpuadvisor.cli.flags import add_flags, given
-from gpuadvisor.config.setting import build, from_flags
+from gpuadvisor.config.setting import from_flags
 from gpuadvisor.config.whatif import WHATIF_CHOICES, WHATIF_SETTINGS, WhatifSettings
 from gpuadvisor.programs.console import make_console
 from gpuadvisor.programs.outputs import stdout_flag
@@ -42,9 +42,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def whatif_settings(args: argparse.Namespace) -> WhatifSettings:
     """The flags given over the defaults."""
-    return build(
-        WhatifSettings, from_flags(WHATIF_SETTINGS, given(args, WHATIF_SETTINGS), WHATIF_CHOICES)
+    return WhatifSettings(
+        **from_flags(WHATIF_SETTINGS, given(args, WHATIF_SETTINGS), WHATIF_CHOICES)
     )
+
+
+def checked_settings(args: argparse.Namespace) -> WhatifSettings:
+    """The settings and their checks across flags, nothing read: what ``gpuadvisor
+    check-config -- whatif FLAG ...`` runs."""
+    settings = whatif_settings(args)
+    settings.check(time.time())
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:

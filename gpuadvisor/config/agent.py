@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuadvisor.config.setting import Choices, Setting, build, check_value, from_flags
+from gpuadvisor.analysis.agent_state import UtilizationSettings
+from gpuadvisor.config.setting import Choices, Setting, check_value, from_flags
 from gpuadvisor.config.values import (
     Check,
     count,
@@ -29,19 +30,13 @@ from gpuadvisor.config.values import (
     seconds_or_zero,
     text,
 )
-from gpuadvisor.config.yamlfile import YamlMap, config_error, did_you_mean, load_yaml_map
+from gpuadvisor.config.yamlfile import YamlMap, config_error, load_yaml_map
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.sources.nvml.probe import TOPOLOGY_LEVELS, NvmlSettings
+from gpuadvisor.sinks.exposition.ports import AGENT_PORT
+from gpuadvisor.sources.nvml.probe import NvmlSettings
+from gpuadvisor.sources.yamltree import did_you_mean
 
 ENV_PREFIX = "GPUADVISOR_AGENT_"
-
-DEFAULT_CHOICES: Choices = {
-    "backend": ("nvml", "sim"),
-    "nvml_topology_level": tuple(TOPOLOGY_LEVELS),
-}
-"""Names accepted for settings with a fixed set, when the caller does not pass the keys of its
-own registries (the CLI and check-config pass ``gpuadvisor.services.probes.AGENT_CHOICES``; a
-test checks that both agree)."""
 
 _NVML = NvmlSettings(node="", xid=None)
 """The NVML probe's own defaults for the intervals it paces itself."""
@@ -51,13 +46,13 @@ _NVML = NvmlSettings(node="", xid=None)
 class AgentConfig:
     """Every setting of ``gpuadvisor agent``, with the only copy of its defaults."""
 
-    listen_address: str = ":19842"
+    listen_address: str = f":{AGENT_PORT}"
     web_config_file: str | None = None
     web_max_requests: int = 40
     backend: str = "nvml"
     collect_interval_s: float = 1.0
     collect_timeout_s: float = 5.0
-    collect_idle_threshold_ratio: float = 0.05
+    collect_idle_threshold_ratio: float = UtilizationSettings().idle_threshold_ratio
     collect_slow_interval_s: float = _NVML.slow_interval_s
     collect_samples_interval_s: float = _NVML.samples_interval_s
     nvml_topology_level: str = "node"
@@ -231,8 +226,8 @@ def _from_file(path: str, choices: Choices) -> dict[str, object]:
                 value = check_value(setting, where.value(key), choices)
             except ValueError as exc:
                 raise where.error(key, str(exc)) from None
-            if setting.path_like and isinstance(value, str) and not os.path.isabs(value):
-                value = os.path.join(os.path.dirname(os.path.abspath(path)), value)
+            if setting.path_like and isinstance(value, str) and value:
+                value = where.path(key)  # relative to the file's folder
             found[setting.field] = value
     return found
 
@@ -261,14 +256,16 @@ def load_agent_config(
     *,
     env: Mapping[str, str] | None = None,
     flags: Mapping[str, object] | None = None,
-    choices: Choices = DEFAULT_CHOICES,
+    choices: Choices,
 ) -> AgentConfig:
     """The agent's settings: ``flags`` (by ``AgentConfig`` field, only those given on the command
     line) over ``env`` (``os.environ`` when None) over the file at ``path`` over defaults.
 
-    ``choices``: the accepted names of settings with a fixed set, by field."""
-    merged: dict[str, object] = {}
+    ``choices``: the accepted names of settings with a fixed set, by field: the keys of the
+    registries that use them (``gpuadvisor.services.probes.AGENT_CHOICES``, the one home of the
+    backend names)."""
+    merged: dict[str, Any] = {}
     merged.update(_from_file(path, choices) if path is not None else {})
     merged.update(_from_env(os.environ if env is None else env, choices))
     merged.update(from_flags(SETTINGS, flags or {}, choices))
-    return build(AgentConfig, merged)
+    return AgentConfig(**merged)

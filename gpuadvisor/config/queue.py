@@ -15,6 +15,7 @@ from gpuadvisor.config.values import (
     switch,
     text,
 )
+from gpuadvisor.sinks.exposition.ports import QUEUE_PORT
 from gpuadvisor.sources.slurm.squeue import DEFAULT_MAX_OUTPUT_BYTES
 
 
@@ -32,7 +33,7 @@ class QueueConfig:
     scontrol: str = "scontrol"
     scheduler_interval_s: float = 600.0
     interval_s: float = 15.0
-    listen_address: str = ":19843"
+    listen_address: str = f":{QUEUE_PORT}"
     web_config_file: str | None = None
     web_max_requests: int = 40
     hide_job_names: bool = False

@@ -1,4 +1,4 @@
-"""One row of a program's settings table, and the settings object built from given values.
+"""One row of a program's settings table, and the values given for a table's flags.
 
 Each program (agent, queue, simulate) has one frozen settings type whose field defaults are the
 only home of its defaults, and one table of ``Setting`` rows, one per field: its flag, its YAML
@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
 from gpuadvisor.config.values import (
     Check,
@@ -22,14 +22,13 @@ from gpuadvisor.config.values import (
     seconds,
     seconds_or_zero,
 )
-from gpuadvisor.config.yamlfile import config_error, did_you_mean
+from gpuadvisor.config.yamlfile import config_error
+from gpuadvisor.sources.yamltree import did_you_mean
 
 Choices = Mapping[str, Collection[str]]
 """The accepted names of settings with a fixed set, by field."""
 
 NO_CHOICES: Choices = MappingProxyType({})
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +103,12 @@ def _one(setting: Setting, raw: object, choices: Choices) -> Value:
 
 def from_flags(
     table: Iterable[Setting], flags: Mapping[str, object], choices: Choices = NO_CHOICES
-) -> dict[str, object]:
-    """The values of the flags given (by field), checked; an error names the flag."""
+) -> dict[str, Any]:
+    """The values of the flags given (by field), checked; an error names the flag. Typed
+    ``Any`` because each row's check decides its field's type: the settings type takes them as
+    keywords (``QueueConfig(**from_flags(...))``)."""
     by_field = {s.field: s for s in table}
-    found: dict[str, object] = {}
+    found: dict[str, Any] = {}
     for field, raw in flags.items():
         setting = by_field[field]
         try:
@@ -115,8 +116,3 @@ def from_flags(
         except ValueError as exc:
             raise config_error(str(exc), path=None, line=None, field=setting.flag) from None
     return found
-
-
-def build(settings_type: type[T], values: Mapping[str, object]) -> T:
-    """The settings object: ``values`` (by field) over the type's defaults."""
-    return settings_type(**values)

@@ -29,89 +29,28 @@ from typing import TypeVar
 import yaml
 
 from gpuadvisor.config.values import count, number, seconds, text
-from gpuadvisor.config.yamlfile import config_error, did_you_mean
 from gpuadvisor.errors import ConfigError
 from gpuadvisor.sources.simnode.node import Jobs, JobTimeline, SimSpec, Timeline
-from gpuadvisor.sources.yamltree import compose as compose_yaml
+from gpuadvisor.sources.yamltree import Entries, NodeWalker, compose_text, line_of, read_text
 
 KEYS = ("node", "gpus", "group_size", "groups", "period", "timelines")
 TIMELINE_KEYS = ("utilization", "jobs", "memory", "sm_active")
 
-_TAG = "tag:yaml.org,2002:"
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 _V = TypeVar("_V")
-_Entries = dict[str, tuple[yaml.Node, yaml.Node]]
 
 
-def _line(node: yaml.Node) -> int:
-    return node.start_mark.line + 1
-
-
-def _compose(path: str) -> yaml.Node | None:
-    try:
-        with open(path, encoding="utf-8") as stream:
-            source = stream.read()
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=path) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text: {exc.reason}", path=path) from exc
-    try:
-        node: yaml.Node | None = compose_yaml(source)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "syntax error"
-        line = mark.line + 1 if mark is not None else None
-        raise ConfigError(f"not valid YAML: {problem}", path=path, line=line) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", path=path) from exc
-    return node
-
-
-class _File:
-    """Typed, error-raising reads of one composed spec file."""
+class _File(NodeWalker):
+    """The walker over one spec file: its keys may be GPU indices (integers) too."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
+        super().__init__(path, ConfigError)
 
-    def error(self, node: yaml.Node, field: str, message: str) -> ConfigError:
-        return config_error(message, path=self.path, line=_line(node), field=field)
-
-    def mapping(self, node: yaml.Node, field: str, keys: tuple[str, ...] = ()) -> _Entries:
-        """Entries by key text; integer keys are allowed (GPU indices); ``keys``: the known."""
-        if not isinstance(node, yaml.MappingNode):
-            raise self.error(node, field or "/", "expected a mapping of keys to values")
-        entries: _Entries = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag not in (
-                _TAG + "str",
-                _TAG + "int",
-            ):
-                raise self.error(key_node, field or "/", "keys must be strings or GPU indices")
-            key = str(key_node.value)
-            where = f"{field}.{key}" if field else key
-            if keys and key not in keys:
-                hint = did_you_mean(key, keys)
-                known = ", ".join(keys)
-                raise self.error(key_node, where, f"unknown key{hint}; known keys here: {known}")
-            if key in entries:
-                first = _line(entries[key][0])
-                raise self.error(key_node, where, f"duplicate key (first set on line {first})")
-            entries[key] = (key_node, value_node)
-        return entries
-
-    def sequence(self, node: yaml.Node, field: str, what: str) -> list[yaml.Node]:
-        if not isinstance(node, yaml.SequenceNode):
-            raise self.error(node, field, f"expected a list of {what}")
-        return list(node.value)
-
-    def scalar(self, node: yaml.Node, field: str, check: Callable[[object], _V]) -> _V:
-        if not isinstance(node, yaml.ScalarNode):
-            raise self.error(node, field, "expected a single value, not a list or mapping")
-        value: object = yaml.SafeLoader("").construct_object(node)
-        try:
-            return check(value)
-        except ValueError as exc:
-            raise self.error(node, field, str(exc)) from None
+    def keys(self, node: yaml.Node, field: str, known: tuple[str, ...] = ()) -> Entries:
+        """Entries by key text; integer keys are allowed (GPU indices); ``known``: the known."""
+        return self.mapping(
+            node, field, key_tags=("str", "int"), keys_are="strings or GPU indices", known=known
+        )
 
     def pair(self, node: yaml.Node, field: str, what: str) -> tuple[yaml.Node, yaml.Node]:
         items = self.sequence(node, field, what)
@@ -184,7 +123,9 @@ def _percents(file: _File, node: yaml.Node, field: str) -> Timeline:
     for i, item in enumerate(items):
         where = f"{field}[{i}]"
         start, value = file.pair(item, where, "percent")
-        steps.append((file.scalar(start, where, start_seconds), file.scalar(value, where, percent)))
+        steps.append(
+            (file.checked(start, where, start_seconds), file.checked(value, where, percent))
+        )
     _require_time_order(file, items, field, [s for s, _ in steps])
     return tuple(steps)
 
@@ -198,11 +139,11 @@ def _jobs(file: _File, node: yaml.Node, field: str) -> JobTimeline:
         jobs: Jobs
         if isinstance(value, yaml.SequenceNode):
             jobs = tuple(
-                file.scalar(v, f"{where}[1][{k}]", job_id) for k, v in enumerate(value.value)
+                file.checked(v, f"{where}[1][{k}]", job_id) for k, v in enumerate(value.value)
             )
         else:
-            jobs = file.scalar(value, where, job_id)
-        steps.append((file.scalar(start, where, start_seconds), jobs))
+            jobs = file.checked(value, where, job_id)
+        steps.append((file.checked(start, where, start_seconds), jobs))
     _require_time_order(file, items, field, [s for s, _ in steps])
     return tuple(steps)
 
@@ -223,7 +164,7 @@ def _groups(file: _File, key: yaml.Node, node: yaml.Node, gpus: int) -> tuple[tu
     for i, item in enumerate(file.sequence(node, "groups", "lists of GPU indices")):
         where = f"groups[{i}]"
         group = tuple(
-            file.scalar(g, f"{where}[{k}]", whole(0))
+            file.checked(g, f"{where}[{k}]", whole(0))
             for k, g in enumerate(file.sequence(item, where, "GPU indices"))
         )
         for index in group:
@@ -242,13 +183,13 @@ def load_sim_spec(path: str, *, node: str, gpus: int, group_size: int) -> SimSpe
     """The node ``path`` describes; ``node``, ``gpus`` and ``group_size`` (the ``--sim.*``
     flags) apply where the file does not say."""
     file = _File(path)
-    root = _compose(path)
+    root = compose_text(read_text(path, error=ConfigError), path=path, error=ConfigError)
     if root is None:
         return SimSpec(node, gpus, group_size)
-    entries = file.mapping(root, "", KEYS)
+    entries = file.keys(root, "", KEYS)
 
     def get(key: str, check: Callable[[object], _V], default: _V) -> _V:
-        return file.scalar(entries[key][1], key, check) if key in entries else default
+        return file.checked(entries[key][1], key, check) if key in entries else default
 
     name = get("node", text, node)
     n_gpus = get("gpus", whole(1), gpus)
@@ -263,9 +204,7 @@ def load_sim_spec(path: str, *, node: str, gpus: int, group_size: int) -> SimSpe
     sm_active: list[Timeline] = [()] * n_gpus
     named_on: dict[int, int] = {}
     if "timelines" in entries:
-        for key, (key_node, value_node) in file.mapping(
-            entries["timelines"][1], "timelines"
-        ).items():
+        for key, (key_node, value_node) in file.keys(entries["timelines"][1], "timelines").items():
             field = f"timelines.{key}"
             try:
                 indices = gpu_indices(key)
@@ -279,8 +218,8 @@ def load_sim_spec(path: str, *, node: str, gpus: int, group_size: int) -> SimSpe
                     raise file.error(
                         key_node, field, f"GPU {index} already has timelines (line {first})"
                     )
-                named_on[index] = _line(key_node)
-            gpu = file.mapping(value_node, field, TIMELINE_KEYS)
+                named_on[index] = line_of(key_node)
+            gpu = file.keys(value_node, field, TIMELINE_KEYS)
             util, memory_steps, sm_steps = (
                 _percents(file, gpu[key][1], f"{field}.{key}") if key in gpu else ()
                 for key in ("utilization", "memory", "sm_active")

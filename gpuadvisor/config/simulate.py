@@ -116,7 +116,7 @@ class SimulateSettings:
     def check(self) -> None:
         """The checks across settings (each flag alone is checked as it is parsed), before
         anything is read or written. Raises ``GpuAdvisorError`` naming the flags;
-        ``gpuadvisor check-config --simulate`` runs it."""
+        ``gpuadvisor check-config -- simulate ...`` runs it."""
         replay = self.protocol == "replay"
         if self.output_schedule is not None:
             if not replay:

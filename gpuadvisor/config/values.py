@@ -75,20 +75,30 @@ def _duration_s(value: object) -> float:
         raise ValueError(f"{_EXPECTED}, got {value!r}") from None
 
 
-def seconds(value: object) -> float:
-    """A duration > 0 in seconds: a number of seconds, or ``500ms``, ``90s``, ``1h30m``, ``2d``."""
-    out = _duration_s(value)
-    if out <= 0:
-        raise ValueError(f"must be > 0 seconds, got {value!r}")
-    return out
+def _bounded(
+    read: Callable[[object], float], *, zero_ok: bool, unit: str = ""
+) -> Callable[[object], float]:
+    """The one bound check: ``read``'s number, refused below 0 (and at 0 unless ``zero_ok``).
+    A duration's error quotes the text as written (``got '0s'``), a number's shows it plain."""
+
+    def check(value: object) -> float:
+        out = read(value)
+        if out < 0 or (out == 0 and not zero_ok):
+            shown = repr(value) if unit else str(value)
+            raise ValueError(f"must be {'>=' if zero_ok else '>'} 0{unit}, got {shown}")
+        return out
+
+    return check
 
 
-def seconds_or_zero(value: object) -> float:
-    """A duration >= 0 in seconds, written as for ``seconds``."""
-    out = _duration_s(value)
-    if out < 0:
-        raise ValueError(f"must be >= 0 seconds, got {value!r}")
-    return out
+seconds = _bounded(_duration_s, zero_ok=False, unit=" seconds")
+"""A duration > 0 in seconds: a number of seconds, or ``500ms``, ``90s``, ``1h30m``, ``2d``."""
+seconds_or_zero = _bounded(_duration_s, zero_ok=True, unit=" seconds")
+"""A duration >= 0 in seconds, written as for ``seconds``."""
+positive = _bounded(number, zero_ok=False)
+"""A finite number > 0."""
+non_negative = _bounded(number, zero_ok=True)
+"""A finite number >= 0."""
 
 
 def duration_text(seconds_: float) -> str:
@@ -103,22 +113,6 @@ def duration_text(seconds_: float) -> str:
             parts.append(f"{left_ms // size_ms}{unit}")
             left_ms %= size_ms
     return "".join(parts)
-
-
-def positive(value: object) -> float:
-    """A finite number > 0."""
-    out = number(value)
-    if out <= 0:
-        raise ValueError(f"must be > 0, got {value}")
-    return out
-
-
-def non_negative(value: object) -> float:
-    """A finite number >= 0."""
-    out = number(value)
-    if out < 0:
-        raise ValueError(f"must be >= 0, got {value}")
-    return out
 
 
 def integer(value: object) -> int:
@@ -152,7 +146,9 @@ def ratio(value: object) -> float:
     return out
 
 
-def count(minimum: int) -> Check:
+def count(minimum: int) -> Callable[[object], int]:
+    """A whole number >= ``minimum``, also written as ``3.0``."""
+
     def check(value: object) -> int:
         out = number(value)
         if not out.is_integer() or out < minimum:
@@ -164,7 +160,8 @@ def count(minimum: int) -> Check:
 
 def listen_address(value: object) -> str:
     """``HOST:PORT``, ``:PORT`` or ``[v6]:PORT``, the port in 1-65535; a host with a ``:`` must
-    be a bracketed IPv6 literal."""
+    be a bracketed IPv6 literal. The one check of a listen address (``listen_endpoint`` splits
+    one)."""
     address = text(value)
     host, sep, port = address.rpartition(":")
     bracketed = host.startswith("[") and host.endswith("]") and host.count("[") == 1
@@ -174,6 +171,13 @@ def listen_address(value: object) -> str:
             f"expected HOST:PORT, :PORT or [IPv6]:PORT, e.g. ':19842', got {address!r}"
         )
     return address
+
+
+def listen_endpoint(address: object) -> tuple[str | None, int]:
+    """A listen address (checked as ``listen_address``) as ``(host or None for every interface,
+    port)``: ``':19842'`` → ``(None, 19842)``, ``'[::1]:80'`` → ``('::1', 80)``."""
+    host, _, port = listen_address(address).rpartition(":")
+    return (host[1:-1] if host.startswith("[") else host) or None, int(port)
 
 
 def optional_text(value: object) -> str | None:

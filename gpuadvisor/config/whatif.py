@@ -23,7 +23,7 @@ from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX
 from gpuadvisor.simulation.compare import parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.whatif.as_run import AUTO, FALLBACK_ORDERS
-from gpuadvisor.sources.prometheus.profiles import PROFILES
+from gpuadvisor.sources.prometheus.live.profiles import PROFILES
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
 from gpuadvisor.sources.slurm.sacct import SacctLimits
 
@@ -92,7 +92,7 @@ class WhatifSettings:
     def check(self, now_s: float) -> None:
         """The checks across settings (each flag alone is checked as it is parsed), before
         anything is read: the source's own flags, the window and the policies. Raises
-        ``GpuAdvisorError`` naming the flags; ``gpuadvisor check-config --whatif`` runs it."""
+        ``GpuAdvisorError`` naming the flags; ``gpuadvisor check-config -- whatif ...`` runs it."""
         if self.prometheus is None and self.profile != "gpuadvisor":
             raise GpuAdvisorError(
                 f"--profile {self.profile} reads Prometheus: it needs --prometheus, not --sacct"

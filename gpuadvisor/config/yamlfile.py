@@ -2,19 +2,24 @@
 
 The file is *composed* (``yaml.compose``), not loaded: the node tree keeps each key's and value's
 start mark, and scalars are constructed one at a time with PyYAML's safe constructor. A
-``YamlMap`` wraps one mapping node and answers typed questions about its keys; every answer that
-fails raises ``ConfigError`` at the value's line with the dotted field name.
+``YamlMap`` wraps one mapping node and answers typed questions about its keys (``checked``,
+``path``, ``boolean``, ``choice``, ``secret``: the one home of each); every answer that fails
+raises ``ConfigError`` at the value's line with the dotted field name.
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Collection, Iterator
+import os
+from collections.abc import Callable, Collection, Iterator, Mapping
+from typing import TypeVar
 
 import yaml
 
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.sources.yamltree import compose as compose_yaml
+from gpuadvisor.sources.yamltree import NodeWalker, compose_text, did_you_mean, line_of, read_text
+from gpuadvisor.transport.secret import Secret, SecretError
+
+T = TypeVar("T")
 
 
 def config_error(message: str, *, path: str | None, line: int | None, field: str) -> ConfigError:
@@ -22,38 +27,16 @@ def config_error(message: str, *, path: str | None, line: int | None, field: str
     return ConfigError(f"{field}: {message}", path=path, line=line)
 
 
-def did_you_mean(word: str, choices: Collection[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest choice, or ``""`` when none is close."""
-    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _line(node: yaml.Node) -> int:
-    return node.start_mark.line + 1
-
-
 class YamlMap:
-    """One YAML mapping with the line of every key; ``prefix`` is the dotted path to it."""
+    """One YAML mapping with the line of every key; ``file`` is the file's path, ``prefix`` the
+    dotted path to this mapping."""
 
     def __init__(self, node: yaml.MappingNode | None, path: str, prefix: str = "") -> None:
-        self.path = path
+        self.file = path
         self.prefix = prefix
-        self.line = _line(node) if node is not None else 1
-        self._entries: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key_node, value_node in node.value if node is not None else []:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
-                at = _line(key_node)
-                raise config_error("keys must be strings", path=path, line=at, field=prefix or "/")
-            key = str(key_node.value)
-            if key in self._entries:
-                first = _line(self._entries[key][0])
-                raise config_error(
-                    f"duplicate key (first set on line {first})",
-                    path=path,
-                    line=_line(key_node),
-                    field=self.field(key),
-                )
-            self._entries[key] = (key_node, value_node)
+        self.line = line_of(node) if node is not None else 1
+        walker = NodeWalker(path, ConfigError)
+        self._entries = walker.mapping(node, prefix) if node is not None else {}
 
     def field(self, key: str) -> str:
         """The dotted name of ``key`` inside this mapping, e.g. ``collect.interval``."""
@@ -71,10 +54,10 @@ class YamlMap:
     def line_of(self, key: str) -> int:
         """The line of ``key`` (of the mapping itself when the key is absent)."""
         entry = self._entries.get(key)
-        return _line(entry[0]) if entry is not None else self.line
+        return line_of(entry[0]) if entry is not None else self.line
 
     def error(self, key: str, message: str) -> ConfigError:
-        return config_error(message, path=self.path, line=self.line_of(key), field=self.field(key))
+        return config_error(message, path=self.file, line=self.line_of(key), field=self.field(key))
 
     def reject_unknown(self, allowed: Collection[str]) -> None:
         """Raise at the first key not in ``allowed``, with a "did you mean" hint."""
@@ -83,8 +66,8 @@ class YamlMap:
                 known = ", ".join(sorted(allowed))
                 raise config_error(
                     f"unknown key{did_you_mean(key, allowed)}; known keys here: {known}",
-                    path=self.path,
-                    line=_line(key_node),
+                    path=self.file,
+                    line=line_of(key_node),
                     field=self.field(key),
                 )
 
@@ -93,11 +76,82 @@ class YamlMap:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        node = entry[1]
-        if not isinstance(node, yaml.ScalarNode):
+        if not isinstance(entry[1], yaml.ScalarNode):
             raise self.error(key, "expected a single value, not a list or mapping")
-        constructed: object = yaml.SafeLoader("").construct_object(node, deep=True)
-        return constructed
+        return NodeWalker(self.file, ConfigError).value(entry[1], self.field(key))
+
+    @property
+    def folder(self) -> str:
+        """The file's folder: relative paths in the file are relative to it."""
+        return os.path.dirname(os.path.abspath(self.file))
+
+    def checked(self, key: str, check: Callable[[object], T], default: T) -> T:
+        """``key``'s value through ``check`` (``default`` when absent or null); the check's
+        ``ValueError`` becomes an error at the key's line."""
+        value = self.value(key)
+        if value is None:
+            return default
+        try:
+            return check(value)
+        except ValueError as exc:
+            raise self.error(key, str(exc)) from None
+
+    def path(self, key: str) -> str | None:
+        """A file path (None when absent or null); a relative one is taken relative to the
+        file's folder."""
+        value = self.value(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(key, f"expected a non-empty string, got {value!r}")
+        return value if os.path.isabs(value) else os.path.join(self.folder, value)
+
+    def boolean(self, key: str, default: bool = False) -> bool:
+        """``true`` or ``false`` (``default`` when absent or null); nothing else counts."""
+        value = self.value(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {value!r}")
+        return value
+
+    def choice(self, key: str, choices: Collection[str], default: str) -> str:
+        """One of ``choices`` (``default`` when absent, null or empty, as Go's zero value in
+        the exporter-toolkit's files), with a "did you mean" hint."""
+        value = self.string(key)
+        if not value:
+            return default
+        if value not in choices:
+            known = ", ".join(sorted(choices))
+            raise self.error(
+                key, f"unknown {value!r}{did_you_mean(value, choices)}; one of {known}"
+            )
+        return value
+
+    def secret(self, key: str, env: Mapping[str, str], *, required: bool = False) -> Secret | None:
+        """``key`` inline, from ``key_file`` (relative to the file's folder) or from the variable
+        named by ``key_env``: one of the three, never empty. A file is read once now to check
+        it, and again at every use. None when none is set and not ``required``."""
+        given = [k for k in (key, f"{key}_file", f"{key}_env") if self.value(k) is not None]
+        if len(given) > 1:
+            raise self.error(given[1], f"set only one of {key}, {key}_file and {key}_env")
+        if not given:
+            if required:
+                raise self.error(key, f"required: set {key}, {key}_file or {key}_env")
+            return None
+        which = given[0]
+        try:
+            if which == key:
+                found = Secret.inline(self.string(key) or "")
+            elif which.endswith("_file"):
+                found = Secret.from_file(self.path(which) or "")
+            else:
+                found = Secret.from_env(self.string(which) or "", env)
+            if not found.read():
+                raise SecretError("is empty", empty=True)
+        except SecretError as exc:
+            raise self.error(which, "is empty" if exc.empty else str(exc)) from None
+        return found
 
     def string(self, key: str) -> str | None:
         """A string value; numbers and booleans are refused so that ``on`` never means ``True``."""
@@ -113,7 +167,7 @@ class YamlMap:
             return None
         if not isinstance(entry[1], yaml.MappingNode):
             raise self.error(key, "expected a mapping of keys to values")
-        return YamlMap(entry[1], self.path, self.field(key))
+        return YamlMap(entry[1], self.file, self.field(key))
 
     def sections(self, key: str) -> list[YamlMap]:
         """The list of mappings under ``key`` (``[]`` when absent or null); a single mapping
@@ -123,7 +177,7 @@ class YamlMap:
             return []
         node = entry[1]
         if isinstance(node, yaml.MappingNode):
-            return [YamlMap(node, self.path, self.field(key))]
+            return [YamlMap(node, self.file, self.field(key))]
         if not isinstance(node, yaml.SequenceNode):
             raise self.error(key, "expected a list of mappings")
         out = []
@@ -132,11 +186,11 @@ class YamlMap:
             if not isinstance(item, yaml.MappingNode):
                 raise config_error(
                     "expected a mapping of keys to values",
-                    path=self.path,
-                    line=_line(item),
+                    path=self.file,
+                    line=line_of(item),
                     field=where,
                 )
-            out.append(YamlMap(item, self.path, where))
+            out.append(YamlMap(item, self.file, where))
         return out
 
     def string_map(self, key: str) -> dict[str, str]:
@@ -155,22 +209,7 @@ class YamlMap:
 
 def load_yaml_map(path: str) -> YamlMap:
     """Read and compose ``path``; its top must be a mapping (an empty file is an empty one)."""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=path) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text: {exc.reason}", path=path) from exc
-    try:
-        node = compose_yaml(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        problem = exc.problem or exc.context or "syntax error"
-        raise ConfigError(f"not valid YAML: {problem}", path=path, line=line) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", path=path) from exc
+    node = compose_text(read_text(path, error=ConfigError), path=path, error=ConfigError)
     if node is None:
         return YamlMap(None, path)
     if not isinstance(node, yaml.MappingNode):

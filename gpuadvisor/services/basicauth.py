@@ -118,8 +118,10 @@ class _Lru:
         return len(self._keys)
 
 
-class BasicAuth:
-    """Checks ``Authorization: Basic`` against bcrypt hashes; see the module's docstring.
+class BasicAuthGuard:
+    """The server side of basic auth (a middleware): checks ``Authorization: Basic`` against
+    bcrypt hashes; see the module's docstring. (``transport.auth.BasicAuth`` is the client's
+    credentials.)
 
     Unknown users are checked against a dummy hash of the lowest cost in the file, so that they
     take as long as known ones. ``checkpw`` is bcrypt's, or a test's wrapper around it;

@@ -50,7 +50,7 @@ from gpuadvisor.model.ids import job_id_problem
 from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
 from gpuadvisor.sources.slurm.hostlist import count_hosts, expand_hostlist
-from gpuadvisor.sources.yamltree import compose as compose_yaml
+from gpuadvisor.sources.yamltree import TAG, NodeWalker, compose_text, decode, read_text
 
 JOB_KEYS = (
     "job_id",
@@ -84,13 +84,7 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 _PAIR = re.compile("([\ud800-\udbff])([\udc00-\udfff])")
 _LONE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 
-_TAG = "tag:yaml.org,2002:"
 _T = TypeVar("_T")
-_Entries = dict[str, tuple[yaml.Node, yaml.Node]]
-
-
-def _line(node: yaml.Node) -> int:
-    return node.start_mark.line + 1
 
 
 def _cut(text: str, chars: int = 60) -> str:
@@ -117,16 +111,16 @@ def combine_surrogates(text: str) -> str:
     return _PAIR.sub(combined, text)
 
 
-class _File:
-    """Error-raising readers over one composed file."""
+class _File(NodeWalker):
+    """The walker over one queue file, with the readers of a job's fields."""
 
     def __init__(self, path: str, max_node_names: int = MAX_NODE_NAMES) -> None:
-        self.path = path
+        super().__init__(path, InputError)
         self.node_names_left = max_node_names
         """Node names hostlists may still expand to in this file."""
 
-    def error(self, node: yaml.Node, field: str, message: str) -> InputError:
-        return InputError(f"{field}: {message}", path=self.path, line=_line(node))
+    def key(self, node: yaml.ScalarNode, field: str) -> str:
+        return self.unicode(node, f"{field} (a key)", str(node.value))
 
     def unicode(self, node: yaml.Node, field: str, text: str) -> str:
         """``text`` with surrogate pairs combined; a lone surrogate is an error at ``node``."""
@@ -135,25 +129,9 @@ class _File:
         except ValueError as exc:
             raise self.error(node, field, str(exc)) from None
 
-    def mapping(self, node: yaml.Node, field: str) -> _Entries:
-        if not isinstance(node, yaml.MappingNode):
-            raise self.error(node, field, "expected a mapping of keys to values")
-        entries: _Entries = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _TAG + "str":
-                raise self.error(key_node, field, "keys must be strings")
-            key = self.unicode(key_node, f"{field} (a key)", str(key_node.value))
-            if key in entries:
-                first = _line(entries[key][0])
-                raise self.error(
-                    key_node, f"{field}.{key}", f"duplicate key (first on line {first})"
-                )
-            entries[key] = (key_node, value_node)
-        return entries
-
     def scalar(self, node: yaml.Node, field: str, kinds: tuple[str, ...], what: str) -> str:
         """The raw text of a scalar whose resolved type is one of ``kinds`` (``int``, ``str``…)."""
-        if isinstance(node, yaml.ScalarNode) and node.tag.removeprefix(_TAG) in kinds:
+        if isinstance(node, yaml.ScalarNode) and node.tag.removeprefix(TAG) in kinds:
             return self.unicode(node, field, str(node.value))
         if isinstance(node, yaml.ScalarNode):
             shown = repr(_cut(self.unicode(node, field, str(node.value))))
@@ -185,7 +163,7 @@ class _File:
         return value
 
     def timestamp(self, node: yaml.Node, field: str) -> float:
-        if isinstance(node, yaml.ScalarNode) and node.tag in (_TAG + "int", _TAG + "float"):
+        if isinstance(node, yaml.ScalarNode) and node.tag in (TAG + "int", TAG + "float"):
             return self.number(node, field)
         raw = self.scalar(node, field, ("str", "timestamp"), "epoch seconds or an ISO 8601 time")
         try:
@@ -197,7 +175,7 @@ class _File:
         return parsed.timestamp()
 
     def time_limit(self, node: yaml.Node, field: str) -> float | None:
-        unlimited = node.tag == _TAG + "null" or str(node.value).lower() in UNLIMITED
+        unlimited = node.tag == TAG + "null" or str(node.value).lower() in UNLIMITED
         if isinstance(node, yaml.ScalarNode) and unlimited:
             return None
         seconds = self.number(node, field)
@@ -302,15 +280,7 @@ def parse_queue_file(text: str, *, path: str, time_s: float) -> QueueSnapshot:
     """The queue in a queue file's ``text`` (``path`` names it in errors), read at ``time_s``."""
     if path.endswith(".json"):
         text = text.replace("\t", " ")
-    try:
-        root = compose_yaml(text, aliases=False)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "syntax error"
-        line = mark.line + 1 if mark is not None else None
-        raise InputError(f"not valid YAML or JSON: {problem}", path=path, line=line) from exc
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML or JSON: {exc}", path=path) from exc
+    root = compose_text(text, path=path, aliases=False, what="YAML or JSON")
     if root is None:
         raise InputError("empty file: expected a mapping with 'jobs'", path=path, line=1)
     file = _File(path, MAX_NODE_NAMES + len(text))
@@ -321,7 +291,7 @@ def parse_queue_file(text: str, *, path: str, time_s: float) -> QueueSnapshot:
     if "jobs" not in top:
         raise file.error(root, "jobs", "missing")
     jobs = top["jobs"][1]
-    if isinstance(jobs, yaml.ScalarNode) and jobs.tag == _TAG + "null":
+    if isinstance(jobs, yaml.ScalarNode) and jobs.tag == TAG + "null":
         return QueueSnapshot(time_s=time_s)
     if not isinstance(jobs, yaml.SequenceNode):
         raise file.error(jobs, "jobs", "expected a list of jobs")
@@ -341,21 +311,12 @@ def parse_queue_file(text: str, *, path: str, time_s: float) -> QueueSnapshot:
 def read_queue_file(path: str | Path, *, time_s: float) -> QueueSnapshot:
     """Read and parse the queue file at ``path``."""
     name = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=name) from exc
-    return parse_queue_bytes(data, path=name, time_s=time_s)
+    return parse_queue_file(read_text(name), path=name, time_s=time_s)
 
 
 def parse_queue_bytes(data: bytes, *, path: str, time_s: float) -> QueueSnapshot:
     """The queue in a queue file's raw bytes (UTF-8; ``path`` names it in errors)."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"not UTF-8 text: {exc.reason}", path=path, line=line) from exc
-    return parse_queue_file(text, path=path, time_s=time_s)
+    return parse_queue_file(decode(data, path=path), path=path, time_s=time_s)
 
 
 class QueueFileSource:

@@ -27,10 +27,12 @@ from gpuadvisor.analysis.advice.cycle import CycleSettings, analyse
 from gpuadvisor.analysis.advice.hysteresis import Change, HysteresisSettings
 from gpuadvisor.model import Kind, LiveState, SourceHealth
 from gpuadvisor.model.live import GpuUse
-from gpuadvisor.services.advisor import Advisor, AdvisorSettings, status_json
-from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings, Sample
-from gpuadvisor.sources.prometheus.live import LiveSettings, build_gpuadvisor, read_live
-from gpuadvisor.sources.prometheus.profiles import GPUADVISOR, label_matcher
+from gpuadvisor.services.advisor.app import status_json
+from gpuadvisor.services.advisor.runtime import Advisor, AdvisorSettings
+from gpuadvisor.sources.prometheus.answers import Sample
+from gpuadvisor.sources.prometheus.client import PrometheusClient, PrometheusSettings
+from gpuadvisor.sources.prometheus.live.profiles import GPUADVISOR, label_matcher
+from gpuadvisor.sources.prometheus.live.state import LiveSettings, build_gpuadvisor, read_live
 from gpuadvisor.sources.simnode.node import SimSpec
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob

@@ -19,7 +19,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from gpuadvisor.services.agent import AgentSettings, create_app
-from gpuadvisor.services.basicauth import BasicAuth
+from gpuadvisor.services.basicauth import BasicAuthGuard
 from gpuadvisor.sources.simnode.node import SimulatedProbe, default_spec
 
 ONCE = AgentSettings(interval_s=3600.0, probe_timeout_s=2.0)
@@ -60,7 +60,7 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
         yield client
 
 
-async def serve(auth: BasicAuth) -> TestServer:
+async def serve(auth: BasicAuthGuard) -> TestServer:
     probe = SimulatedProbe(default_spec("auth-node", 2, 2), time.time)
     server = TestServer(create_app(ONCE, probe, middlewares=(auth.middleware,)), host="127.0.0.1")
     await server.start_server()
@@ -79,7 +79,7 @@ async def test_a_flood_of_distinct_wrong_passwords_gets_a_bounded_number_of_chec
     users: dict[str, bytes], session: aiohttp.ClientSession
 ) -> None:
     gated = GatedBcrypt()
-    auth = BasicAuth(
+    auth = BasicAuthGuard(
         users,
         max_checks=MAX_CHECKS,
         max_waiting=MAX_WAITING,
@@ -117,7 +117,7 @@ async def test_repeated_wrong_passwords_cost_one_check_and_no_429(
     users: dict[str, bytes], session: aiohttp.ClientSession
 ) -> None:
     gated = GatedBcrypt()
-    auth = BasicAuth(users, rest_ratio=0, refusal_hold_s=0, checkpw=gated)
+    auth = BasicAuthGuard(users, rest_ratio=0, refusal_hold_s=0, checkpw=gated)
     server = await serve(auth)
     try:
         same = basic("prometheus", "the-same-wrong-one")
@@ -140,7 +140,9 @@ async def test_a_flood_evicts_old_failures_but_never_a_cached_success(
 ) -> None:
     gated = GatedBcrypt()
     gated.gate.set()
-    auth = BasicAuth(users, rest_ratio=0, refusal_hold_s=0, max_cached_failures=4, checkpw=gated)
+    auth = BasicAuthGuard(
+        users, rest_ratio=0, refusal_hold_s=0, max_cached_failures=4, checkpw=gated
+    )
     server = await serve(auth)
     try:
         good = basic("prometheus", PASSWORD)
@@ -161,7 +163,7 @@ async def test_a_check_whose_client_hung_up_still_holds_its_place_and_is_cached(
     users: dict[str, bytes], session: aiohttp.ClientSession
 ) -> None:
     gated = GatedBcrypt()
-    auth = BasicAuth(
+    auth = BasicAuthGuard(
         users, max_checks=1, max_waiting=0, rest_ratio=0, refusal_hold_s=0, checkpw=gated
     )
     server = await serve(auth)
@@ -191,7 +193,7 @@ async def test_every_refusal_is_held_and_no_valid_scrape_is(
         held.append(seconds)
 
     gated = GatedBcrypt()
-    auth = BasicAuth(
+    auth = BasicAuthGuard(
         users, max_checks=1, max_waiting=0, rest_ratio=0, refusal_hold_s=0.5, sleep=record,
         checkpw=gated,
     )  # fmt: skip
@@ -215,8 +217,8 @@ async def test_every_refusal_is_held_and_no_valid_scrape_is(
 def test_the_cache_keeps_no_password() -> None:
     password = b"never-stored-anywhere"
     hashed = bcrypt.hashpw(password, bcrypt.gensalt(rounds=4))
-    auth = BasicAuth({"prometheus": hashed}, rest_ratio=0)
+    auth = BasicAuthGuard({"prometheus": hashed}, rest_ratio=0)
     key = auth._key("prometheus", hashed, password)  # the key is the point
     assert len(key) == 32 and password not in key
-    other = BasicAuth({"prometheus": hashed}, rest_ratio=0)
+    other = BasicAuthGuard({"prometheus": hashed}, rest_ratio=0)
     assert other._key("prometheus", hashed, password) != key  # salted per process

@@ -32,11 +32,12 @@ from aiohttp.test_utils import TestServer
 from gpuadvisor.cli import main
 from gpuadvisor.config.advisor import load_advisor_config
 from gpuadvisor.config.http import load_http_config
+from gpuadvisor.config.web import TLS_VERSIONS
 from gpuadvisor.model.recommendation import Gain, Kind, Recommendation, Severity
-from gpuadvisor.services.advisor import sinks_of
+from gpuadvisor.services.advisor.app import sinks_of
 from gpuadvisor.services.agent import AgentSettings, create_app
 from gpuadvisor.services.web import accepts_gzip
-from gpuadvisor.services.webconfig import TLS_VERSIONS, web_security
+from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.delivery.outbox import Active, Cycle
 from gpuadvisor.sources.advice import fetch_recommendations
 from gpuadvisor.sources.prometheus.client import PrometheusClient

@@ -6,6 +6,7 @@ from __future__ import annotations
 from gpuadvisor.sinks.exposition.advisor import ADVISOR_METRICS
 from gpuadvisor.sinks.exposition.agent import AGENT_METRICS
 from gpuadvisor.sinks.exposition.metrics import metrics_table
+from gpuadvisor.sinks.exposition.ports import ADVISOR_PORT, AGENT_PORT, QUEUE_PORT
 from gpuadvisor.sinks.exposition.queue import QUEUE_METRICS
 from gpuadvisor.sinks.exposition.serving import SERVING_METRICS
 
@@ -26,10 +27,10 @@ def metrics_markdown() -> str:
             "series at all, never a fake zero. Host, cluster and instance labels come from",
             "Prometheus target labels.",
             "",
-            "## Node agent (`gpuadvisor agent`, one per GPU node, :19842)",
+            f"## Node agent (`gpuadvisor agent`, one per GPU node, :{AGENT_PORT})",
             "",
             metrics_table(AGENT_METRICS),
-            "## Queue exporter (`gpuadvisor queue`, one per scheduler, :19843)",
+            f"## Queue exporter (`gpuadvisor queue`, one per scheduler, :{QUEUE_PORT})",
             "",
             "Also: `gpuadvisor_queue_job_gpu_info` (the GPU indices the scheduler",
             "assigned, where it tells), the exporter's own read time and last success, and",
@@ -43,7 +44,7 @@ def metrics_markdown() -> str:
             "good to one scrape interval (queue.md, section History).",
             "",
             metrics_table(QUEUE_METRICS),
-            "## Advisor (`gpuadvisor advisor`, one per cluster, :19844)",
+            f"## Advisor (`gpuadvisor advisor`, one per cluster, :{ADVISOR_PORT})",
             "",
             "The `gpuadvisor_cluster_*` gauges are absent while an input is stale or down.",
             "",

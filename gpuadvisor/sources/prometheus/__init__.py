@@ -1,2 +1,2 @@
-"""Prometheus's HTTP API: the client, the named query profiles and the live state rebuilt from
-their answers."""
+"""Prometheus's HTTP API: the shared edge (``client``, ``answers``, ``gc_pause``,
+``byte_budget``), the advisor's live read (``live/``) and whatif's history read."""

@@ -37,7 +37,7 @@ from gpuadvisor.model import Cluster, Job, Node
 from gpuadvisor.model.availability import Availability
 from gpuadvisor.model.history import FinishedJob
 from gpuadvisor.model.jobname import bounded_job_name
-from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.answers import Series
 from gpuadvisor.sources.prometheus.history.queue_scrapes import (
     QUEUE_UP,
     Exporter,

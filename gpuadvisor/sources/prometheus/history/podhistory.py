@@ -36,7 +36,7 @@ from gpuadvisor.model import Cluster, Job, Node
 from gpuadvisor.model.availability import Availability
 from gpuadvisor.model.history import FinishedJob
 from gpuadvisor.model.ids import kubernetes_name_problem, pod_uid_problem
-from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.answers import Series
 from gpuadvisor.sources.prometheus.history.ranges import ReadPlan, Selectors, read_chunks_of
 from gpuadvisor.sources.prometheus.history.scraped import (
     STALE_S,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.answers import Series
 
 QUEUE_UP = "gpuadvisor_queue_up"
 GONE_AFTER = 2

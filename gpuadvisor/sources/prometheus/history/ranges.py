@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpuadvisor.sources.prometheus.client import PrometheusError, QueryResult, RangeResult, Series
+from gpuadvisor.sources.prometheus.answers import PrometheusError, QueryResult, RangeResult, Series
 
 TOO_LARGE = ("max-samples", "too many samples", "exceeded", "limit")
 """Words of a server's answer to a query over its sample or point limits."""

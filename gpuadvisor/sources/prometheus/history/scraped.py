@@ -13,7 +13,7 @@ from typing import Protocol
 
 from gpuadvisor.model import Cluster
 from gpuadvisor.model.availability import Availability, Outage
-from gpuadvisor.sources.prometheus.client import Series
+from gpuadvisor.sources.prometheus.answers import Series
 from gpuadvisor.sources.prometheus.history.ranges import (
     LatestValues,
     Progress,

@@ -1,10 +1,10 @@
-"""The central advisor's runtime: a cycle every interval, and the aiohttp app that serves it.
+"""The central advisor's app composition: from ``AdvisorConfig`` to the running parts.
 
-One cycle: read the live state from Prometheus → analyse it (pure, on a worker thread so that
-scrapes and API calls stay responsive) → hysteresis → hand the change to the sinks' outboxes →
-publish a new immutable ``AdvisorStatus``. A cycle whose inputs are stale or down gives no advice
-and withdraws what was active; a cycle that fails is logged, counted, and treated the same way.
-The advisor keeps no other state, so two replicas fed the same data send the same alerts.
+``compose`` builds the cycle runtime (``runtime.py``) with what it reads from (the Prometheus
+client, the profile's live read, the ``BuildWorker`` process for big cycles) and delivers to
+(the sinks and their outboxes); ``create_app`` serves it (``/metrics``,
+``/api/v1/recommendations``, health and readiness) and runs its cycle loop; ``run_once`` is
+``advisor --once``; ``generation`` is the app for ``services.serving``.
 """
 
 from __future__ import annotations
@@ -15,212 +15,38 @@ import logging
 import multiprocessing
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import BrokenExecutor, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from gpuadvisor import __version__
-from gpuadvisor.analysis.advice.cycle import CycleSettings, Findings, analyse
-from gpuadvisor.analysis.advice.hysteresis import (
-    Change,
-    Debounced,
-    HysteresisSettings,
-    Tracked,
-    step,
-)
+from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
 from gpuadvisor.analysis.advice.predicted import PredictionSummary
 from gpuadvisor.config.advisor import AdvisorConfig
-from gpuadvisor.model import ClusterQueue, LiveState, SourceHealth
+from gpuadvisor.model import LiveState
+from gpuadvisor.services.advisor.runtime import Advisor, AdvisorSettings, OutboxDispatcher
 from gpuadvisor.services.history import HistoryFeed
 from gpuadvisor.services.repeats import ChangeLog
 from gpuadvisor.services.serving import Generation
 from gpuadvisor.services.web import healthy, landing_page, ready, serving_exposition
 from gpuadvisor.services.webconfig import web_security
 from gpuadvisor.sinks.delivery.alertmanager import AlertmanagerSink
-from gpuadvisor.sinks.delivery.outbox import Active, Cycle, Outbox, Outcome, Sink
+from gpuadvisor.sinks.delivery.outbox import Outbox, Outcome, Sink
 from gpuadvisor.sinks.delivery.payload import iso_utc, recommendation_json
 from gpuadvisor.sinks.delivery.slack import SlackSink
 from gpuadvisor.sinks.delivery.webhook import WebhookSink
 from gpuadvisor.sinks.exposition.advisor import AdvisorMetrics, AdvisorStatus
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
 from gpuadvisor.sources.prometheus.client import MetricsQuery, PrometheusClient
-from gpuadvisor.sources.prometheus.dcgm import WITHOUT_AGENT
-from gpuadvisor.sources.prometheus.live import LiveBuild, gc_paused, read_live
+from gpuadvisor.sources.prometheus.live.dcgm import WITHOUT_AGENT
+from gpuadvisor.sources.prometheus.live.state import LiveBuild, Offload, read_live
 from gpuadvisor.transport.url import redact_url
 
 log = logging.getLogger(__name__)
-
-ReadState = Callable[[float], Awaitable[LiveState]]
-"""Reads the live state as of ``now_s`` (Unix seconds); reports failures as sources down."""
-
-
-class Dispatcher(Protocol):
-    """Hands one cycle's change to every sink (non-blocking: the sinks' outboxes deliver)."""
-
-    def dispatch(self, change: Change, now_s: float, interval_s: float) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class AdvisorSettings:
-    """How often to run a cycle and how advice is judged and debounced (from ``AdvisorConfig``,
-    which owns the defaults)."""
-
-    interval_s: float
-    cycle: CycleSettings = field(default_factory=CycleSettings)
-    hysteresis: HysteresisSettings = field(default_factory=HysteresisSettings)
-    version: str = __version__
-
-
-class Advisor:
-    """Runs cycles and keeps the latest status; ``clock`` is wall time, ``timer`` measures.
-    ``metrics``: the registry the cycles are counted in (default: its own)."""
-
-    def __init__(
-        self,
-        read_state: ReadState,
-        dispatcher: Dispatcher,
-        settings: AdvisorSettings,
-        *,
-        metrics: AdvisorMetrics | None = None,
-        clock: Callable[[], float] = time.time,
-        timer: Callable[[], float] = time.perf_counter,
-        history: HistoryFeed | None = None,
-    ) -> None:
-        self._read_state = read_state
-        self.history = history
-        """Where runtime predictions come from (None: advice plans with time limits)."""
-        self.dispatcher = dispatcher
-        self.settings = settings
-        self._clock = clock
-        self._timer = timer
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="advisor-cycle")
-        self._debounced = Debounced()
-        self.status = AdvisorStatus()
-        self.metrics = metrics or AdvisorMetrics(lambda: self.status, settings.version)
-        """Its registry; one passed in must read this advisor's ``status``."""
-        self.cycles_run = 0
-        self._last_problem = ""
-        self._last_missing: tuple[str, ...] = ()
-
-    async def cycle(self) -> AdvisorStatus:
-        """Run one cycle now and return the status it published.
-
-        The cyclic garbage collector is paused for the cycle: what it creates is nearly all
-        freed by reference counting, and a collection in the middle (a full one walks every
-        object of the advisor, up to 70 ms at 10,000 GPUs in bench/advisor.py) only delays the
-        advice; the collector resumes after the cycle, in the time between cycles.
-        """
-        with gc_paused():
-            return await self._cycle()
-
-    async def _cycle(self) -> AdvisorStatus:
-        started = self._timer()
-        now = self._clock()
-        sources: tuple[SourceHealth, ...] = ()
-        queues: tuple[ClusterQueue, ...] = ()
-        findings: Findings | None = None
-        try:
-            live = await self._read_state(now)
-            sources = live.sources
-            queues = live.cluster_queues
-            predictor = await self.history.predictor(now) if self.history else None
-            loop = asyncio.get_running_loop()
-            findings = await loop.run_in_executor(
-                self._executor, analyse, live, self.settings.cycle, predictor
-            )
-            outcome = "ok" if findings.trusted else "untrusted"
-        except Exception as exc:  # a failed cycle must not stop the advisor
-            log.exception("advisor cycle failed: %s", exc)
-            outcome = "error"
-            sources = (*sources, SourceHealth("advisor", False, f"cycle failed: {exc}"))
-        proposed = findings.recommendations if findings and findings.trusted else None
-        self._debounced, change = step(self._debounced, proposed, now, self.settings.hysteresis)
-        self._report_problems(outcome, sources)
-        self._report_missing(findings.missing_nodes if findings else ())
-        self.dispatcher.dispatch(change, now, self.settings.interval_s)
-        self.status = AdvisorStatus(
-            findings=findings,
-            active=tuple(t.recommendation for t in change.active),
-            sources=sources,
-            last_cycle_s=now,
-            first_seen={t.recommendation.id: t.first_seen_s for t in change.active},
-            cluster_queues=queues,
-        )
-        self.cycles_run += 1
-        self.metrics.observe_cycle(outcome, self._timer() - started)
-        return self.status
-
-    def _report_problems(self, outcome: str, sources: tuple[SourceHealth, ...]) -> None:
-        """Log why advice stopped, once per change of reason, and when it recovers."""
-        down = "; ".join(f"{s.source}: {s.reason or 'down'}" for s in sources if not s.up)
-        problem = down if outcome == "untrusted" else ""
-        if problem != self._last_problem:
-            if problem:
-                log.warning("no advice this cycle, inputs not trusted: %s", problem)
-            else:
-                log.warning("inputs trusted again; advice resumes")
-            self._last_problem = problem
-
-    def _report_missing(self, missing: tuple[str, ...]) -> None:
-        """Log a degraded cluster once per change of the missing nodes, and its recovery."""
-        if missing == self._last_missing:
-            return
-        if missing:
-            shown = ", ".join(missing[:10]) + (
-                f" and {len(missing) - 10} more" if len(missing) > 10 else ""
-            )
-            log.warning(
-                "degraded: %d node(s) named by the queue or seen recently report no agent data "
-                "(%s); only reclaim-idle advice is given",
-                len(missing),
-                shown,
-            )
-        else:
-            log.warning("every node reports again; all advice resumes")
-        self._last_missing = missing
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Cycle every ``interval_s`` (measured start to start) until ``stop`` is set."""
-        loop = asyncio.get_running_loop()
-        while not stop.is_set():
-            began = loop.time()
-            await self.cycle()
-            delay = max(0.0, self.settings.interval_s - (loop.time() - began))
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):  # not wait_for: it can swallow a cancel
-                    await stop.wait()
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-def _entries(tracked: tuple[Tracked, ...]) -> tuple[Active, ...]:
-    return tuple(Active(t.recommendation, t.first_seen_s) for t in tracked)
-
-
-class OutboxDispatcher:
-    """Hands each cycle to every sink's outbox; the outboxes deliver in their own tasks."""
-
-    def __init__(self, outboxes: tuple[Outbox, ...], advisor_url: str = "") -> None:
-        self.outboxes = outboxes
-        self.advisor_url = advisor_url
-
-    def dispatch(self, change: Change, now_s: float, interval_s: float) -> None:
-        cycle = Cycle(
-            now_s=now_s,
-            interval_s=interval_s,
-            active=_entries(change.active),
-            new=_entries(change.new),
-            resolved=_entries(change.resolved),
-            advisor_url=self.advisor_url,
-        )
-        for outbox in self.outboxes:
-            outbox.submit(cycle)
 
 
 def status_json(status: AdvisorStatus) -> dict[str, Any]:
@@ -262,7 +88,7 @@ def sinks_of(config: AdvisorConfig) -> tuple[Sink, ...]:
 
 class BuildWorker:
     """One worker process that decodes, parses and builds the live state of a cycle whose
-    answers are big (``sources/prometheus/live.py``, ``OFF_LOOP_BYTES``): orjson holds the GIL
+    answers are big (``sources/prometheus/live/state.py``, ``OFF_LOOP_BYTES``): orjson holds the GIL
     through a whole decode (a 30 MB answer: over a second), so a thread would still stall the
     event loop and ``/-/healthy`` with it. Started at the first big cycle (``spawn``: nothing of
     the running loop is copied into it); a worker that died is replaced at the next one."""
@@ -291,6 +117,49 @@ class BuildWorker:
 
 
 BUILD_WORKER = web.AppKey("build_worker", BuildWorker)
+
+
+class LiveReader:
+    """The advisor's ``ReadState``: the profile's live read (``read_live``) under the cycle's
+    byte budget, a big cycle's answers built by ``worker`` (the ``BuildWorker``); what the state
+    left out and Prometheus' own warnings logged when they change, and counted in ``metrics``."""
+
+    def __init__(
+        self,
+        config: AdvisorConfig,
+        source: MetricsQuery,
+        worker: Offload,
+        metrics: AdvisorMetrics,
+    ) -> None:
+        self.config = config
+        self.source = source
+        self.worker = worker
+        self.metrics = metrics
+        self._left_out = ChangeLog(log, "left out of the live state")
+        self._prometheus_warns = ChangeLog(log, "Prometheus warns")
+
+    async def __call__(self, now_s: float) -> LiveState:
+        config, metrics = self.config, self.metrics
+        built = await read_live(
+            self.source,
+            config.profile,
+            now_s=now_s,
+            settings=config.live,
+            max_cycle_bytes=config.prometheus.max_cycle_bytes,
+            offload=self.worker,
+        )
+        self._left_out.report(
+            {f"{w.reason} {w.subject}": f"({w.reason}) {w}" for w in built.warnings}
+        )
+        metrics.set_left_out(
+            Counter(reason for reason, _ in {(w.reason, w.subject) for w in built.warnings})
+        )
+        # Prometheus' own warnings come with every answer of a query: logged on change too.
+        self._prometheus_warns.report(
+            {f"{n} {w}": f"query {n}: {w}" for n, w in built.query_warnings}
+        )
+        metrics.prometheus_warnings = len(built.query_warnings)
+        return built.state
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,27 +192,7 @@ def compose(
         client = query = PrometheusClient(config.prometheus)
     source: MetricsQuery = query
 
-    left_out = ChangeLog(log, "left out of the live state")
     worker = BuildWorker()
-    prometheus_warns = ChangeLog(log, "Prometheus warns")
-
-    async def read_state(now_s: float) -> LiveState:
-        built = await read_live(
-            source,
-            config.profile,
-            now_s=now_s,
-            settings=config.live,
-            max_cycle_bytes=config.prometheus.max_cycle_bytes,
-            offload=worker,
-        )
-        left_out.report({f"{w.reason} {w.subject}": f"({w.reason}) {w}" for w in built.warnings})
-        metrics.set_left_out(
-            Counter(reason for reason, _ in {(w.reason, w.subject) for w in built.warnings})
-        )
-        # Prometheus' own warnings come with every answer of a query: logged on change too.
-        prometheus_warns.report({f"{n} {w}": f"query {n}: {w}" for n, w in built.query_warnings})
-        metrics.prometheus_warnings = len(built.query_warnings)
-        return built.state
 
     hysteresis = config.hysteresis
     if hold_cycles is not None:
@@ -366,6 +215,7 @@ def compose(
         predictions = PredictionMetrics(lambda: _planned(advisor.status))
         metrics.registry.register(predictions)
         history = HistoryFeed(config.history, predictions, clock=clock)
+    read_state = LiveReader(config, source, worker, metrics)
     advisor = Advisor(
         read_state, dispatcher, settings, metrics=metrics, clock=clock, timer=timer, history=history
     )

@@ -35,7 +35,7 @@ from gpuadvisor.model import (
     RunningJob,
     SourceHealth,
 )
-from gpuadvisor.sources.prometheus.client import Sample
+from gpuadvisor.sources.prometheus.answers import Sample
 
 Results = Mapping[str, Sequence[Sample]]
 """Samples per query name."""
@@ -143,10 +143,10 @@ them, so its samples are let go once they are made; others are kept as they came
 class Answers:
     """One cycle's answers, with the indexes the builder reads made once per query.
 
-    ``read_live`` adds each answer as it arrives, while Prometheus still evaluates the others,
-    so the indexing (and the freeing of the samples no builder needs again) happens in time
-    the cycle would otherwise spend waiting. Pure: the same answers give the same indexes in
-    whatever order they came. ``get`` gives a query's samples, as from a ``Results`` mapping.
+    ``build_from_raw`` adds each answer as it decodes it, so the samples no builder needs
+    again are let go before the next answer is decoded. Pure: the same answers give the same
+    indexes in whatever order they are added. ``get`` gives a query's samples, as from a
+    ``Results`` mapping.
     """
 
     def __init__(self, plan: Plan | None = None, results: Results | None = None) -> None:

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 
 from gpuadvisor.model import ClusterQueue, QueueGpus
 from gpuadvisor.model.ids import kubernetes_name_problem
-from gpuadvisor.sources.prometheus.client import Sample
-from gpuadvisor.sources.prometheus.promql import Query
-from gpuadvisor.sources.prometheus.scratch import Answers, Build, Results, first_by
+from gpuadvisor.sources.prometheus.answers import Sample
+from gpuadvisor.sources.prometheus.live.promql import Query
+from gpuadvisor.sources.prometheus.live.scratch import Answers, Build, Results, first_by
 
 KUEUE_GPU = 'resource="nvidia.com/gpu"'
 """Kueue writes the resource name as Kubernetes spells it (kube-state-metrics writes

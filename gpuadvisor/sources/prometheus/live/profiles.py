@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpuadvisor.errors import ConfigError
-from gpuadvisor.sources.prometheus.dcgm import DCGM_SHARE_QUERIES, SLURM_DCGM_GPU_QUERIES
-from gpuadvisor.sources.prometheus.kueue import KUEUE_QUERIES
-from gpuadvisor.sources.prometheus.promql import (
+from gpuadvisor.sources.prometheus.live.dcgm import DCGM_SHARE_QUERIES, SLURM_DCGM_GPU_QUERIES
+from gpuadvisor.sources.prometheus.live.kueue import KUEUE_QUERIES
+from gpuadvisor.sources.prometheus.live.promql import (
     PLACEHOLDERS,
     Profile,
     Query,

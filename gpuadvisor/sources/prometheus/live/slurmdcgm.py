@@ -18,15 +18,15 @@ from collections import Counter
 from collections.abc import Sequence
 
 from gpuadvisor.model import Node, SourceHealth
-from gpuadvisor.sources.prometheus.builders import (
+from gpuadvisor.sources.prometheus.answers import Sample
+from gpuadvisor.sources.prometheus.live.builders import (
     GPUADVISOR_PLAN,
     LOAD_FIELDS,
     bad_job_id,
     queue_entries,
     read_loads,
 )
-from gpuadvisor.sources.prometheus.client import Sample
-from gpuadvisor.sources.prometheus.scratch import (
+from gpuadvisor.sources.prometheus.live.scratch import (
     Answers,
     Build,
     Index,

@@ -18,9 +18,9 @@ from gpuadvisor.model import (
 from gpuadvisor.model.ids import job_id_problem, kubernetes_name_problem
 from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.queue import PENDING, RUNNING
-from gpuadvisor.sources.prometheus.client import Sample
-from gpuadvisor.sources.prometheus.kueue import read_cluster_queues
-from gpuadvisor.sources.prometheus.scratch import (
+from gpuadvisor.sources.prometheus.answers import Sample
+from gpuadvisor.sources.prometheus.live.kueue import read_cluster_queues
+from gpuadvisor.sources.prometheus.live.scratch import (
     Answers,
     Build,
     Index,

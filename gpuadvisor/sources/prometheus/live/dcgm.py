@@ -18,7 +18,7 @@ instances, which share their GPU's ``gpu`` and ``UUID``) collapse to one series 
 
 from __future__ import annotations
 
-from gpuadvisor.sources.prometheus.promql import Query
+from gpuadvisor.sources.prometheus.live.promql import Query
 
 _MIB = "1048576"
 
