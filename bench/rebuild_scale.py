@@ -63,14 +63,15 @@ from typing import Any, TextIO
 
 import orjson
 
-from gpuadvisor.cli.whatif_prometheus import read_prometheus
 from gpuadvisor.model import Cluster, Job
+from gpuadvisor.programs.whatif import ProgressLine
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES, generate_workload
 from gpuadvisor.sources.prometheus import client
 from gpuadvisor.sources.prometheus.answers import Series
-from gpuadvisor.sources.prometheus.jobhistory import UNAVAILABLE_MATCHER, JobHistory
-from gpuadvisor.sources.prometheus.ranges import ReadPlan
+from gpuadvisor.sources.prometheus.history.jobhistory import UNAVAILABLE_MATCHER, JobHistory
+from gpuadvisor.sources.prometheus.history.ranges import ReadPlan
+from gpuadvisor.sources.prometheus.history.read import read_prometheus
 
 DAY_S = 86400
 NODE_GPUS = 8
@@ -429,7 +430,7 @@ def run_child(argv: Sequence[str], server: Prometheus) -> Measured:
 
 def child_rebuild(url: str, since: float, until: float, chunk: float, out: Path) -> None:
     """The rebuild itself, as ``whatif --prometheus`` runs it; the jobs to ``out``."""
-    record = read_prometheus(url, since, until, chunk, stderr=sys.stderr)
+    record = read_prometheus(url, since, until, chunk, progress=ProgressLine(sys.stderr))
     with out.open("w") as f:
         for one in record.record.jobs:
             job = one.job

@@ -18,11 +18,11 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from gpuadvisor.cli.flags import add_flags, given
-from gpuadvisor.cli.outputs import is_stdout
 from gpuadvisor.config.apply import SETTINGS, ApplySettings
 from gpuadvisor.config.http import load_http_config
 from gpuadvisor.config.setting import from_flags
 from gpuadvisor.errors import InputError
+from gpuadvisor.programs.outputs import is_stdout
 from gpuadvisor.services.apply.plan import ApplyDecisions, Policy, Verdict, plan
 from gpuadvisor.services.apply.runner import ApplyLog, Counts, carry_out
 from gpuadvisor.sources.advice import fetch_recommendations, read_recommendations_file

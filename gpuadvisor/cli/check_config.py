@@ -53,6 +53,8 @@ COMMAND_LINES: dict[str, str] = {
     "queue": "queue_config",
     "advisor": "load_config",
     "apply": "apply_settings",
+    "simulate": "checked_settings",
+    "whatif": "checked_settings",
 }
 """The programs whose command line check-config checks, and the function of each program's CLI
 module that turns its parsed flags into its settings type (running its checks, reading the

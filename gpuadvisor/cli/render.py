@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpuadvisor.cli.outputs import prepare_folder, write_atomically
 from gpuadvisor.errors import ConfigError
+from gpuadvisor.programs.outputs import prepare_folder, write_atomically
 from gpuadvisor.sinks.monitoring.dashboards import configmaps, dashboard_text
 from gpuadvisor.sinks.monitoring.rules import (
     RUNBOOK_URL,

@@ -6,6 +6,7 @@ pass's own (``OrderSettings``), so the simulator, the demo and the advisor share
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpuadvisor.analysis.prediction import RAISE_RULES
 from gpuadvisor.analysis.predictors import DEFAULT_PREDICTOR, PREDICTORS
@@ -23,9 +24,12 @@ from gpuadvisor.config.values import (
     switch,
     text,
 )
-from gpuadvisor.simulation.engine import ESTIMATE_MODES
+from gpuadvisor.errors import GpuAdvisorError, ModelError
+from gpuadvisor.simulation.compare import parse_policy
+from gpuadvisor.simulation.engine import ESTIMATE_MODES, SimulationConfig
 from gpuadvisor.simulation.generator import MIXES
-from gpuadvisor.simulation.sharing import SHARE_MODES
+from gpuadvisor.simulation.sharing import SHARE_MODES, Sharing
+from gpuadvisor.sinks.report.swf_schedule import is_swf
 from gpuadvisor.sources.traces import READERS
 from gpuadvisor.sources.traces.swf import FILTERS as SWF_FILTERS
 
@@ -73,6 +77,93 @@ class SimulateSettings:
     output_schedule: str | None = None
     schedule_policy: str | None = None
     no_baseline: bool = False
+
+    @property
+    def sharing(self) -> Sharing:
+        """GPU sharing of the replays (``--share``, ``--share-slowdown``)."""
+        return Sharing(self.share, slowdown=self.share_slowdown)
+
+    def configs(self) -> list[SimulationConfig]:
+        """The replays' policies (``--policies``, ``--protocol replay``), each with the
+        estimates, predictor, starvation bound and sharing given."""
+        base = SimulationConfig(
+            seed=self.seed,
+            estimates=self.estimates,
+            estimate_noise=self.estimate_noise,
+            raise_rule=self.raise_rule,
+            predictor=self.predictor,
+            settings=OrderSettings(starvation_s=self.starvation_s),
+            sharing=self.sharing,
+        )
+        configs = [parse_policy(spec, base) for spec in self.policies.split(",") if spec.strip()]
+        if not configs:
+            raise ModelError("--policies names no policy")
+        return configs
+
+    def placements(self) -> list[str]:
+        """The placements ``--protocol inflation`` compares (``--policies``)."""
+        names = [p.strip() for p in self.policies.split(",") if p.strip()]
+        if not names:
+            raise GpuAdvisorError("--policies names no placement")
+        for name in names:
+            if name not in PLACEMENTS:
+                raise GpuAdvisorError(
+                    f"--protocol inflation compares placements; {name!r} is not one of "
+                    + ", ".join(PLACEMENTS)
+                )
+        return names
+
+    def check(self) -> None:
+        """The checks across settings (each flag alone is checked as it is parsed), before
+        anything is read or written. Raises ``GpuAdvisorError`` naming the flags;
+        ``gpuadvisor check-config -- simulate ...`` runs it."""
+        replay = self.protocol == "replay"
+        if self.output_schedule is not None:
+            if not replay:
+                raise GpuAdvisorError("--output-schedule needs --protocol replay")
+        elif self.schedule_policy is not None:
+            raise GpuAdvisorError("--schedule-policy needs --output-schedule")
+        if self.outages is not None:
+            if not replay:
+                raise GpuAdvisorError("--outages needs --protocol replay (inflation has no clock)")
+            if self.load is not None:
+                raise GpuAdvisorError(
+                    "--outages keeps the trace's own clock; --load would move the arrivals off it"
+                )
+        if self.trace and self.limits != "tight":
+            raise GpuAdvisorError(
+                "--limits shapes a generated workload; a trace keeps its own limits"
+            )
+        if self.trace and self.light_share:
+            raise GpuAdvisorError(
+                "--light-share shapes a generated workload; a trace has its own jobs"
+            )
+        if self.share_slowdown is not None and self.share == "off":
+            raise GpuAdvisorError(
+                "--share-slowdown needs a sharing mode (--share mps|timeslice|mig)"
+            )
+        if self.sharing.on and not replay:
+            raise GpuAdvisorError("--share needs --protocol replay")
+        if not replay:
+            self.placements()
+            return
+        labels = [config.label for config in self.configs()]
+        if self.schedule_policy is not None and self.schedule_policy not in labels:
+            raise GpuAdvisorError(
+                f"--schedule-policy {self.schedule_policy!r} is not a listed policy; "
+                f"the policies are {', '.join(labels)}"
+            )
+        schedule = self.output_schedule
+        if (
+            schedule is not None
+            and is_swf(Path(schedule))
+            and self.schedule_policy is None
+            and len(labels) > 1
+        ):
+            raise GpuAdvisorError(
+                "--output-schedule *.swf holds one policy's replay: name it with "
+                f"--schedule-policy (one of {', '.join(labels)})"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,30 +13,19 @@ from gpuadvisor.config.values import (
     instant,
     non_negative,
     optional_path,
+    resolve_instant,
     seconds,
     switch,
     text,
 )
-from gpuadvisor.model.scheduler import SchedulerConfig
+from gpuadvisor.errors import GpuAdvisorError, ModelError
 from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX
+from gpuadvisor.simulation.compare import parse_policy
+from gpuadvisor.simulation.engine import SimulationConfig
+from gpuadvisor.simulation.whatif.as_run import AUTO, FALLBACK_ORDERS
 from gpuadvisor.sources.prometheus.live.profiles import PROFILES
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
 from gpuadvisor.sources.slurm.sacct import SacctLimits
-
-AUTO = "auto"
-"""``--as-run auto``: the order of the scheduler the site reported, else the profile's
-(``FALLBACK_ORDERS``)."""
-FALLBACK_ORDERS = {"gpuadvisor": "easy", "kubernetes": "fifo-skip"}
-"""The order replayed when no scheduler was reported, by ``--profile``: Slurm's default
-``sched/backfill`` is EASY-style backfill; kube-scheduler binds any pending pod that fits, in
-priority order, and reserves nothing for a pod that does not (FIFO that skips what will not
-fit)."""
-FALLBACK_ORDER = FALLBACK_ORDERS["gpuadvisor"]
-SCHEDULER_ORDERS = {"sched/backfill": "easy", "sched/builtin": "fifo"}
-"""Slurm's ``SchedulerType`` → the order that replays it. ``sched/backfill`` backfills around
-the highest-priority blocked job (EASY-style); ``sched/builtin`` starts jobs in priority order
-and, once a job cannot start for want of resources, starts no lower-priority job of that
-partition (slurm.conf(5); ``failed_parts`` in job_scheduler.c): strict FIFO."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +66,51 @@ class WhatifSettings:
     def fallback_order(self) -> str:
         """The order ``auto`` replays where no scheduler was reported (``FALLBACK_ORDERS``)."""
         return FALLBACK_ORDERS[self.profile]
+
+    def window(self, now_s: float) -> tuple[float | None, float | None]:
+        """``since`` and ``until`` as Unix seconds (a duration counts back from ``now_s``);
+        with ``--prometheus`` the window ends at ``now_s`` unless ``until`` is given."""
+        since = resolve_instant(self.since, now_s)
+        until = resolve_instant(self.until, now_s)
+        if self.prometheus is not None and until is None:
+            until = now_s
+        return since, until
+
+    def configs(
+        self, as_run_order: str | None = None
+    ) -> tuple[SimulationConfig, list[SimulationConfig]]:
+        """The site's own policy (``as_run_order``, else ``--as-run``; ``auto`` checked as the
+        fallback), and the policies to compare (``--policies``)."""
+        base = SimulationConfig()
+        order = as_run_order or self.as_run
+        as_run = parse_policy(self.fallback_order if order == AUTO else order, base)
+        policies = [parse_policy(s, base) for s in self.policies.split(",") if s.strip()]
+        if not policies:
+            raise ModelError("--policies names no policy")
+        return as_run, policies
+
+    def check(self, now_s: float) -> None:
+        """The checks across settings (each flag alone is checked as it is parsed), before
+        anything is read: the source's own flags, the window and the policies. Raises
+        ``GpuAdvisorError`` naming the flags; ``gpuadvisor check-config -- whatif ...`` runs it."""
+        if self.prometheus is None and self.profile != "gpuadvisor":
+            raise GpuAdvisorError(
+                f"--profile {self.profile} reads Prometheus: it needs --prometheus, not --sacct"
+            )
+        if self.prometheus is not None:
+            if self.since is None:
+                raise GpuAdvisorError("--prometheus needs --since (for example --since 14d)")
+            if self.node_events:
+                raise GpuAdvisorError(
+                    "--node-events goes with --sacct: with --prometheus the nodes' outages come "
+                    "from the agents' series and the queue exporter's node states"
+                )
+        since, until = self.window(now_s)
+        if since is not None and until is not None and until <= since:
+            raise GpuAdvisorError("--until must be after --since")
+        self.configs()  # a bad --policies fails before anything is read
+        if self.sacct is not None and self.cluster is None and self.nodes is None:
+            raise GpuAdvisorError("--sacct needs the cluster: --cluster or --nodes")
 
 
 WHATIF_SETTINGS: tuple[Setting, ...] = (
@@ -256,54 +290,3 @@ WHATIF_CHOICES: Choices = {
 }
 """``slurm-dcgm`` is the advisor's only: what-if replays histories of the agent's or
 kube-state-metrics' series."""
-
-
-@dataclass(frozen=True, slots=True)
-class AsRun:
-    """The order replayed as the site's own, and where it came from (for the report)."""
-
-    order: str
-    origin: str
-    """``--as-run``, ``gpuadvisor_queue_scheduler_info: sched/backfill``, ``--slurm-config
-    FILE: sched/builtin``, or ``default: …`` saying why no scheduler was known."""
-    scheduler: SchedulerConfig | None = None
-    warning: str = ""
-    """Set when a reported scheduler has no matching order (replayed as the fallback)."""
-
-    def document(self) -> dict[str, object]:
-        """The JSON document's ``as_run`` object."""
-        scheduler = None
-        if self.scheduler is not None:
-            scheduler = dict(zip(self.scheduler.labels(), self.scheduler.values(), strict=True))
-        return {
-            "order": self.order,
-            "from": self.origin,
-            "scheduler": scheduler,
-            "warning": self.warning or None,
-        }
-
-
-def choose_as_run(
-    as_run: str,
-    scheduler: SchedulerConfig | None,
-    reported_by: str,
-    *,
-    missing: str = "",
-    fallback: str = FALLBACK_ORDER,
-) -> AsRun:
-    """The order to replay as the site's own. An order given (not ``auto``) wins; else the
-    reported scheduler's (``reported_by`` names where it was read); else ``fallback`` (the
-    profile's, ``FALLBACK_ORDERS``), ``missing`` saying why no scheduler was known."""
-    if as_run != AUTO:
-        return AsRun(as_run, "--as-run", scheduler)
-    if scheduler is None:
-        return AsRun(fallback, f"default: {missing or 'no scheduler reported'}")
-    origin = f"{reported_by}: {scheduler.scheduler_type}"
-    order = SCHEDULER_ORDERS.get(scheduler.scheduler_type)
-    if order is not None:
-        return AsRun(order, origin, scheduler)
-    warning = (
-        f"SchedulerType {scheduler.scheduler_type!r} ({reported_by}) has no matching order; "
-        f"replayed as {FALLBACK_ORDER} (give --as-run to choose)"
-    )
-    return AsRun(FALLBACK_ORDER, origin, scheduler, warning)

@@ -5,7 +5,7 @@ stretch (overlapping or touching stretches of one node are merged). A replay tak
 events (``simulation.engine``): at an outage's start the node takes no new job, and jobs already
 running there run to their end (drain semantics); at its end the node is usable again. The
 same outages give the capacity that was there over a window: the allocation's divisor, for
-the record and for every replay alike (``simulation.rebuild.allocation_ratio``).
+the record and for every replay alike (``simulation.whatif.rebuild.allocation_ratio``).
 """
 
 from __future__ import annotations

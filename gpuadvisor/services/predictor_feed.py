@@ -22,8 +22,8 @@ from collections.abc import Callable
 from gpuadvisor.analysis.prediction import RuntimePredictor
 from gpuadvisor.analysis.runtime_learning import Learned, learn
 from gpuadvisor.errors import InputError
+from gpuadvisor.model.accounting import AccountingRecord
 from gpuadvisor.sinks.exposition.prediction import PredictionMetrics
-from gpuadvisor.sources.slurm.sacct import SacctResult
 from gpuadvisor.sources.slurm.sacct_file import HistorySettings, SacctFile
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class PredictorFeed:
         """What the last good read taught (None before one)."""
         return self._learned
 
-    def _load(self, now_s: float) -> tuple[Learned, SacctResult]:
+    def _load(self, now_s: float) -> tuple[Learned, AccountingRecord]:
         result = self._file.read()
         return learn(result.jobs, now_s=now_s, last=self.settings.last), result
 

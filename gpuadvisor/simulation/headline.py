@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 HEADLINE_SPREAD_PP = 0.5
 """Allocations of every policy within this many percentage points of each other (max − min):
@@ -28,6 +28,16 @@ _SLACK_PP = 1e-9
 """Float error of a difference of ratios: 0.505 − 0.5 is 0.50000000000000044 pp, on the line."""
 
 HeadlineKind = Literal["allocation", "waits"]
+
+
+class HeadlineDocument(TypedDict):
+    """The ``headline`` key of a JSON result document (``Headline.document()``)."""
+
+    kind: HeadlineKind
+    reason: str
+    allocation_spread_pp: float
+    threshold_pp: float
+
 
 WAIT_FIGURES = ("wait_mean_s", "wait_p95_s", "wait_max_s", "bounded_slowdown_mean")
 """The metric keys a waits headline leads with (``SimulationResult.metrics()``; bounded
@@ -46,7 +56,7 @@ class Headline:
     def waits(self) -> bool:
         return self.kind == "waits"
 
-    def document(self) -> dict[str, object]:
+    def document(self) -> HeadlineDocument:
         """The ``headline`` key of a JSON result document."""
         return {
             "kind": self.kind,

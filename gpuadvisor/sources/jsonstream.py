@@ -28,7 +28,15 @@ one streamed). A real job is 3-5 KB; one with 10,000 steps about 20 MB."""
 CHUNK_CHARS = 1024 * 1024
 """Text read from the stream at a time."""
 _WHITESPACE = " \t\n\r"
-_DECODER = json.JSONDecoder()
+
+
+def _not_a_number(constant: str) -> object:
+    """``NaN``, ``Infinity`` and ``-Infinity`` are not JSON (RFC 8259 §6), though Python's
+    decoder takes them: refused, so no reader meets a float that ``int()`` cannot convert."""
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_a_number)
 
 
 _DELETE = bytes(sorted(set(range(256)) - set(b'[]{}"')))
@@ -87,14 +95,14 @@ def loads(text: str, source: str, *, limit: int = MAX_DEPTH) -> object:
     deep = False
     value: object = None
     try:
-        value = json.loads(text)
+        value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"not valid JSON: {exc.msg} (column {exc.colno})", path=source, line=exc.lineno
         ) from exc
     except RecursionError:
         deep = True
-    except ValueError as exc:  # a number beyond int's digit limit
+    except ValueError as exc:  # a number beyond int's digit limit, NaN or Infinity
         raise InputError(f"not valid JSON: {exc}", path=source) from None
     if deep or nested_deeper(text, limit):
         offset = too_deep_at(text, 0, limit)
@@ -216,7 +224,7 @@ class ObjectStream:
                 continue
             except RecursionError:
                 value, end = None, -1
-            except ValueError as exc:  # a number beyond int's digit limit
+            except ValueError as exc:  # a number beyond int's digit limit, NaN or Infinity
                 raise self.error(f"not valid JSON: {exc}") from None
             if end == len(self._buf) and not self._eof and not isinstance(value, dict | list):
                 self._fill(len(self._buf) - start)  # a number may go on past the window

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gpuadvisor.cli.simulate import GENERATORS
 from gpuadvisor.model import Cluster
+from gpuadvisor.programs.simulate import GENERATORS
 from gpuadvisor.simulation.habits import LIMIT_GRID_S
 
 bench: Any = importlib.import_module("bench.robust")

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from gpuadvisor.cli import demo
 from gpuadvisor.model import Cluster
 from gpuadvisor.model.job import SIZE_CLASSES
+from gpuadvisor.programs import demo
 from gpuadvisor.simulation.compare import compare
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.generator import generate_workload

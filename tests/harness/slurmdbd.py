@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from gpuadvisor.model.accounting import AccountingRecord
 from gpuadvisor.model.slurm_job_id import array_task_count
 from gpuadvisor.sources.slurm.sacct import SACCT_COMMAND
-from gpuadvisor.sources.slurm.sacct_record import SacctResult
 from tests.harness.process import ManagedProcess, require_binary
 from tests.harness.slurm import SlurmCluster
 from tests.harness.wait import eventually
@@ -378,7 +378,7 @@ def expected_rows(jobs: Collection[SubmittedJob], *, names: bool = True) -> list
     return sorted(rows)
 
 
-def read_rows(result: SacctResult) -> list[Row]:
+def read_rows(result: AccountingRecord) -> list[Row]:
     """The same fields of what the reader rebuilt, sorted by job id."""
     rows: list[Row] = []
     for finished in result.jobs:

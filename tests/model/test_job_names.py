@@ -28,7 +28,7 @@ from gpuadvisor.model.jobname import MAX_JOB_NAME_CHARS, bounded_job_name
 from gpuadvisor.model.queue import QueueEntry, QueueSnapshot
 from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
 from gpuadvisor.sources.prometheus.answers import Sample, Series
-from gpuadvisor.sources.prometheus.jobhistory import JobHistory
+from gpuadvisor.sources.prometheus.history.jobhistory import JobHistory
 from gpuadvisor.sources.prometheus.live.builders import build_gpuadvisor
 from gpuadvisor.sources.queuefile import parse_queue_file
 from gpuadvisor.sources.slurm.parse import parse_squeue

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from gpuadvisor.cli import main
-from gpuadvisor.cli.simulate import GENERATORS
 from gpuadvisor.config.simulate import LIMIT_MODELS
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Cluster, Job
+from gpuadvisor.programs.simulate import GENERATORS
 from gpuadvisor.simulation.compare import compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.generator import HOUR_S, PHILLY_RUNTIMES

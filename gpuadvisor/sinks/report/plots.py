@@ -132,12 +132,25 @@ def plot_pngs(
     names: Sequence[str] = FIGURES,
 ) -> dict[str, bytes]:
     """The figures named (of ``FIGURES``) as PNG bytes, by name, in the order named."""
+    return figure_pngs(dict.fromkeys(names, (results, metrics)))
+
+
+FigureInput = tuple[Sequence[SimulationResult], Sequence[Mapping[str, object]]]
+"""The runs one figure draws, and each run's ``metrics()``."""
+
+
+def figure_pngs(figures: Mapping[str, FigureInput]) -> dict[str, bytes]:
+    """Each figure named (of ``FIGURES``) drawn from its own runs, as PNG bytes, by name, in
+    the order given."""
     builders = {
-        "allocation_over_time.png": lambda: _allocation_figure(results),
-        "wait_by_size.png": lambda: _wait_figure(results, metrics),
-        "idle_breakdown.png": lambda: _idle_figure(results, metrics),
+        "allocation_over_time.png": lambda r, m: _allocation_figure(r),
+        "wait_by_size.png": _wait_figure,
+        "idle_breakdown.png": _idle_figure,
     }
-    return {name: png_bytes(builders[name]()) for name in names}
+    return {
+        name: png_bytes(builders[name](results, metrics))
+        for name, (results, metrics) in figures.items()
+    }
 
 
 def png_bytes(figure: Figure) -> bytes:

@@ -100,7 +100,15 @@ def results_json(
 def document_json(document: Mapping[str, object]) -> str:
     """Any document as deterministic JSON, with ``results_json``'s rules (sorted keys, 6
     significant digits, NaN as ``null``), ending with a newline."""
-    return json.dumps(_plain(document), indent=2, allow_nan=False) + "\n"
+    return json.dumps(json_ready(document), indent=2, allow_nan=False) + "\n"
+
+
+def json_ready(document: Mapping[str, object]) -> dict[str, object]:
+    """The document exactly as ``document_json`` writes it and JSON gives it back: keys sorted,
+    floats rounded to 6 significant digits, NaN and infinities ``None``, tuples lists. What the
+    HTML report shows, so that the page and ``--output-json`` hold the same figures without a
+    round trip through text."""
+    return {str(k): _plain(document[k]) for k in sorted(document, key=str)}
 
 
 def _plain(value: object) -> object:

@@ -383,8 +383,8 @@ def _rebuild(doc: Mapping[str, object]) -> str:
 
 def render_report(document: Mapping[str, object], pngs: Mapping[str, bytes]) -> str:
     """The report page. ``document``: the ``--output-json`` document as JSON gives it back
-    (rounded numbers), so page and file show the same figures; ``pngs``: ``allocation``,
-    ``waits`` (distributions), ``waits_by_size``, ``waste``."""
+    (``tables.json_ready``: rounded numbers), so page and file show the same figures;
+    ``pngs``: ``allocation``, ``waits`` (distributions), ``waits_by_size``, ``waste``."""
     meta = document.get("meta")
     meta = meta if isinstance(meta, Mapping) else {}
     title = "What-if on this cluster's own history"

@@ -9,12 +9,12 @@ started are counted into one record (``FinishedJob.tasks``), never built one by 
 the allocated ``gres/gpu`` count (``sacct_record``).
 
 The output's text comes from users (job names, comments), so every record is checked: a record
-that cannot be read is left out and counted by reason in ``SacctResult.skipped`` (with where the
-first was), or, with ``strict``, is an ``InputError`` naming the source, the line or job, and the
-field. The whole output is refused (``InputError``) when it is not sacct output (truncated or
-foreign JSON, nesting deeper than ``nesting.MAX_DEPTH``, a missing column, an unsupported
-format, errors sacct reported), when no record could be read, or when no job has a GPU
-(accounting that does not track ``gres/gpu`` cannot teach anything here).
+that cannot be read is left out and counted by reason in ``AccountingRecord.skipped`` (with
+where the first was), or, with ``strict``, is an ``InputError`` naming the source, the line or
+job, and the field. The whole output is refused (``InputError``) when it is not sacct output
+(truncated or foreign JSON, nesting deeper than ``nesting.MAX_DEPTH``, a missing column, an
+unsupported format, errors sacct reported), when no record could be read, or when no job has a
+GPU (accounting that does not track ``gres/gpu`` cannot teach anything here).
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from collections.abc import Sequence
 from typing import BinaryIO
 
 from gpuadvisor.errors import InputError
+from gpuadvisor.model.accounting import AccountingRecord
 from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.sources.jsonstream import ObjectStream
 from gpuadvisor.sources.slurm.sacct_json import JSON_FORMATS, json_jobs
-from gpuadvisor.sources.slurm.sacct_record import BAD_RECORD_REASONS, SacctLimits, SacctResult
+from gpuadvisor.sources.slurm.sacct_record import BAD_RECORD_REASONS, SacctLimits
 from gpuadvisor.sources.slurm.sacct_text import SACCT_COMMAND, SACCT_FORMAT, parsable_jobs
 
 __all__ = [
@@ -36,7 +37,6 @@ __all__ = [
     "SACCT_COMMAND",
     "SACCT_FORMAT",
     "SacctLimits",
-    "SacctResult",
     "parse_sacct",
     "read_sacct",
 ]
@@ -50,7 +50,7 @@ def read_sacct(
     source: str = "sacct",
     strict: bool = False,
     limits: SacctLimits | None = None,
-) -> SacctResult:
+) -> AccountingRecord:
     """The jobs in ``sacct --json`` or ``sacct --parsable2`` output read from ``stream``.
 
     Raises ``InputError`` for output that is not sacct's (see the module), and with ``strict``
@@ -80,7 +80,7 @@ def parse_sacct(
     source: str = "sacct",
     strict: bool = False,
     limits: SacctLimits | None = None,
-) -> SacctResult:
+) -> AccountingRecord:
     """``read_sacct`` of output already in memory."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     return read_sacct(io.BytesIO(raw), source=source, strict=strict, limits=limits)

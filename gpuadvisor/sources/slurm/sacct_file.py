@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from gpuadvisor.analysis.prediction import DEFAULT_LAST
 from gpuadvisor.errors import InputError
+from gpuadvisor.model.accounting import AccountingRecord
 from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
-from gpuadvisor.sources.slurm.sacct import SacctLimits, SacctResult, read_sacct
+from gpuadvisor.sources.slurm.sacct import SacctLimits, read_sacct
 
 MAX_BYTES = 512 * 1024 * 1024
 """Larger history files are refused by default (``history.max_bytes``): 110,000 to 180,000 jobs
@@ -69,7 +70,7 @@ class SacctFile:
         except OSError:
             return True
 
-    def read(self) -> SacctResult:
+    def read(self) -> AccountingRecord:
         """Read and parse the file now (remembered as seen even when it fails to parse, so that
         a bad file is reported once, not every cycle). Raises ``InputError``."""
         try:

@@ -28,6 +28,7 @@ import math
 from collections.abc import Mapping
 
 from gpuadvisor.errors import InputError
+from gpuadvisor.model.accounting import AccountingRecord
 from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.model.slurm_job_id import parse_job_id
@@ -46,7 +47,6 @@ from gpuadvisor.sources.slurm.sacct_record import (
     RecordChecks,
     SacctLimits,
     SacctRecord,
-    SacctResult,
     check_counts,
     check_state,
     check_text,
@@ -275,7 +275,7 @@ def json_jobs(
     *,
     strict: bool = False,
     limits: SacctLimits | None = None,
-) -> SacctResult:
+) -> AccountingRecord:
     """The jobs of ``sacct --json`` output, read one job at a time from ``stream``."""
     doc: dict[str, object] = {}
     fmt: SqueueFormat | None = None

@@ -7,16 +7,16 @@ naming four million tasks costs what one costs."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Job
+from gpuadvisor.model.accounting import AccountingRecord
 from gpuadvisor.model.finished import BAD_RECORD_REASONS, FinishedJob
 from gpuadvisor.model.slurm_job_id import MAX_ARRAY_INDEX, array_task_count, task_set_text
 from gpuadvisor.sources.slurm.hostlist import MAX_HOSTS
 
-__all__ = ["BAD_RECORD_REASONS", "RecordChecks", "SacctLimits", "SacctRecord", "SacctResult"]
+__all__ = ["BAD_RECORD_REASONS", "RecordChecks", "SacctLimits", "SacctRecord"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,31 +112,6 @@ def check_counts(
     return ""
 
 
-@dataclass(frozen=True, slots=True)
-class SacctResult:
-    """Parsed ``sacct`` output: the jobs (in the record's order) and the records left out."""
-
-    jobs: tuple[FinishedJob, ...]
-    format: str
-    """``v0.0.40 (Slurm 23.11)``, ``dbv0.0.38 (Slurm 22.05)`` or ``parsable2``."""
-    steps_skipped: int = 0
-    skipped: Mapping[str, int] = field(default_factory=dict)
-    """Records that could not be read, by reason (``BAD_RECORD_REASONS``), left out."""
-    first_skipped: str = ""
-    """Where and why the first of them was left out (``FILE, line N: …``), for one log line."""
-    warnings: tuple[str, ...] = ()
-    """What the reader noticed about the whole output (a free-text column, ignored)."""
-
-    def skipped_words(self) -> str:
-        """``3 records left out (2 job_id, 1 time), the first FILE, line 7: …``; ``""`` for
-        none."""
-        total = sum(self.skipped.values())
-        if not total:
-            return ""
-        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
-        return f"{total} unreadable records left out ({reasons}), the first {self.first_skipped}"
-
-
 class RecordChecks:
     """The records of one read left out, by reason; with ``strict`` the first is raised."""
 
@@ -165,12 +140,13 @@ class RecordChecks:
 
     def result(
         self, jobs: list[FinishedJob], fmt: str, warnings: tuple[str, ...] = ()
-    ) -> SacctResult:
+    ) -> AccountingRecord:
         """What was read; ``InputError`` when every record was left out."""
         if self.skipped and not jobs:
             total = sum(self.skipped.values())
             raise InputError(f"none of its {total} records could be read, the first {self.first}")
-        return SacctResult(tuple(jobs), fmt, self.steps, dict(self.skipped), self.first, warnings)
+        skipped = dict(self.skipped)
+        return AccountingRecord(tuple(jobs), fmt, self.steps, skipped, self.first, warnings)
 
 
 @dataclass(frozen=True, slots=True)

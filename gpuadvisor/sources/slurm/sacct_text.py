@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 from gpuadvisor.errors import InputError
+from gpuadvisor.model.accounting import AccountingRecord
 from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.model.slurm_job_id import parse_job_id
 from gpuadvisor.sources.slurm.parse import tres_gpus
@@ -31,7 +32,6 @@ from gpuadvisor.sources.slurm.sacct_record import (
     RecordChecks,
     SacctLimits,
     SacctRecord,
-    SacctResult,
     check_counts,
     check_state,
     check_text,
@@ -232,7 +232,7 @@ def parsable_jobs(
     strict: bool = False,
     first: bytes = b"",
     limits: SacctLimits | None = None,
-) -> SacctResult:
+) -> AccountingRecord:
     """The jobs of ``sacct --parsable2`` output read from ``stream`` (``first``: bytes of it
     already read), line by line: memory holds one line, never the file."""
     lines = _Lines(first, stream)

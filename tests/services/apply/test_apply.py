@@ -596,5 +596,7 @@ def test_check_config_checks_an_apply_command_line_without_running_it(
     words = ["check-config", "--", "apply", "--from", "f.json", "--http-config", "http.yml"]
     assert main(words) == 2
     assert "--http-config goes with --advisor" in capsys.readouterr().err
-    assert main(["check-config", "--", "simulate", "--generate", "mixed"]) == 2
-    assert "PROGRAM is one of agent, queue, advisor, apply" in capsys.readouterr().err
+    assert main(["check-config", "--", "render", "rules"]) == 2
+    assert "PROGRAM is one of agent, queue, advisor, apply, simulate, whatif" in (
+        capsys.readouterr().err
+    )

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from typing import cast
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from gpuadvisor.cli.whatif import print_as_run, print_summary
-from gpuadvisor.config.whatif import AsRun
+from gpuadvisor.simulation.whatif.as_run import AsRun
+from gpuadvisor.simulation.whatif.document import WhatifDocument
 from gpuadvisor.sinks.report.tables import render_size_table, render_table, table_text
 from gpuadvisor.sinks.report.terminal import MAX_FIELD_CHARS, terminal_text
+from gpuadvisor.sinks.report.whatif_summary import print_as_run, print_summary
 from tests.hostile import HOSTILE, SHORT
 
 
@@ -137,7 +139,7 @@ def test_whatif_summary_lines_show_hostile_text_as_text(value: str) -> None:
     as_run = AsRun("fifo", f"--slurm-config FILE: {value}", warning=f"no order for {value}")
 
     def draw(console: Console) -> None:
-        print_summary(console, document)
+        print_summary(console, cast(WhatifDocument, document))  # the keys the lines read
         print_as_run(console, as_run)
 
     output = printed(draw)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuadvisor.sources.prometheus.answers import Series
-from gpuadvisor.sources.prometheus.podhistory import SERIES_READ, PodHistory
+from gpuadvisor.sources.prometheus.history.podhistory import SERIES_READ, PodHistory
 
 STEP = 10.0
 END = 10_000.0

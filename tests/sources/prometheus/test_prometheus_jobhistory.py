@@ -11,10 +11,11 @@ import random
 from itertools import pairwise
 
 from gpuadvisor.model.availability import Outage
-from gpuadvisor.simulation.rebuild import rebuild
+from gpuadvisor.simulation.whatif.rebuild import rebuild
 from gpuadvisor.sources.prometheus.answers import Series
-from gpuadvisor.sources.prometheus.jobhistory import STALE_S, JobHistory, Runs
-from gpuadvisor.sources.prometheus.queue_scrapes import QueueScrapes
+from gpuadvisor.sources.prometheus.history.jobhistory import JobHistory
+from gpuadvisor.sources.prometheus.history.queue_scrapes import QueueScrapes
+from gpuadvisor.sources.prometheus.history.scraped import STALE_S, Runs
 
 STEP = 15.0
 

@@ -1,5 +1,5 @@
-"""The chunked raw-sample reader (gpuadvisor/sources/prometheus/ranges.py): tiles cover the
-stretch once, a sample on a boundary is read once, a failing chunk is retried with a doubling
+"""The chunked raw-sample reader (gpuadvisor/sources/prometheus/history/ranges.py): tiles cover
+the stretch once, a sample on a boundary is read once, a failing chunk is retried with a doubling
 delay, a chunk the server finds too large is read in halves, and a chunk that keeps failing
 raises naming the series and the stretch. The source is a small in-memory store passed in."""
 
@@ -18,7 +18,12 @@ from gpuadvisor.sources.prometheus.answers import (
     Sample,
     Series,
 )
-from gpuadvisor.sources.prometheus.ranges import RawSamples, ReadPlan, read_chunks, read_latest
+from gpuadvisor.sources.prometheus.history.ranges import (
+    RawSamples,
+    ReadPlan,
+    read_chunks,
+    read_latest,
+)
 
 
 class Store:

@@ -1,8 +1,8 @@
 """The latest ``gpuadvisor_queue_scheduler_info`` of a window
-(gpuadvisor/sources/prometheus/scheduler.py): read backwards a chunk at a time, stopping at the
-latest chunk that holds a sample; within it the series with the latest sample wins. The source
-is a small in-memory store passed in (the real Prometheus and VictoriaMetrics runs are in
-tests/cli/test_whatif_from_prometheus.py)."""
+(gpuadvisor/sources/prometheus/history/scheduler.py): read backwards a chunk at a time,
+stopping at the latest chunk that holds a sample; within it the series with the latest sample
+wins. The source is a small in-memory store passed in (the real Prometheus and
+VictoriaMetrics runs are in tests/cli/test_whatif_from_prometheus.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,12 @@ import asyncio
 
 from gpuadvisor.model.scheduler import SchedulerConfig
 from gpuadvisor.sources.prometheus.answers import RangeResult, Series
-from gpuadvisor.sources.prometheus.ranges import ReadPlan
-from gpuadvisor.sources.prometheus.scheduler import SCHEDULER_INFO, SeenScheduler, read_scheduler
+from gpuadvisor.sources.prometheus.history.ranges import ReadPlan
+from gpuadvisor.sources.prometheus.history.scheduler import (
+    SCHEDULER_INFO,
+    SeenScheduler,
+    read_scheduler,
+)
 
 
 class Store:

@@ -458,3 +458,17 @@ def test_whatif_passes_its_limits_to_the_reader(
     assert result.code == 0, result.err
     assert json.loads(out.read_text())["rebuild"]["skipped"] == {"unreadable job_id": 1}
     assert "above the largest task index (1000" in result.err
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_or_infinity_where_a_count_goes_is_an_input_error(constant: str) -> None:
+    """Python's JSON decoder takes NaN and Infinity, which are not JSON: a count of ``NaN`` once
+    reached ``int()`` and raised ValueError/OverflowError out of the reader (found by the
+    property above)."""
+    doc = json.loads(json.dumps(_SQUEUE["squeue-24.11.json"]))
+    doc["jobs"][0]["cpus"] = 0.5
+    text = json.dumps(doc).replace('"cpus": 0.5', f'"cpus": {constant}')
+    with pytest.raises(InputError, match=f"not valid JSON: {constant} is not a JSON number"):
+        parse_squeue(text.encode(), time_s=0.0, source="squeue")
+    with pytest.raises(InputError, match=f"{constant} is not a JSON number"):
+        parse_sacct(f'{{"jobs": [], "x": {constant}}}'.encode(), source="f.json")

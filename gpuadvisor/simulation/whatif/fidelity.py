@@ -1,17 +1,19 @@
 """What-if on a cluster's own history, pure: first how well a replay under the site's own policy
 reproduces the record (fidelity), then what other policies would have done with the same jobs
-(the counterfactual). Every figure lands in one plain dict, the ``--output-json`` document's
-``fidelity`` and ``counterfactual`` (docs/whatif.md)."""
+(the counterfactual). The figures land in the ``--output-json`` document's ``fidelity``,
+``counterfactual`` and ``headline`` sections, typed here (docs/whatif.md)."""
 
 from __future__ import annotations
 
 import bisect
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypedDict
 
 from gpuadvisor.model import Cluster, Job
-from gpuadvisor.simulation.headline import WAIT_FIGURES, headline
-from gpuadvisor.simulation.rebuild import (
+from gpuadvisor.simulation.headline import WAIT_FIGURES, HeadlineDocument, headline
+from gpuadvisor.simulation.results import SimulationResult, percentile
+from gpuadvisor.simulation.whatif.rebuild import (
     Rebuilt,
     allocated_gpu_s,
     allocation_ratio,
@@ -19,14 +21,13 @@ from gpuadvisor.simulation.rebuild import (
     peak_gpus,
     replayed_intervals,
 )
-from gpuadvisor.simulation.results import SimulationResult, percentile
 
 FIDELITY_TOLERANCE_PP = 2.0
 """A replay within this many percentage points of the observed allocation reproduces it."""
 EXCEPTIONS_LISTED = 20
 """The starvation check lists at most this many jobs per policy (the longest extra waits)."""
 PREEMPTION_STATES = frozenset({"PREEMPTED", "REQUEUED", "NODE_FAIL", "SUSPENDED", "REVOKED"})
-UNKNOWABLE = (
+SLURM_UNKNOWABLE = (
     "priorities (multifactor: fair-share, age, QOS, partition tiers) the replay does not know",
     "advance reservations and maintenance windows",
     "per-user, account or QOS limits (GrpTRES, MaxJobs) that held jobs back",
@@ -34,6 +35,103 @@ UNKNOWABLE = (
     "nodes down, drained or reserved where no node outages were given (--node-events, "
     "or the queue exporter's node states): the capacity is then the whole cluster all along",
 )
+
+"""Why a replay may miss a Slurm record that neither sacct nor the queue exporter shows."""
+KUBERNETES_UNKNOWABLE = (
+    "pod priorities and preemption: kube-scheduler orders by priority class and may preempt; "
+    "the replay orders by creation time",
+    "node selectors, affinities and taints that kept pods off nodes the replay used",
+    "gang or queue admission (Kueue, Volcano) that held pods back",
+    "fractional, MIG or time-sliced GPUs: only whole nvidia.com/gpu requests are read",
+)
+"""Why a replay may miss the record that no kube-state-metrics series shows."""
+UNKNOWABLE = {"slurm": SLURM_UNKNOWABLE, "kubernetes": KUBERNETES_UNKNOWABLE}
+"""The fidelity reasons no record shows, by the scheduler that ran the jobs: listed after
+those the data shows (``fidelity``'s ``unknowable``)."""
+
+
+class FidelityDocument(TypedDict):
+    """The ``--output-json`` document's ``fidelity``: the record against the replay under the
+    site's own policy."""
+
+    window_start_s: int
+    window_end_s: int
+    capacity_gpus: int
+    capacity_gpu_s: float
+    missing_gpu_s: float
+    as_run: str
+    observed_allocation_ratio: float
+    replayed_allocation_ratio: float
+    allocation_delta_pp: float
+    tolerance_pp: float
+    reproduced: bool
+    observed_wait_mean_s: float
+    observed_wait_p95_s: float
+    replayed_wait_mean_s: float
+    replayed_wait_p95_s: float
+    wait_ks_statistic: float
+    observed_peak_gpus: float
+    jobs_replayed: int
+    jobs_rejected: list[str]
+    reasons: list[str]
+
+
+class WaitSummary(TypedDict):
+    jobs: float
+    wait_mean_s: float
+    wait_p95_s: float
+
+
+class StarvedJob(TypedDict):
+    job_id: str
+    observed_wait_s: float
+    wait_s: float
+
+
+class StarvationDocument(TypedDict):
+    """Jobs that wait longer under a policy than they did in reality."""
+
+    jobs_waiting_longer: int
+    extra_wait_max_s: float
+    exceptions: list[StarvedJob]
+
+
+class PolicyDocument(TypedDict):
+    """One policy of the ``counterfactual``: the same jobs replayed under it."""
+
+    policy: str
+    allocation_ratio: float
+    allocation_gain_pp: float
+    allocation_gain_vs_observed_pp: float
+    gpu_hours_recovered: float
+    money_recovered: float | None
+    wait_mean_s: float
+    wait_p95_s: float
+    ordering_loss_ratio: object
+    fragmentation_loss_ratio: object
+    capacity_shortfall_ratio: object
+    missing_capacity_ratio: object
+    starvation: StarvationDocument
+
+
+WaitsBy = dict[str, dict[str, dict[str, WaitSummary]]]
+"""Waits by group kind (``GROUPS``), then by run (``observed`` or a policy), then by group."""
+
+
+class CounterfactualDocument(TypedDict):
+    """The ``--output-json`` document's ``counterfactual``."""
+
+    baseline: str
+    gpu_hour_price: float | None
+    observed_allocation_ratio: float
+    policies: list[PolicyDocument]
+    waits_by: WaitsBy
+
+
+class WhatifHeadlineDocument(HeadlineDocument):
+    """The ``--output-json`` document's ``headline``: what leads, with each policy's waits."""
+
+    policies: list[dict[str, object]]
 
 
 def ks_statistic(a: Sequence[float], b: Sequence[float]) -> float:
@@ -50,7 +148,7 @@ def ks_statistic(a: Sequence[float], b: Sequence[float]) -> float:
     return gap
 
 
-def wait_summary(waits: Sequence[float]) -> dict[str, float]:
+def wait_summary(waits: Sequence[float]) -> WaitSummary:
     ordered = sorted(waits)
     n = len(ordered)
     return {
@@ -75,8 +173,8 @@ def fidelity(
     replay: SimulationResult,
     *,
     missing_gpu_s: float = 0.0,
-    unknowable: Sequence[str] = UNKNOWABLE,
-) -> dict[str, object]:
+    unknowable: Sequence[str] = SLURM_UNKNOWABLE,
+) -> FidelityDocument:
     """Observed against the replay under the site's policy: allocation (pp), waits, the KS
     distance between the wait distributions, and, when off by more than the tolerance, why.
     ``missing_gpu_s``: capacity of the window that was missing (nodes down, drained or not
@@ -155,7 +253,7 @@ def fidelity(
 
 def _group_waits(
     jobs: Sequence[Job], waits: Mapping[str, float], key: Callable[[Job], str]
-) -> dict[str, dict[str, float]]:
+) -> dict[str, WaitSummary]:
     groups: dict[str, list[float]] = {}
     for job in jobs:
         wait = waits.get(job.job_id)
@@ -174,7 +272,7 @@ GROUPS: dict[str, Callable[[Job], str]] = {
 
 def starvation(
     observed_waits: Mapping[str, float], waits: Mapping[str, float]
-) -> dict[str, object]:
+) -> StarvationDocument:
     """Jobs that wait longer under a policy than they did in reality (no tolerance), the
     ``EXCEPTIONS_LISTED`` longest extra waits listed."""
     longer = sorted(
@@ -203,7 +301,7 @@ def counterfactual(
     *,
     gpu_hour_price: float | None,
     missing_gpu_s: float = 0.0,
-) -> dict[str, object]:
+) -> CounterfactualDocument:
     """The same jobs under each policy of ``runs`` (result and its ``metrics()``), against the
     replay of the site's own policy (``as_run``: like against like) and against the record."""
     window = rebuilt.window
@@ -212,22 +310,24 @@ def counterfactual(
     divisor = capacity_gpu_s(cluster.gpus, window, missing_gpu_s=missing_gpu_s)
     observed_waits = {r.job.job_id: r.wait_s for r in rebuilt.ran}
     jobs = rebuilt.jobs
-    policies: list[dict[str, object]] = []
-    waits_by: dict[str, dict[str, dict[str, dict[str, float]]]] = {
+    policies: list[PolicyDocument] = []
+    waits_by: WaitsBy = {
         name: {"observed": _group_waits(jobs, observed_waits, key)} for name, key in GROUPS.items()
     }
     for result, metrics in runs:
         gpu_s = allocated_gpu_s(replayed_intervals(result), window)
         waits = replay_waits(result)
         recovered_h = (gpu_s - as_run_gpu_s) / 3600.0
-        entry: dict[str, object] = {
+        summary = wait_summary(list(waits.values()))
+        entry: PolicyDocument = {
             "policy": result.label,
             "allocation_ratio": gpu_s / divisor,
             "allocation_gain_pp": (gpu_s - as_run_gpu_s) / divisor * 100,
             "allocation_gain_vs_observed_pp": (gpu_s - observed_gpu_s) / divisor * 100,
             "gpu_hours_recovered": recovered_h,
             "money_recovered": None if gpu_hour_price is None else recovered_h * gpu_hour_price,
-            **{k: v for k, v in wait_summary(list(waits.values())).items() if k != "jobs"},
+            "wait_mean_s": summary["wait_mean_s"],
+            "wait_p95_s": summary["wait_p95_s"],
             "ordering_loss_ratio": metrics.get("ordering_loss_ratio"),
             "fragmentation_loss_ratio": metrics.get("fragmentation_loss_ratio"),
             "capacity_shortfall_ratio": metrics.get("capacity_shortfall_ratio"),
@@ -247,22 +347,21 @@ def counterfactual(
 
 
 def whatif_headline(
-    fidelity_document: Mapping[str, object],
-    counterfactual_document: Mapping[str, object],
+    fidelity_document: FidelityDocument,
+    counterfactual_document: CounterfactualDocument,
     metrics_by_policy: Mapping[str, Mapping[str, object]],
-) -> dict[str, object]:
+) -> WhatifHeadlineDocument:
     """The document's ``headline``: what leads (``simulation.headline``) among the replay under
     the site's own policy and the counterfactual's policies, by the allocation both measure the
     same way; with each policy's waits and bounded slowdown (``metrics_by_policy``: label →
     ``metrics()``, the site's policy first when it is not among the counterfactual's), which a
     waits headline shows."""
     allocations = {
-        str(fidelity_document["as_run"]): _float(fidelity_document["replayed_allocation_ratio"])
+        fidelity_document["as_run"]: _float(fidelity_document["replayed_allocation_ratio"])
     }
-    entries = counterfactual_document["policies"]
-    for entry in entries if isinstance(entries, list) else []:
-        allocations[str(entry["policy"])] = _float(entry["allocation_ratio"])
-    figures = [
+    for entry in counterfactual_document["policies"]:
+        allocations[entry["policy"]] = _float(entry["allocation_ratio"])
+    figures: list[dict[str, object]] = [
         {
             "policy": label,
             "allocation_ratio": allocations.get(label, math.nan),
@@ -270,7 +369,14 @@ def whatif_headline(
         }
         for label, metrics in metrics_by_policy.items()
     ]
-    return {**headline(allocations).document(), "policies": figures}
+    lead = headline(allocations).document()
+    return {
+        "kind": lead["kind"],
+        "reason": lead["reason"],
+        "allocation_spread_pp": lead["allocation_spread_pp"],
+        "threshold_pp": lead["threshold_pp"],
+        "policies": figures,
+    }
 
 
 def _float(value: object) -> float:

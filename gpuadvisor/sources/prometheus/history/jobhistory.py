@@ -29,31 +29,30 @@ with the jobs and nodes, never with the samples. Rules:
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import sub
-from typing import Protocol
 
 from gpuadvisor.errors import InputError
 from gpuadvisor.model import Cluster, Job, Node
-from gpuadvisor.model.availability import Availability, Outage
+from gpuadvisor.model.availability import Availability
 from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.model.jobname import bounded_job_name
 from gpuadvisor.sources.prometheus.answers import Series
-from gpuadvisor.sources.prometheus.queue_scrapes import (
+from gpuadvisor.sources.prometheus.history.queue_scrapes import (
     QUEUE_UP,
     Exporter,
     QueueScrapes,
     exporter_of,
 )
-from gpuadvisor.sources.prometheus.ranges import (
-    LatestValues,
-    RawSamples,
-    ReadPlan,
-    read_chunks,
-    read_latest,
+from gpuadvisor.sources.prometheus.history.ranges import ReadPlan
+from gpuadvisor.sources.prometheus.history.scraped import (
+    STALE_S,
+    ChunkReader,
+    HistorySource,
+    MetricProgress,
+    Runs,
+    ScrapedHistory,
+    node_outages,
 )
 
 PREFIX = "gpuadvisor_queue_job_"
@@ -93,7 +92,6 @@ UNAVAILABLE_MATCHER = '{state=~"(?i)(' + "|".join(UNAVAILABLE_NODE_STATES) + ').
 """Only the node states ``add_node_states`` keeps are read (the server's regular expressions
 are anchored): a month of every node's ``mixed``/``idle`` samples is a third of the raw
 samples a rebuild would otherwise decode (bench/rebuild_scale.py)."""
-STALE_S = 300.0
 
 
 @dataclass(slots=True)
@@ -112,89 +110,6 @@ class _Job:
     agent_gpus: set[str] = field(default_factory=set)
     exporter: Exporter = ("", "")
     """The exporter that served its latest sample."""
-
-
-@dataclass(slots=True)
-class Runs:
-    """A series' presence as ``[first, last]`` runs of samples (gaps over ``STALE_S`` split)."""
-
-    runs: list[list[float]] = field(default_factory=list)
-
-    def add(self, t: float) -> None:
-        if self.runs and t - self.runs[-1][1] <= STALE_S:
-            self.runs[-1][1] = max(self.runs[-1][1], t)
-        else:
-            self.runs.append([t, t])
-
-    def extend(self, times: Sequence[float], steps: Sequence[float] | None = None) -> None:
-        """``add`` of every time, for times in order (``steps``: between consecutive times,
-        where already known): the gaps over ``STALE_S`` are found in C, then one ``add`` per
-        run (a month is millions of samples; most chunks of a series are one run)."""
-        if not times:
-            return
-        if steps is None:
-            steps = list(map(sub, times[1:], times))
-        if not steps or max(steps) <= STALE_S:
-            self._run(times[0], times[-1])
-            return
-        start = 0
-        for cut in compress(range(1, len(times)), map(_STALE, steps)):
-            self._run(times[start], times[cut - 1])
-            start = cut
-        self._run(times[start], times[-1])
-
-    def _run(self, first: float, last: float) -> None:
-        self.add(first)
-        self.runs[-1][1] = max(self.runs[-1][1], last)
-
-
-_STALE = STALE_S.__lt__
-"""A gap over ``STALE_S``."""
-_POSITIVE = (0.0).__lt__
-
-
-@dataclass
-class ScrapedHistory(ABC):
-    """What the Slurm and the pod histories share: the scrape interval seen, and the capacity
-    that was there, from the nodes each knows and their outages."""
-
-    smallest_gap_s: float = float("inf")
-    """The shortest step between two samples of one series: the scrape interval."""
-    node_gpus: dict[str, int] = field(default_factory=dict)
-    """The most GPUs each node (or agent) reported."""
-    node_present: dict[str, Runs] = field(default_factory=dict)
-    """When each node's series were there."""
-
-    def _gaps(self, times: Sequence[float]) -> list[float]:
-        """The steps between consecutive times; the smallest > 0 is kept (found in C)."""
-        steps = list(map(sub, times[1:], times))
-        if steps:
-            gap = min(steps)
-            if gap <= 0:  # a repeated time (or out of order): the smallest step > 0
-                gap = min(filter(_POSITIVE, steps), default=float("inf"))
-            self.smallest_gap_s = min(self.smallest_gap_s, gap)
-        return steps
-
-    @property
-    def resolution_s(self) -> float:
-        """The scrape interval seen (15 s where no series had two samples)."""
-        return self.smallest_gap_s if self.smallest_gap_s < float("inf") else 15.0
-
-    @abstractmethod
-    def cluster(self) -> Cluster | None:
-        """Every node seen with GPUs, with the most it had (None: none)."""
-
-    @abstractmethod
-    def availability(self, start_s: float, end_s: float) -> Availability:
-        """Each node's outages over ``[start_s, end_s)``."""
-
-    def capacity(self, start_s: float, end_s: float) -> dict[str, float]:
-        """GPU-seconds of ``[start_s, end_s)`` that were there and those missing
-        (``availability``)."""
-        cluster = self.cluster()
-        if cluster is None or end_s <= start_s:
-            return Availability().capacity(Cluster(()), start_s, max(start_s, end_s))
-        return self.availability(start_s, end_s).capacity(cluster, start_s, end_s)
 
 
 @dataclass
@@ -388,49 +303,6 @@ UNSCRAPED = "agent not scraped"
 DOWN = "down or drained"
 
 
-def node_outages(
-    nodes: Mapping[str, tuple[Runs, Sequence[tuple[Runs, str]]]],
-    step: float,
-    start_s: float,
-    end_s: float,
-    *,
-    absent: str,
-) -> Availability:
-    """Per node (when it was seen, and when each source had it unavailable, with the reason),
-    its outages over ``[start_s, end_s)``: unseen (``absent``) or unavailable. Each sample
-    stands for ``step`` seconds; overlapping outages of one node count once."""
-    outages: list[Outage] = []
-    for node, (present, unavailable) in nodes.items():
-        at = start_s
-        for a, b in _clip(present.runs, step, start_s, end_s):
-            if a > at:
-                outages.append(Outage(node, at, a, absent))
-            at = max(at, b)
-        if at < end_s:
-            outages.append(Outage(node, at, end_s, absent))
-        for runs, reason in unavailable:
-            for a, b in _clip(runs.runs, step, start_s, end_s):
-                outages.append(Outage(node, a, b, reason))
-    return Availability.of(outages)
-
-
-def _clip(runs: list[list[float]], step: float, lo: float, hi: float) -> list[tuple[float, float]]:
-    out = []
-    for first, last in runs:
-        a, b = max(first, lo), min(last + step, hi)
-        if b > a:
-            out.append((a, b))
-    return out
-
-
-MetricProgress = Callable[[str, int, int], None]
-"""Called with (metric, chunks done, chunks in all)."""
-
-
-class HistorySource(RawSamples, LatestValues, Protocol):
-    """Raw samples and instant queries (``PrometheusClient``)."""
-
-
 async def read_history(
     source: HistorySource, plan: ReadPlan, *, progress: MetricProgress | None = None
 ) -> JobHistory:
@@ -438,15 +310,7 @@ async def read_history(
     ``InputError`` naming the series when the server holds no ``gpuadvisor_queue_job_info``
     sample in the stretch (no queue exporter scraped, or the wrong server)."""
     history = JobHistory()
-
-    def chunks(
-        metric: str, *, latest: bool = False, matchers: str = ""
-    ) -> AsyncIterator[tuple[Series, ...]]:
-        """Raw samples where their timing matters; else each chunk's latest value."""
-        tick = None if progress is None else (lambda d, t: progress(metric, d, t))
-        if latest:
-            return read_latest(source, metric, plan, progress=tick)
-        return read_chunks(source, metric + matchers, plan, progress=tick)
+    chunks = ChunkReader(source, plan, progress)
 
     async for chunk in chunks(INFO):
         history.add_info(chunk)

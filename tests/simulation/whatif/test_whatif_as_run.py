@@ -1,17 +1,18 @@
-"""Which order replays the site's own scheduler (config/whatif.py ``choose_as_run``): an order
-given wins, else the reported ``SchedulerType``'s, else easy, and the document says which."""
+"""Which order replays the site's own scheduler (simulation/whatif/as_run.py
+``choose_as_run``): an order given wins, else the reported ``SchedulerType``'s, else the
+fallback, and the document says which."""
 
 from __future__ import annotations
 
-from gpuadvisor.config.whatif import (
+from gpuadvisor.config.whatif import WHATIF_CHOICES, WhatifSettings
+from gpuadvisor.model.scheduler import SchedulerConfig
+from gpuadvisor.simulation.whatif.as_run import (
     AUTO,
     FALLBACK_ORDER,
+    FALLBACK_ORDERS,
     SCHEDULER_ORDERS,
-    WHATIF_CHOICES,
-    WhatifSettings,
     choose_as_run,
 )
-from gpuadvisor.model.scheduler import SchedulerConfig
 
 INFO = "gpuadvisor_queue_scheduler_info"
 
@@ -69,3 +70,13 @@ def test_no_scheduler_reported_is_the_default_saying_why() -> None:
         "scheduler": None,
         "warning": None,
     }
+
+
+def test_an_unknown_scheduler_is_replayed_as_the_fallback_given() -> None:
+    """The profile's fallback (kube-scheduler's fifo-skip), not Slurm's easy: review 3 §1.3
+    found ``choose_as_run`` ignoring its own ``fallback`` for an unmatched scheduler."""
+    fallback = FALLBACK_ORDERS["kubernetes"]
+    chosen = choose_as_run(AUTO, scheduler("sched/wiki2"), INFO, fallback=fallback)
+    assert chosen.order == fallback != FALLBACK_ORDER
+    assert f"replayed as {fallback} " in chosen.warning
+    assert choose_as_run(AUTO, None, "", fallback=fallback).order == fallback

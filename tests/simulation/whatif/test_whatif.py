@@ -17,21 +17,21 @@ from gpuadvisor.model.availability import Availability, Outage
 from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.simulation.compare import compare
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
-from gpuadvisor.simulation.rebuild import (
-    Window,
-    allocation_ratio,
-    observed_result,
-    peak_gpus,
-    rebuild,
-)
 from gpuadvisor.simulation.results import SimulationResult
-from gpuadvisor.simulation.whatif import (
+from gpuadvisor.simulation.whatif.fidelity import (
     EXCEPTIONS_LISTED,
     FIDELITY_TOLERANCE_PP,
     counterfactual,
     fidelity,
     ks_statistic,
     starvation,
+)
+from gpuadvisor.simulation.whatif.rebuild import (
+    Window,
+    allocation_ratio,
+    observed_result,
+    peak_gpus,
+    rebuild,
 )
 from gpuadvisor.sources.slurm.sacct import parse_sacct
 from tests.builders import make_cluster, make_job
@@ -236,7 +236,7 @@ def test_a_replay_on_a_smaller_cluster_than_the_record_used_says_so() -> None:
     small = make_cluster(1, 4)
     replay = simulate(rebuilt.jobs, small, SimulationConfig(order="fifo"))
     figures = fidelity(rebuilt, small, replay)
-    assert abs(figures["allocation_delta_pp"]) > FIDELITY_TOLERANCE_PP  # type: ignore[arg-type]
+    assert abs(figures["allocation_delta_pp"]) > FIDELITY_TOLERANCE_PP
     assert figures["reproduced"] is False
     reasons = figures["reasons"]
     assert isinstance(reasons, list)
@@ -264,7 +264,7 @@ def test_a_node_drained_for_a_stretch_is_replayed_out_and_the_replay_reproduces_
 
     blind = simulate(rebuilt.jobs, both, SimulationConfig(order=order))
     off = fidelity(rebuilt, both, blind, missing_gpu_s=missing)
-    assert off["allocation_delta_pp"] > FIDELITY_TOLERANCE_PP  # type: ignore[operator]
+    assert off["allocation_delta_pp"] > FIDELITY_TOLERANCE_PP
     reasons = off["reasons"]
     assert isinstance(reasons, list)
     assert "were missing (agents not scraped, nodes down or drained)" in reasons[0]
@@ -331,7 +331,7 @@ def test_the_starvation_check_lists_the_longest_extra_waits_first() -> None:
 
 # -- the eligible time in sacct output -----------------------------------------------------------
 
-DATA = Path(__file__).parents[1] / "data" / "slurm"
+DATA = Path(__file__).parents[2] / "data" / "slurm"
 
 
 def test_sacct_json_and_parsable2_with_an_eligible_column_give_the_eligible_time() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuadvisor.model.scheduler import SchedulerConfig
-from gpuadvisor.sources.prometheus.ranges import RawSamples, ReadPlan, read_chunks
+from gpuadvisor.sources.prometheus.history.ranges import RawSamples, ReadPlan, read_chunks
 
 SCHEDULER_INFO = "gpuadvisor_queue_scheduler_info"
 

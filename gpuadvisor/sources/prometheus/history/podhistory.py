@@ -28,7 +28,7 @@ most of a cluster's, are never read sample by sample). A pod is one job (one nod
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpuadvisor.errors import InputError
@@ -37,20 +37,15 @@ from gpuadvisor.model.availability import Availability
 from gpuadvisor.model.finished import FinishedJob
 from gpuadvisor.model.ids import kubernetes_name_problem, pod_uid_problem
 from gpuadvisor.sources.prometheus.answers import Series
-from gpuadvisor.sources.prometheus.jobhistory import (
+from gpuadvisor.sources.prometheus.history.ranges import ReadPlan, Selectors, read_chunks_of
+from gpuadvisor.sources.prometheus.history.scraped import (
     STALE_S,
+    ChunkReader,
     HistorySource,
     MetricProgress,
     Runs,
     ScrapedHistory,
     node_outages,
-)
-from gpuadvisor.sources.prometheus.ranges import (
-    ReadPlan,
-    Selectors,
-    read_chunks,
-    read_chunks_of,
-    read_latest,
 )
 
 GPU = 'resource="nvidia_com_gpu"'
@@ -74,15 +69,6 @@ ALLOCATABLE = f"kube_node_status_allocatable{{{GPU}}}"
 UNSCHEDULABLE = "kube_node_spec_unschedulable"
 READY = 'kube_node_status_condition{condition="Ready",status="true"}'
 FINAL_STATES = {"Succeeded": "COMPLETED", "Failed": "FAILED"}
-UNKNOWABLE = (
-    "pod priorities and preemption: kube-scheduler orders by priority class and may preempt; "
-    "the replay orders by creation time",
-    "node selectors, affinities and taints that kept pods off nodes the replay used",
-    "gang or queue admission (Kueue, Volcano) that held pods back",
-    "fractional, MIG or time-sliced GPUs: only whole nvidia.com/gpu requests are read",
-)
-"""Why a replay may miss the record that no kube-state-metrics series shows (the fidelity
-reasons of ``--profile kubernetes``)."""
 SERIES_READ = (
     REQUESTS,
     LIMITS,
@@ -352,13 +338,7 @@ async def read_pod_history(
     ``InputError`` naming the series when the server holds no GPU request, or no phase of a GPU
     pod, in the stretch (kube-state-metrics not scraped, or the wrong server)."""
     history = PodHistory()
-
-    def chunks(selector: str, *, latest: bool = False) -> AsyncIterator[tuple[Series, ...]]:
-        tick = None if progress is None else (lambda d, t: progress(selector, d, t))
-        if latest:
-            return read_latest(source, selector, plan, progress=tick)
-        return read_chunks(source, selector, plan, progress=tick)
-
+    chunks = ChunkReader(source, plan, progress)
     window = f"from {plan.start_s:.0f} to {plan.end_s:.0f} (Unix seconds)"
     async for chunk in chunks(REQUESTS, latest=True):
         history.add_gpu_requests(chunk)
@@ -374,7 +354,7 @@ async def read_pod_history(
         async for chunk in chunks(ACTIVE_PHASES):
             history.add_active_phases(chunk)
     else:  # only the GPU pods alive in each chunk
-        tick = None if progress is None else (lambda d, t: progress(ACTIVE_PHASES, d, t))
+        tick = chunks.tick(ACTIVE_PHASES)
         async for chunk in read_chunks_of(source, ACTIVE_PHASES, by_uid, plan, progress=tick):
             history.add_active_phases(chunk)
     async for chunk in chunks(FINAL_PHASES, latest=True):
