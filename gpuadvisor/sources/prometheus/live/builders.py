@@ -24,8 +24,8 @@ from gpuadvisor.sources.prometheus.live.scratch import (
     Answers,
     Build,
     Index,
+    IndexPlan,
     LiveBuild,
-    Plan,
     Results,
     clamped_ratio,
     finite,
@@ -237,7 +237,7 @@ def _sorted_indices(told: dict[str, list[int]] | None) -> tuple[tuple[str, tuple
     return tuple(sorted([(node, tuple(sorted(gpus))) for node, gpus in told.items()]))
 
 
-GPUADVISOR_PLAN: Plan = {
+GPUADVISOR_PLAN: IndexPlan = {
     "gpu_info": (Index("groups", ("node",)),),
     "gpu_jobs": (Index("firsts", ("gpu_uuid", "job_id")),),
     "gpu_busy_ratio": (Index("values", ("gpu_uuid",)),),

@@ -135,7 +135,7 @@ class Index:
         return group_by(samples, *self.labels)
 
 
-Plan = Mapping[str, tuple[Index, ...]]
+IndexPlan = Mapping[str, tuple[Index, ...]]
 """Per query name, the indexes its builder reads. A query named here is read only through
 them, so its samples are let go once they are made; others are kept as they came."""
 
@@ -149,8 +149,8 @@ class Answers:
     ``Results`` mapping.
     """
 
-    def __init__(self, plan: Plan | None = None, results: Results | None = None) -> None:
-        self.plan: Plan = plan or {}
+    def __init__(self, plan: IndexPlan | None = None, results: Results | None = None) -> None:
+        self.plan: IndexPlan = plan or {}
         self._samples: dict[str, Sequence[Sample]] = {}
         self._indexes: dict[tuple[str, Index], object] = {}
         self._present: set[str] = set()

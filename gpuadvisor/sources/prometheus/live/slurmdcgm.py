@@ -30,8 +30,8 @@ from gpuadvisor.sources.prometheus.live.scratch import (
     Answers,
     Build,
     Index,
+    IndexPlan,
     LiveBuild,
-    Plan,
     Results,
     clamped_ratio,
     gpu_index,
@@ -99,7 +99,7 @@ def _gpus(b: Build, r: Answers) -> SourceHealth:
     return b.health(SOURCE, fresh, present=bool(by_node), down=down)
 
 
-SLURM_DCGM_PLAN: Plan = {
+SLURM_DCGM_PLAN: IndexPlan = {
     "dcgm_gpu_info": (Index("groups", ("Hostname",)),),
     "dcgm_gpu_jobs": (Index("firsts", ("Hostname", "gpu", "hpc_job")),),
     "gpu_busy_ratio": (Index("values", ("UUID",)),),

@@ -33,9 +33,9 @@ from gpuadvisor.sources.prometheus.live.builders import (
 from gpuadvisor.sources.prometheus.live.profiles import Profile
 from gpuadvisor.sources.prometheus.live.scratch import (
     Answers,
+    IndexPlan,
     LiveBuild,
     LiveWarning,
-    Plan,
     Results,
 )
 from gpuadvisor.sources.prometheus.live.slurmdcgm import SLURM_DCGM_PLAN, build_slurm_dcgm
@@ -73,7 +73,7 @@ BUILDERS: dict[str, Callable[..., LiveBuild]] = {
 }
 """The builder of each profile kind."""
 
-PLANS: dict[str, Plan] = {
+PLANS: dict[str, IndexPlan] = {
     "gpuadvisor": GPUADVISOR_PLAN,
     "kubernetes": {},
     "slurm-dcgm": SLURM_DCGM_PLAN,
