@@ -33,6 +33,7 @@ class Capacity:
         "_owned",
         "_state_of",
         "_static_cpu_mem",
+        "_unit_model",
         "_version",
         "_watch",
         "cluster",
@@ -77,6 +78,14 @@ class Capacity:
         # No node models CPU or memory: the free CPU and memory lists are never written, so
         # copies share them.
         self._static_cpu_mem = not any(n.cpu_milli or n.memory_mib for n in nodes)
+        # Nodes of one GPU each, one model, no CPU or memory (a real log's processors): the
+        # model, else None. Whole-GPU changes then move counts between two histogram cells.
+        models = set(self.model_of)
+        self._unit_model = (
+            models.pop()
+            if len(models) == 1 and self._static_cpu_mem and all(n.gpus == 1 for n in nodes)
+            else None
+        )
         # Node-state names by (kind, free milli..., CPU, memory), shared by every copy: a name
         # is built once, not at every change of a node (``node_state``).
         self._names: dict[tuple[int, ...], NodeState] = {}
@@ -105,6 +114,7 @@ class Capacity:
         else:
             new.cpu_free, new.mem_free = list(self.cpu_free), list(self.mem_free)
         new._static_cpu_mem = self._static_cpu_mem
+        new._unit_model = self._unit_model
         new._names = self._names
         new.model_of = self.model_of
         new.hist = {k: list(v) for k, v in self.hist.items()}
@@ -216,6 +226,13 @@ class Capacity:
             if not models or model in models:
                 found += sum(counts[g:])
         # The histograms count the withheld nodes by their unmasked state: recount those.
+        if self.cluster.max_node_gpus == 1 and not models:
+            # One GPU per node (a real log's processors): a withheld node admitted the job
+            # if its GPU is free, and admits nothing with it withheld.
+            whole_free = self.whole_free
+            return (
+                found - sum([whole_free[node] for node, taken in reserved.items() if taken]) >= need
+            )
         for node, taken in reserved.items():
             if models and self.model_of[node] not in models:
                 continue
@@ -289,6 +306,9 @@ class Capacity:
     def _apply(self, job: Job, allocation: Allocation, sign: int) -> None:
         """``_apply_node`` for every part, inlined: an allocation of a job wide as a real
         log's (hundreds of one-GPU nodes) is applied at every start and end of a replay."""
+        if self._unit_model is not None and allocation.milli == MILLI_PER_GPU:
+            self._apply_units(job, allocation, sign, self._unit_model)
+            return
         delta = sign * allocation.milli
         free_milli, owned, whole_free = self.free_milli, self._owned, self.whole_free
         static = self._static_cpu_mem
@@ -317,6 +337,37 @@ class Capacity:
                 if self.cluster.nodes[node].memory_mib:
                     self.mem_free[node] += sign * job.memory_mib
             self._restate(node)
+
+    def _apply_units(self, job: Job, allocation: Allocation, sign: int, model: str) -> None:
+        """``_apply`` of a whole-GPU allocation on nodes of one GPU each: every part takes or
+        frees its node's only GPU, so the histograms change by the count of parts at once."""
+        before, after = (0, MILLI_PER_GPU) if sign > 0 else (MILLI_PER_GPU, 0)
+        free_milli, owned, whole_free = self.free_milli, self._owned, self.whole_free
+        restate = self._restate if self._classes is not None else None
+        changed = 0
+        for node, gpus in allocation.parts:
+            if gpus:
+                free = free_milli[node]
+                if len(gpus) != 1 or free[gpus[0]] != before:
+                    raise ValueError(
+                        f"job {job.job_id!r}: GPU {gpus[-1]} of node {node} would hold "
+                        f"{free[gpus[-1]] + after - before} free milli (allocation over-commits)"
+                    )
+                if owned[node]:
+                    free[0] = after
+                else:
+                    free_milli[node] = [after]
+                    owned[node] = 1
+                whole_free[node] = after // MILLI_PER_GPU
+                changed += 1
+            if restate is not None:
+                restate(node)
+        if changed:
+            self.used_milli += (before - after) * changed
+            counts, idle = self.hist[model], self.idle_nodes[model]
+            counts[before // MILLI_PER_GPU] -= changed
+            counts[after // MILLI_PER_GPU] += changed
+            idle[1] += sign * changed
 
     # -- nodes grouped by state -----------------------------------------------------------
 

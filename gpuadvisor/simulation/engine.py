@@ -70,6 +70,7 @@ submitted, as Tsafrir et al. make it; raised like ``predicted``."""
 
 _COMPLETE, _EXPIRE, _ARRIVE, _NODE_BACK, _NODE_OUT = 0, 1, 2, 3, 4
 _NO_IDLE = IdleSplit()
+_IDLE_MEMO_LIMIT = 4096
 
 _ShapeKey = tuple[int, int, int, frozenset[str], int, int]
 
@@ -240,6 +241,15 @@ class _Engine:
         # all of them are whole GPUs without constraints
         self.idle_shapes: list[tuple[tuple[int, tuple[int, int, int]], int, _ShapeKey]] = []
         self.idle_simple = True
+        # the waiting shapes with their counts in that order, as the split takes them (None:
+        # a count changed since it was built; the split runs at every event, counts change
+        # only at arrivals and starts)
+        self.idle_waiting: list[tuple[Job, int]] | None = None
+        self.idle_at: dict[_ShapeKey, int] = {}  # a shape's place in idle_waiting
+        # with only whole-GPU shapes the split is a function of the waiting counts and of the
+        # histograms of whole free GPUs per node: its results by those histograms, until a
+        # count changes (a cluster of one-GPU nodes has one histogram per number of free GPUs)
+        self.idle_memo: dict[tuple[object, ...], IdleSplit] = {}
         # per node, the running jobs' expected ends by job index, and the latest of them
         self.node_ends: list[dict[int, float]] = [{} for _ in cluster.nodes]
         self.busy_until: list[float] = [-math.inf] * len(cluster.nodes)
@@ -252,6 +262,10 @@ class _Engine:
             for i, free in enumerate(self.capacity.free_milli)
         ]
         self.fragment_sum: float | None = None  # sum(node_fragment), until a node changes
+        # nodes of one GPU each and one model: F_n by the GPU's free milli (else None)
+        one_model = len({n.gpu_model for n in cluster.nodes}) == 1
+        unit = one_model and all(n.gpus == 1 for n in cluster.nodes)
+        self.unit_fragment: dict[int, float] | None = {} if unit else None
         self.totals = Totals()
         self.last_plan: Plan | None = None
         self.timeline: list[TimelinePoint] = []
@@ -385,6 +399,7 @@ class _Engine:
                 bisect.insort(self.idle_shapes, entry)
                 self.idle_simple = self.idle_simple and whole_gpus_only(job)
         self.waiting_count[shape] = self.waiting_count.get(shape, 0) + 1
+        self._waiting_changed(shape)
 
     def _leave_running(self, i: int) -> Ending:
         """Take job ``i`` out of the running jobs kept by expected end."""
@@ -555,6 +570,7 @@ class _Engine:
                 self.bounded.add(i, Ending(self._bound_end(i), job, start.allocation))
             self.queue.remove(self.queue_key[i], self.estimate_class[i])
             self.waiting_count[job.fit_key] -= 1
+            self._waiting_changed(job.fit_key)
             self._refresh_fragment(ending)
 
     def _move_ends(
@@ -601,6 +617,17 @@ class _Engine:
 
     def _refresh_fragment(self, ending: Ending) -> None:
         free, nodes = self.capacity.free_milli, self.cluster.nodes
+        memo = self.unit_fragment
+        if memo is not None:
+            node_fragment = self.node_fragment
+            for node, _ in ending.allocation.parts:
+                value = memo.get(free[node][0])
+                if value is None:
+                    value = self.ctx.fragment(free[node], nodes[node].gpu_model)
+                    memo[free[node][0]] = value
+                node_fragment[node] = value
+            self.fragment_sum = None
+            return
         for node, _ in ending.allocation.parts:
             self.node_fragment[node] = self.ctx.fragment(free[node], nodes[node].gpu_model)
         self.fragment_sum = None
@@ -624,21 +651,51 @@ class _Engine:
         totals.allocated_milli_s += used * dt
         if missing:
             totals.missing_milli_s = (totals.missing_milli_s or 0.0) + missing * dt
-        if self.capacity.free_total_milli <= 0:
-            split = _NO_IDLE
-        else:
-            count, rep = self.waiting_count, self.waiting_rep
-            split = split_idle_ordered(
-                self.capacity,
-                [(rep[k], c) for _, _, k in self.idle_shapes if (c := count[k])],
-                simple=self.idle_simple,
-            )
+        split = _NO_IDLE if self.capacity.free_total_milli <= 0 else self._idle_split()
         totals.ordering_milli_s += split.ordering_milli * dt
         totals.fragmentation_milli_s += split.fragmentation_milli * dt
         totals.capacity_milli_s += split.capacity_milli * dt
         if self.fragment_sum is None:
             self.fragment_sum = sum(self.node_fragment)
         totals.fragment_milli_s += self.fragment_sum * dt
+
+    def _waiting_changed(self, shape: _ShapeKey) -> None:
+        """The count of ``shape`` waiting changed: a count that stays above zero is updated in
+        place; a shape that starts or stops waiting has the list rebuilt on use."""
+        self.idle_memo.clear()
+        waiting = self.idle_waiting
+        if waiting is None:
+            return
+        count = self.waiting_count[shape]
+        at = self.idle_at.get(shape)
+        if at is not None and count:
+            waiting[at] = (waiting[at][0], count)
+        else:
+            self.idle_waiting = None
+
+    def _idle_split(self) -> IdleSplit:
+        """The idle split now (``split_idle_ordered`` on the waiting shapes)."""
+        waiting = self.idle_waiting
+        if waiting is None:
+            count, rep = self.waiting_count, self.waiting_rep
+            keys = [k for _, _, k in self.idle_shapes if count[k]]
+            waiting = [(rep[k], count[k]) for k in keys]
+            self.idle_at = {k: at for at, k in enumerate(keys)}
+            self.idle_waiting = waiting
+        capacity = self.capacity
+        if not self.idle_simple:
+            return split_idle_ordered(capacity, waiting)
+        key = (
+            capacity.used_milli,
+            *[tuple(c) for c in capacity.hist.values()],
+            *[tuple(c) for c in capacity.idle_nodes.values()],
+        )
+        split = self.idle_memo.get(key)
+        if split is None:
+            if len(self.idle_memo) >= _IDLE_MEMO_LIMIT:
+                self.idle_memo.clear()
+            split = self.idle_memo[key] = split_idle_ordered(capacity, waiting, simple=True)
+        return split
 
     def _sample(self, now: float) -> None:
         used = self.capacity.used_milli

@@ -107,12 +107,34 @@ def _several(
 ) -> list[int] | None:
     """The ``count`` nodes of least cost, ties by rank (multi-node jobs)."""
     rank = ctx.node_rank
-    candidates = [(cost, rank[n] if rank else n, n) for cost, members in ranked for n in members]
+    if not rank:
+        return _several_by_number(ranked, count)
+    candidates = [(cost, rank[n], n) for cost, members in ranked for n in members]
     if len(candidates) < count:
         return None
     # heapq.nsmallest is documented as sorted(...)[:count], ties in input order included
     order = heapq.nsmallest(count, candidates, key=lambda t: (t[0], t[1]))
     return [n for _, _, n in order]
+
+
+def _several_by_number(ranked: list[tuple[Cost, dict[int, None]]], count: int) -> list[int] | None:
+    """``_several`` without a node rank: by (cost, node), every key distinct, so the nodes of
+    one cost are taken lowest-numbered first, cost by cost (a first-fit placement on a cluster
+    of one-GPU nodes chooses among one class that holds every free node)."""
+    by_cost: dict[Cost, list[int]] = {}
+    for cost, members in ranked:
+        by_cost.setdefault(cost, []).extend(members)
+    if sum(map(len, by_cost.values())) < count:
+        return None
+    chosen: list[int] = []
+    for cost in sorted(by_cost):
+        need = count - len(chosen)
+        nodes = by_cost[cost]
+        if len(nodes) >= need:
+            chosen.extend(sorted(nodes)[:need])
+            break
+        chosen.extend(sorted(nodes))
+    return chosen
 
 
 _UNSCORED: Cost = (math.inf,)
@@ -177,7 +199,17 @@ def _topology_gpus(
 
 def first_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
     nodes = _choose(capacity, job, ctx, "first-fit", lambda c, j, n, x: (0.0,))
+    if nodes is not None and job.gpus and job.gpu_milli == MILLI_PER_GPU and _one_gpu(capacity):
+        # one-GPU nodes (a real log's processors): an admitting node's only GPU is whole
+        return Allocation(tuple([(n, _ONLY_GPU) for n in nodes]), MILLI_PER_GPU)
     return _place(capacity, job, nodes, _first_gpus, ctx)
+
+
+_ONLY_GPU = (0,)
+
+
+def _one_gpu(capacity: Capacity) -> bool:
+    return capacity.cluster.max_node_gpus == 1
 
 
 def _best_fit_cost(capacity: Capacity, job: Job, node: int, ctx: PlacementContext) -> Cost:

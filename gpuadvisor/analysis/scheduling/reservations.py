@@ -292,7 +292,11 @@ class WholeGpuWalk:
             special = [n for n, w in whole_then.items() if w >= g and w == size[n]]
         else:
             special = [n for n, w in whole_then.items() if w >= g]
-        ranked = sorted(special, key=lambda n: (sum(idle_now[n]), whole_then[n], n))
+        unit = self.capacity.cluster.max_node_gpus == 1
+        if unit:
+            ranked = _busy_first(sorted(special), idle_now)
+        else:
+            ranked = sorted(special, key=lambda n: (sum(idle_now[n]), whole_then[n], n))
         if len(ranked) < need or sum(idle_now[ranked[need - 1]]) >= g * MILLI_PER_GPU:
             if multi:
                 admitting = [n for n, w in enumerate(self.whole) if w >= g and w == size[n]]
@@ -304,9 +308,13 @@ class WholeGpuWalk:
                 ]
             if len(admitting) < need:
                 return None
-            ranked = sorted(
-                admitting, key=lambda n: (sum(idle_now[n]), whole_then.get(n, self.whole[n]), n)
-            )
+            if unit:
+                ranked = _busy_first(admitting, idle_now)
+            else:
+                ranked = sorted(
+                    admitting,
+                    key=lambda n: (sum(idle_now[n]), whole_then.get(n, self.whole[n]), n),
+                )
         if multi:  # wholly free nodes, none of their GPUs withheld: it holds them all
             return Allocation(
                 tuple((node, tuple(range(size[node]))) for node in ranked[:need]), MILLI_PER_GPU
@@ -327,6 +335,18 @@ class WholeGpuWalk:
             options.sort(key=lambda gpu: (idle_now[node][gpu], gpu))  # busy now first
             parts.append((node, tuple(sorted(options[:g]))))
         return Allocation(tuple(parts), MILLI_PER_GPU)
+
+
+def _busy_first(nodes: list[int], idle_now: Sequence[Sequence[int]]) -> list[int]:
+    """``nodes`` (ascending, one GPU each, every one whole then) by (free milli now, node):
+    the sort ``_place`` does, as a partition where every GPU is wholly busy or free now."""
+    busy = [n for n in nodes if not idle_now[n][0]]
+    if len(busy) == len(nodes):
+        return busy
+    free = [n for n in nodes if idle_now[n][0] == MILLI_PER_GPU]
+    if len(busy) + len(free) < len(nodes):  # a GPU shared now: sort
+        return sorted(nodes, key=lambda n: (idle_now[n][0], n))
+    return busy + free
 
 
 def reservation_placement(future: Capacity, job: Job, now: Capacity) -> Allocation | None:
