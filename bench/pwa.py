@@ -349,10 +349,11 @@ def main(argv: list[str] | None = None) -> int:
         for policy in policies:
             started = time.process_time()
             result = replay(log, policy)
-            found = figures(result)
-            print(row(name, policy, found), flush=True)
+            replayed = figures(result)
+            print(row(name, policy, replayed), flush=True)
             if args.load is not None:
-                print(f"<!-- {log.name} {policy}: allocation {found['allocation_pct']:.2f} % -->")
+                allocation = replayed["allocation_pct"]
+                print(f"<!-- {log.name} {policy}: allocation {allocation:.2f} % -->")
             print(f"<!-- {name} {policy}: {time.process_time() - started:.1f} s CPU -->")
             stored = args.compare and args.compare / name / "simulations"
             if stored and policy == "easy":

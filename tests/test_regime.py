@@ -78,7 +78,7 @@ def test_the_bisection_counts_what_a_scan_counts(
     assert by_scan == sum(1 for t in submits_s if t <= now_s - bound_s)  # as the pass cuts
 
 
-def _replay(settings: OrderSettings) -> list[float]:
+def _replay(settings: OrderSettings) -> tuple[float, ...]:
     jobs = [
         make_job(
             i,
