@@ -41,7 +41,7 @@ def test_a_queue_that_drains_keeps_the_normal_settings() -> None:
     assert regime.name == DRAINS
     assert regime.starved_jobs == 1
     assert regime.settings is SWITCHED
-    assert regime.evidence().startswith("queue drains: 1 job(s) waited over the 24 h")
+    assert regime.evidence().startswith("queue drains: 1 job(s) waited over 24 h")
 
 
 def test_a_backlog_starves_sooner_reserves_more_and_plans_with_limits_from_the_normal_bound() -> (
@@ -59,9 +59,19 @@ def test_a_backlog_starves_sooner_reserves_more_and_plans_with_limits_from_the_n
     assert not plans_with_bounds(oldest, now_s, s)
     assert plans_with_bounds(_queue(0.0)[0], now_s, s)
     assert regime.evidence() == (
-        "backlog: 2 jobs waited over the 24 h starvation bound (backlog from 2), so jobs starve "
-        "after 6 h and up to 2 starved jobs hold a reservation besides the head"
+        "backlog: 2 jobs waited over 24 h (backlog from 2), so jobs starve after 6 h and up to 2 "
+        "starved jobs hold a reservation besides the head"
     )
+
+
+def test_the_backlog_may_be_counted_from_its_own_bound() -> None:
+    # two jobs waited 7 h: none starved by the day, both past a 6 h count
+    counted = replace(SWITCHED, backlog_counts_s=6 * HOUR_S)
+    queue, now_s = _queue(0.0, 60.0), 7 * HOUR_S
+    assert decide(queue, now_s, SWITCHED, by_submit=True).name == DRAINS
+    regime = decide(queue, now_s, counted, by_submit=True)
+    assert (regime.name, regime.starved_jobs) == (BACKLOG, 2)
+    assert regime.settings.starvation_s == 6 * HOUR_S
 
 
 @given(

@@ -96,7 +96,8 @@ class OrderSettings:
     ``bounds_from_s`` (``bounds_after_s``, else ``starvation_s``) it plans with the jobs' time
     limits (``plans_with_bounds``). ``backlog_starved_jobs`` (0: off) switches the advisor to
     ``backlog_starvation_s`` and ``backlog_max_starved_reservations`` while that many jobs
-    have waited over ``starvation_s`` (``regime.decide``). ``explain`` computes reservations
+    have waited over ``backlog_counts_s`` (None: ``starvation_s``; ``regime.decide``).
+    ``explain`` computes reservations
     even when nothing could start (the live advisor wants them, the simulator does not).
     ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime first
     instead of largest first (EASY++'s shortest-job backfilled first), for estimates learned
@@ -115,6 +116,7 @@ class OrderSettings:
     backlog_starved_jobs: int = 0
     backlog_starvation_s: float = 6 * 3600.0
     backlog_max_starved_reservations: int = 2
+    backlog_counts_s: float | None = None
 
     @property
     def bounds_from_s(self) -> float:
