@@ -223,16 +223,9 @@ class SchedulingPass:
         backfilled first: Tsafrir, Etsion and Feitelson, IEEE TPDS 2007)."""
         cut = self.view.now_s - self.settings.starvation_s
         starved = [j for j in window if j.submit_time_s <= cut or not j.gpus]
-        rest = [j for j in window if j.submit_time_s > cut and j.gpus]
-        if self.settings.starved_reserved_only:
-            done = self.backfill(starved, hand_over=True) if starved else 0
-            if done is None:
-                return
-            self._shortest_first([*starved[done:], *rest])
-            return
         if starved and self.backfill(starved) is None:
             return
-        self._shortest_first(rest)
+        self._shortest_first([j for j in window if j.submit_time_s > cut and j.gpus])
 
     def _shortest_first(self, jobs: Sequence[Job]) -> None:
         """Try ``jobs`` shortest expected runtime first (ties: queue order), as backfill: by

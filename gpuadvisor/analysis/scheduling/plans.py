@@ -101,9 +101,7 @@ class OrderSettings:
     even when nothing could start (the live advisor wants them, the simulator does not).
     ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime first
     instead of largest first (EASY++'s shortest-job backfilled first), for estimates learned
-    from history; with the users' limits largest first packs better (bench/estimates.py).
-    ``starved_reserved_only``: behind the starved jobs that got a reservation, the other
-    starved jobs are tried shortest first with the rest instead of in queue order."""
+    from history; with the users' limits largest first packs better (bench/estimates.py)."""
 
     starvation_s: float = 24 * 3600.0
     max_starved_reservations: int = 0
@@ -111,7 +109,6 @@ class OrderSettings:
     backfill_depth: int = 1000
     explain: bool = False
     fill_shortest_first: bool = False
-    starved_reserved_only: bool = False
     bounds_after_s: float | None = None
     backlog_starved_jobs: int = 0
     backlog_starvation_s: float = 6 * 3600.0
