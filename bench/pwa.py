@@ -7,6 +7,7 @@ filter, one unit per processor), our figures beside theirs.
     .venv/bin/python bench/pwa.py --logs KTH-SP2,CTC-SP2 --peer /tmp/peer/simulation/pyss/src \\
         --python2 "$(pyenv root)/versions/2.7.18/bin/python2"   # also time the peer's EASY
     .venv/bin/python bench/pwa.py --speed --logs KTH-SP2,CTC-SP2 --peer ... --python2 ...
+    .venv/bin/python bench/pwa.py --logs KTH-SP2 --load 1.2 --policies advisor@predicted
 
 Per log and policy: jobs kept by the filter, average bounded slowdown (tau = 10 s), mean, p95
 and max wait, mean wait per size class, and the published average bsld (and mean wait, for
@@ -21,7 +22,9 @@ times ours with the strict-FIFO baseline. The peer's code is run, never copied: 
 ``dinesh121991/predictsim`` and extract ``simulation/pyss`` (``git archive HEAD
 simulation/pyss``; the repository's large data files are absent from a mirror).
 ``--compare DIR`` compares our EASY job by job with a stored schedule of the peer (``DIR`` holds
-``<LOG>/simulations/res_easy_backfill_scheduler_None_None.swf.gz``).
+``<LOG>/simulations/res_easy_backfill_scheduler_None_None.swf.gz``). ``--load L`` scales each
+log's arrivals to the offered load L (issue 18's compressed loads, 1.2 and 1.5) and prints each
+policy's allocation beside its row.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.compare import parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.results import SimulationResult
+from gpuadvisor.simulation.workload import scale_to_load
 from gpuadvisor.sources.traces import swf
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "pwa"
@@ -89,14 +93,20 @@ def load_log(path: Path, name: str) -> Log:
     return Log(name, list(kept.jobs), Cluster.parse_shape(f"{procs}x1"), len(trace.jobs))
 
 
+def compressed(log: Log, load: float) -> Log:
+    """``log`` with its arrivals scaled to an offered ``load`` (runtimes and sizes kept)."""
+    jobs = scale_to_load(log.jobs, log.cluster.gpus, load)
+    return Log(f"{log.name}@{load:g}", jobs, log.cluster, log.records)
+
+
 def replay(log: Log, policy: str) -> SimulationResult:
     return simulate(log.jobs, log.cluster, parse_policy(policy, SimulationConfig()))
 
 
 def figures(result: SimulationResult) -> dict[str, object]:
     m = result.metrics()
-    by_size = m["wait_by_size"]
-    assert isinstance(by_size, dict)
+    by_size, allocation = m["wait_by_size"], m["allocation_ratio"]
+    assert isinstance(by_size, dict) and isinstance(allocation, float)
     return {
         "bsld": m["bounded_slowdown_mean"],
         "wait_mean_s": m["wait_mean_s"],
@@ -104,6 +114,7 @@ def figures(result: SimulationResult) -> dict[str, object]:
         "wait_max_s": m["wait_max_s"],
         "wait_by_size_s": {k: v["wait_mean_s"] for k, v in by_size.items() if v["jobs"]},
         "jobs": m["jobs"],
+        "allocation_pct": 100 * allocation,
     }
 
 
@@ -307,6 +318,11 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(SPEED_POLICIES),
         help="with --speed: our policies to time, each in its own simulate process",
     )
+    parser.add_argument(
+        "--load",
+        type=float,
+        help="scale each log's arrivals to this offered load (issue 18: 1.2, 1.5)",
+    )
     parser.add_argument("--tries", type=int, default=2, help="with --speed: best of this many")
     parser.add_argument(
         "--baseline",
@@ -314,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         help="with --speed: ours also replays strict FIFO (no --no-baseline)",
     )
     args = parser.parse_args(argv)
+    if args.load is not None and args.load <= 0:
+        parser.error("--load must be > 0")
     if not args.traces.is_dir():
         print(f"skipped: {args.traces} is absent (../shared not here)")
         return 0
@@ -326,10 +344,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         path = args.traces / (PUBLISHED[name].file if name in PUBLISHED else name)
         log = load_log(path, name)
+        if args.load is not None:
+            log = compressed(log, args.load)
         for policy in policies:
             started = time.process_time()
             result = replay(log, policy)
-            print(row(name, policy, figures(result)), flush=True)
+            replayed = figures(result)
+            print(row(name, policy, replayed), flush=True)
+            if args.load is not None:
+                allocation = replayed["allocation_pct"]
+                print(f"<!-- {log.name} {policy}: allocation {allocation:.2f} % -->")
             print(f"<!-- {name} {policy}: {time.process_time() - started:.1f} s CPU -->")
             stored = args.compare and args.compare / name / "simulations"
             if stored and policy == "easy":

@@ -52,6 +52,7 @@ from gpuadvisor.analysis.scheduling.orders import (
     time_limit,
 )
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
+from gpuadvisor.analysis.scheduling.regime import decide
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.model.availability import Availability
@@ -257,6 +258,7 @@ class _Engine:
         self.running = EndingList()
         self.bounded: EndingList | None = EndingList() if self.order.bounds_when_starved else None
         self.planned_with_bounds = False  # how the last pass planned
+        self.backlogged = False  # the regime of the last pass (``regime.decide``)
         self.node_fragment = [
             self.ctx.fragment(free, cluster.nodes[i].gpu_model)
             for i, free in enumerate(self.capacity.free_milli)
@@ -502,8 +504,14 @@ class _Engine:
         if not self.queue:
             self.last_plan = None
             return
-        settings = self.settings
         pending = self.queue.jobs
+        settings = self.settings
+        if self.bounded is not None and settings.backlog_starved_jobs > 0:
+            regime = decide(pending, now, settings, by_submit=self.order.submit_ordered)
+            settings = regime.settings
+            if regime.backlogged != self.backlogged:
+                arrived_only = None  # the last plan was made under the other regime
+                self.backlogged = regime.backlogged
         bounds = self.bounded is not None and plans_with_bounds(pending[0], now, settings)
         if bounds:
             # the oldest job starved: plan with the limits, ranked by the estimates (no

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gpuadvisor.simulation.workload import offered_load
 from gpuadvisor.sinks.report.swf_schedule import write_swf_schedule
 
 bench: Any = importlib.import_module("bench.pwa")
@@ -44,6 +45,25 @@ def test_the_log_is_filtered_and_replayed_under_each_policy(log: Path) -> None:
         assert figures["bsld"] >= 1.0
     # job 3 (the whole machine) waits for job 1 under every EASY: 99 s
     assert waits == {"easy": 99.0, "easy-sjbf": 99.0, "easy++": 99.0}
+
+
+def test_a_log_at_another_load_keeps_its_jobs_and_rescales_its_arrivals(log: Path) -> None:
+    loaded = bench.load_log(log, "TINY")
+    squeezed = bench.compressed(loaded, 2.0)
+    assert squeezed.name == "TINY@2"
+    assert [j.runtime_s for j in squeezed.jobs] == [j.runtime_s for j in loaded.jobs]
+    assert offered_load(squeezed.jobs, 4) == pytest.approx(2.0)
+    assert offered_load(loaded.jobs, 4) != pytest.approx(2.0)
+    figures = bench.figures(bench.replay(squeezed, "easy"))
+    assert 0.0 < figures["allocation_pct"] <= 100.0
+
+
+def test_main_prints_each_policys_allocation_at_a_compressed_load(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert bench.main(["--traces", str(log.parent), "--logs", log.name, "--load", "1.5"]) == 0
+    out = capsys.readouterr().out
+    assert f"<!-- {log.name}@1.5 easy: allocation " in out
 
 
 def test_rows_name_the_published_figure_and_our_difference() -> None:

@@ -31,6 +31,7 @@ from gpuadvisor.analysis.scheduling.orders import (
     time_limit,
 )
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext, first_fit
+from gpuadvisor.analysis.scheduling.regime import decide
 from gpuadvisor.model import (
     MILLI_PER_GPU,
     Allocation,
@@ -91,6 +92,11 @@ def advise(
     pending = list(snapshot.pending)
     order = ORDERS[settings.order]
     order_settings = settings.order_settings
+    regime = None
+    if order.bounds_when_starved and order_settings.backlog_starved_jobs > 0:
+        # the same decision as the replay's, from the live queue (in the scheduler's order)
+        regime = decide(pending, now, order_settings, by_submit=False)
+        order_settings = regime.settings
     starved = _starved_oldest(pending, now, order_settings) if order.bounds_when_starved else None
     # while a job starves, the policy plans with the time limits (its reservation cannot slip)
     # and still tries the jobs predicted short first
@@ -120,6 +126,9 @@ def advise(
     advice = _word(snapshot, capacity, plan_estimate, fifo, policy, settings, placement)
     if starved is not None:
         advice = [_with_bounds_evidence(r, starved, now, order_settings) for r in advice]
+    if regime is not None:
+        why = regime.evidence()
+        advice = [replace(r, evidence=(*r.evidence, ("regime", why))) for r in advice]
     return tuple(advice)
 
 
@@ -151,7 +160,7 @@ def _with_bounds_evidence(
 ) -> Recommendation:
     """Say that this advice was planned with the time limits, and why."""
     waited = format_duration(now - starved.submit_time_s)
-    bound = format_duration(settings.starvation_s)
+    bound = format_duration(settings.bounds_from_s)
     why = (
         f"time limits: job {starved.job_id} has waited {waited}, over the {bound} starvation "
         "bound, so nothing may start that could delay the head past what the limits promise"

@@ -92,13 +92,16 @@ class OrderSettings:
     ``backfill_depth`` bounds how many jobs past the first blocked one are tried (Slurm's
     ``bf_max_job_test``). A job that waited over ``starvation_s`` is starved: the advisor tries
     starved jobs first, in queue order, and reserves for the head and for at most
-    ``max_starved_reservations`` starved jobs besides it; while the oldest job is starved it
-    plans with the jobs' time limits (``plans_with_bounds``). ``explain`` computes
-    reservations even when nothing could start (the live advisor wants them, the simulator
-    does not). ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime
-    first instead of largest first (EASY++'s shortest-job backfilled first), for estimates
-    learned from history; with the users' limits largest first packs better
-    (bench/estimates.py)."""
+    ``max_starved_reservations`` starved jobs besides it; while the oldest job has waited
+    ``bounds_from_s`` (``bounds_after_s``, else ``starvation_s``) it plans with the jobs' time
+    limits (``plans_with_bounds``). ``backlog_starved_jobs`` (0: off) switches the advisor to
+    ``backlog_starvation_s`` and ``backlog_max_starved_reservations`` while that many jobs
+    have waited over ``backlog_counts_s`` (None: ``starvation_s``; ``regime.decide``).
+    ``explain`` computes reservations
+    even when nothing could start (the live advisor wants them, the simulator does not).
+    ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime first
+    instead of largest first (EASY++'s shortest-job backfilled first), for estimates learned
+    from history; with the users' limits largest first packs better (bench/estimates.py)."""
 
     starvation_s: float = 24 * 3600.0
     max_starved_reservations: int = 0
@@ -106,6 +109,16 @@ class OrderSettings:
     backfill_depth: int = 1000
     explain: bool = False
     fill_shortest_first: bool = False
+    bounds_after_s: float | None = None
+    backlog_starved_jobs: int = 0
+    backlog_starvation_s: float = 6 * 3600.0
+    backlog_max_starved_reservations: int = 2
+    backlog_counts_s: float | None = None
+
+    @property
+    def bounds_from_s(self) -> float:
+        """How long the oldest job waits before a pass plans with the time limits."""
+        return self.starvation_s if self.bounds_after_s is None else self.bounds_after_s
 
 
 def time_limit(job: Job) -> float | None:
@@ -116,8 +129,8 @@ def time_limit(job: Job) -> float | None:
 
 def plans_with_bounds(oldest: Job, now_s: float, settings: OrderSettings) -> bool:
     """Whether a pass plans with the time limits (``time_limit``) rather than its estimates:
-    once the oldest waiting job has waited ``starvation_s``. A reservation made on the limits
+    once the oldest waiting job has waited ``bounds_from_s``. A reservation made on the limits
     of the running jobs, with backfill checked on the limits of the jobs that start, never
     slips (EASY's guarantee), so a starved job's wait stops growing with the errors of
     predictions; before that, predictions let short jobs through sooner."""
-    return now_s - oldest.submit_time_s >= settings.starvation_s
+    return now_s - oldest.submit_time_s >= settings.bounds_from_s
