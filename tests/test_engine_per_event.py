@@ -6,10 +6,12 @@ every one of the 77,199 jobs when pyss's stored schedule does (docs/benchmarks.m
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from gpuadvisor.cli import main
 from gpuadvisor.model import Cluster
 from gpuadvisor.simulation.compare import parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
@@ -107,3 +109,26 @@ def test_submissions_come_before_ends_of_the_same_second(tmp_path: Path) -> None
 def test_the_mode_is_off_by_default_and_keeps_its_label() -> None:
     assert SimulationConfig().pass_per_event is False
     assert parse_policy("easy", SimulationConfig(pass_per_event=True)).label == "easy"
+
+
+def test_simulate_takes_the_mode_from_its_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "two-ends.swf"
+    log.write_text(TWO_ENDS)
+
+    def run(*flags: str) -> tuple[dict[str, object], dict[str, float]]:
+        out_json, out_swf = tmp_path / "out.json", tmp_path / "out.swf"
+        argv = ["simulate", "--trace", str(log), "--policies", "easy", "--no-baseline"]
+        argv += ["--output-json", str(out_json), "--output-schedule", str(out_swf), *flags]
+        assert main(argv) == 0, capsys.readouterr().err
+        meta = json.loads(out_json.read_text())["meta"]
+        rows = [line.split() for line in out_swf.read_text().splitlines() if line[:1] != ";"]
+        return meta, {r[0]: float(r[1]) + float(r[2]) for r in rows}  # submit + wait
+
+    meta, batched = run()
+    meta_per_event, per_event = run("--pass-per-event")
+    assert "pass_per_event" not in meta
+    assert meta_per_event == {**meta, "pass_per_event": True}
+    assert (batched["3"], per_event["3"]) == (100.0, 150.0)  # the head
+    assert per_event == starts(tmp_path, TWO_ENDS, "easy", per_event=True)

@@ -215,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
         predictor=settings.predictor,
         settings=OrderSettings(starvation_s=settings.starvation_s),
         sharing=sharing,
+        pass_per_event=settings.pass_per_event,
     )
     configs = [parse_policy(spec, base) for spec in settings.policies.split(",") if spec.strip()]
     if not configs:
@@ -242,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
     meta: dict[str, object] = {"jobs": len(jobs), "cluster_gpus": cluster.gpus}
     if read is not None and read.meta:
         meta["trace"] = read.meta
+    if settings.pass_per_event:
+        meta["pass_per_event"] = True
     if any(config.estimates == "predicted" for config in configs):
         meta["predictor"] = settings.predictor
     if settings.outages is not None:

@@ -73,6 +73,7 @@ class SimulateSettings:
     output_schedule: str | None = None
     schedule_policy: str | None = None
     no_baseline: bool = False
+    pass_per_event: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +251,14 @@ SIMULATE_SETTINGS: tuple[Setting, ...] = (
         switch,
         "replay: skip the strict-FIFO baseline that runs besides the listed policies when fifo "
         "is not among them; the Δ-wait-vs-FIFO figures (delta_wait_vs_fifo_*) are then absent",
+    ),
+    Setting(
+        "pass_per_event",
+        "--pass-per-event",
+        switch,
+        "replay: a scheduling pass after every single event of an instant, as the pyss "
+        "simulator does (arrivals first, then ends in the order the jobs started), instead of "
+        "one pass after all of them; reproduces pyss's schedules of the published logs",
     ),
 )
 
