@@ -402,7 +402,7 @@ class _Engine:
                 done += 1
                 if self.progress is not None and done % report_every == 0:
                     self.progress(done, len(self.jobs))
-            elif kind == _NODE_OUT or kind == _NODE_BACK:
+            elif kind in (_NODE_OUT, _NODE_BACK):
                 assert outages is not None
                 (self._node_out if kind == _NODE_OUT else self._node_back)(outages, i)
             else:
