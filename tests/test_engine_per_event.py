@@ -132,3 +132,25 @@ def test_simulate_takes_the_mode_from_its_flag(
     assert meta_per_event == {**meta, "pass_per_event": True}
     assert (batched["3"], per_event["3"]) == (100.0, 150.0)  # the head
     assert per_event == starts(tmp_path, TWO_ENDS, "easy", per_event=True)
+
+
+KTH = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "traces"
+    / "pwa"
+    / "KTH-SP2-1996-2.1-cln.swf.gz"
+)
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not KTH.exists(), reason="../shared absent")
+def test_on_kth_easy_per_event_gives_the_published_figures() -> None:
+    # every one of the 28,467 jobs starts when pyss's stored schedule starts it (bench/pwa.py
+    # --compare): the published 92.58 / 6,837 s, up to the 14 jobs that copy has more
+    trace = swf.read(KTH)
+    kept, _ = swf.literature_filter(trace, 100)
+    config = SimulationConfig(order="easy", pass_per_event=True)
+    m = simulate(list(kept.jobs), Cluster.parse_shape("100x1"), config).metrics()
+    assert m["bounded_slowdown_mean"] == pytest.approx(92.58, rel=0.001)
+    assert m["wait_mean_s"] == pytest.approx(6837, rel=0.001)
