@@ -77,6 +77,7 @@ class SimulateSettings:
     output_schedule: str | None = None
     schedule_policy: str | None = None
     no_baseline: bool = False
+    pass_per_event: bool = False
 
     @property
     def sharing(self) -> Sharing:
@@ -94,6 +95,7 @@ class SimulateSettings:
             predictor=self.predictor,
             settings=OrderSettings(starvation_s=self.starvation_s),
             sharing=self.sharing,
+            pass_per_event=self.pass_per_event,
         )
         configs = [parse_policy(spec, base) for spec in self.policies.split(",") if spec.strip()]
         if not configs:
@@ -341,6 +343,14 @@ SIMULATE_SETTINGS: tuple[Setting, ...] = (
         switch,
         "replay: skip the strict-FIFO baseline that runs besides the listed policies when fifo "
         "is not among them; the Δ-wait-vs-FIFO figures (delta_wait_vs_fifo_*) are then absent",
+    ),
+    Setting(
+        "pass_per_event",
+        "--pass-per-event",
+        switch,
+        "replay: a scheduling pass after every single event of an instant, as the pyss "
+        "simulator does (arrivals first, then ends in the order the jobs started), instead of "
+        "one pass after all of them; reproduces pyss's schedules of the published logs",
     ),
 )
 

@@ -134,6 +134,8 @@ def run_simulate(settings: SimulateSettings, console: Console, *, cluster_given:
     meta: dict[str, object] = {"jobs": len(jobs), "cluster_gpus": cluster.gpus}
     if read is not None and read.meta:
         meta["trace"] = read.meta
+    if settings.pass_per_event:
+        meta["pass_per_event"] = True
     if any(config.estimates == "predicted" for config in configs):
         meta["predictor"] = settings.predictor
     if settings.outages is not None:

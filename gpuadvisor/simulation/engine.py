@@ -72,6 +72,9 @@ submitted, as Tsafrir et al. make it; raised like ``predicted``."""
 _COMPLETE, _EXPIRE, _ARRIVE, _NODE_BACK, _NODE_OUT = 0, 1, 2, 3, 4
 _NO_IDLE = IdleSplit()
 _IDLE_MEMO_LIMIT = 4096
+# pass_per_event: the order of one instant's events in pyss (its JobPredictionIsOverEvent,
+# JobSubmissionEvent, JobTerminationEvent), node changes last
+_PEER_RANK = {_EXPIRE: 0, _ARRIVE: 1, _COMPLETE: 2, _NODE_BACK: 3, _NODE_OUT: 4}
 
 _ShapeKey = tuple[int, int, int, frozenset[str], int, int]
 
@@ -96,6 +99,10 @@ class SimulationConfig:
     # a raised prediction starts a scheduling pass (False: it waits for the next arrival or
     # end, as in Tsafrir et al.'s EASY++ and pyss, where a correction schedules nothing)
     pass_on_raise: bool = True
+    # a pass after every single event of an instant, as pyss does: raised predictions, then
+    # arrivals in input order, then ends in the order the jobs started (False: every event of
+    # the instant, then one pass)
+    pass_per_event: bool = False
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -225,6 +232,8 @@ class _Engine:
             ):
                 self.fixed_estimate[i] = self.estimate(job)
         self.start_s: list[float] = [math.nan] * n
+        self.start_seq: list[int] = [0] * n  # the order in which jobs started (pass_per_event)
+        self.starts_made = 0
         self.end_s: list[float] = [math.nan] * n
         self.overtook: list[int] = [0] * n
         self.estimate_at_start: list[float | None] = [None] * n
@@ -320,6 +329,10 @@ class _Engine:
             t = events[0][0]
             self._accumulate(now, t)
             now = t
+            if self.config.pass_per_event:
+                done = self._instant_per_event(now, events, done, report_every)
+                self._sample(now)
+                continue
             arrived: list[Job] = []
             ended = False
             while events and events[0][0] == t:
@@ -370,6 +383,69 @@ class _Engine:
             timeline=tuple(self.timeline),
             sharing=None if self.share is None else self.share.metrics(now - first_arrival),
         )
+
+    def _instant_per_event(
+        self, now: float, events: list[tuple[float, int, int]], done: int, report_every: int
+    ) -> int:
+        """Every event of the instant ``now`` on its own, a scheduling pass after each, in
+        pyss's order: raised predictions, arrivals (input order), ends (in the order the jobs
+        started), node changes. As in pyss's processor profile, a job that ends at its expected
+        end has freed its GPUs when the instant begins, before its end comes in that order.
+        Events that passes add at ``now`` come at the next turn of the loop. Returns how many
+        jobs have ended."""
+        batch: list[tuple[float, int, int]] = []
+        while events and events[0][0] == now:
+            batch.append(heapq.heappop(events))
+        seq = self.start_seq
+        batch.sort(key=lambda e: (_PEER_RANK[e[1]], seq[e[2]] if e[1] <= _EXPIRE else e[2]))
+        share, outages = self.share, self.outages
+        due: set[int] = set()
+        for n, (_, kind, i) in enumerate(batch):
+            if kind == _EXPIRE:
+                self._expire(i, now, events)
+                if self.config.pass_on_raise:
+                    self._schedule(now, events, None)
+                else:
+                    self.last_plan = None  # the next pass plans every job anew
+                continue
+            if n == 0 or batch[n - 1][1] == _EXPIRE:  # the first event after the raises
+                due = self._release_due(batch[n:], now, events)
+            if kind == _COMPLETE:
+                if share is not None and not share.is_current(i, now, self.end_s[i]):
+                    continue  # the job's end moved (sharing)
+                if i not in due:
+                    self._complete(i, now, events)
+                done += 1
+                if self.progress is not None and done % report_every == 0:
+                    self.progress(done, len(self.jobs))
+            elif kind in (_NODE_OUT, _NODE_BACK):
+                assert outages is not None
+                (self._node_out if kind == _NODE_OUT else self._node_back)(outages, i)
+            else:
+                self._arrive(i)
+                self._schedule(now, events, [self.jobs[i]])
+                continue
+            self._schedule(now, events, None)
+        return done
+
+    def _release_due(
+        self, batch: list[tuple[float, int, int]], now: float, events: list[tuple[float, int, int]]
+    ) -> set[int]:
+        """End the jobs of ``batch`` that end at their expected end, without a pass: pyss's
+        profile shows their processors free from that second on. Returns their indices."""
+        share = self.share
+        due = {
+            i
+            for _, kind, i in batch
+            if kind == _COMPLETE
+            and self._expected_end(i) <= now
+            and (share is None or share.is_current(i, now, self.end_s[i]))
+        }
+        for i in sorted(due, key=self.start_seq.__getitem__):
+            self._complete(i, now, events)
+        if due:
+            self.last_plan = None  # capacity grew: the next pass plans every job anew
+        return due
 
     def _estimate_class(self, i: int) -> Hashable:
         """Jobs of one class are planned with the same estimate at any time (``buckets``):
@@ -557,6 +633,8 @@ class _Engine:
             job = start.job
             i = self.index[id(job)]
             self.start_s[i] = now
+            self.start_seq[i] = self.starts_made
+            self.starts_made += 1
             self.allocation[i] = start.allocation
             self.overtook[i] = start.overtakes
             runtime = job.runtime_s or 0.0

@@ -102,8 +102,23 @@ def test_main_prints_the_table(
     argv = ["--traces", str(tmp_path), "--logs", "TINY.swf", "--policies", "easy@exact"]
     assert bench.main(argv) == 0
     out = capsys.readouterr().out
-    assert "| TINY.swf | easy++ | 5 |" in out
-    assert "| TINY.swf | easy@exact | 5 |" in out
+    for mode in ("batched", "per-event"):
+        assert f"| TINY.swf | easy++ | {mode} | 5 |" in out
+        assert f"| TINY.swf | easy@exact | {mode} | 5 |" in out
+    assert bench.main([*argv, "--modes", "per-event"]) == 0
+    assert "| batched |" not in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="unknown mode 'pyss'"):
+        bench.main([*argv, "--modes", "pyss"])
+
+
+def test_rows_say_whether_the_published_figure_is_met() -> None:
+    assert bench.target("CTC-SP2", "easy", 49.57, 14273.0) == "met (±2 %)"
+    assert bench.target("CTC-SP2", "easy", 49.57, 13943.0) == "missed (±2 %)"  # the wait, -2.3 %
+    assert bench.target("SDSC-SP2", "easy", 87.0, 20000.0) == "met (±5 %)"
+    assert bench.target("CTC-SP2", "easy++", 93.04, 1.0) == "missed (±5 %)"  # +8.5 %
+    assert bench.target("KTH-SP2", "easy-sjbf", 69.42, 1.0) == "met (±5 %)"
+    assert bench.target("TINY", "easy", 1.0, 1.0) == ""  # nothing published
+    assert bench.target("KTH-SP2", "easy@exact", 1.0, 1.0) == ""
 
 
 def test_absent_logs_skip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
