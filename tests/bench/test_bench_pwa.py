@@ -63,7 +63,9 @@ def test_main_prints_each_policys_allocation_at_a_compressed_load(
 ) -> None:
     assert bench.main(["--traces", str(log.parent), "--logs", log.name, "--load", "1.5"]) == 0
     out = capsys.readouterr().out
-    assert f"<!-- {log.name}@1.5 easy: allocation " in out
+    for mode in bench.MODES:
+        assert f"<!-- {log.name}@1.5 easy {mode}: allocation " in out
+    assert f"| {log.name}@1.5 | easy | batched |" in out  # no published figure to be held to
 
 
 def test_rows_name_the_published_figure_and_our_difference() -> None:
