@@ -46,9 +46,11 @@ FILE_SUFFIXES = frozenset(
 DATA_FILE_BYTES = 256 * 1024
 """Larger shipped files are recorded data (traces, answers), not names the prose could mean."""
 
-FOREIGN_FILES = frozenset({"run_simulator.py"})
-"""Other projects' files that prose names: pyss's driver (the peer simulator in
-docs/benchmarks.md)."""
+FOREIGN_FILES = frozenset(
+    {"run_simulator.py", "base/prototype.py", "base/event_queue.py", "schedulers/simulator.py"}
+)
+"""Other projects' files that prose names: pyss's driver and the modules whose event order the
+engine's per-event mode follows (the peer simulator in docs/benchmarks.md)."""
 
 _DOTTED = re.compile(r"(?<![\w./{-])((?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)(?![\w/\[-]|\.\w)(\()?")
 _PY_FILE = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[A-Za-z_]\w*\.py)\b(?![\w/-])")
