@@ -3,8 +3,10 @@
 The engine jumps from event to event (arrivals and completions; a heap keyed
 ``(time, priority, sequence)`` makes ties deterministic: completions before arrivals, then input
 order). After all events at one instant it asks the order for a plan and applies the starts,
-gang-allocating every node of a job at once. Between events the cluster state is constant, so
-metrics are exact integrals over time, not samples.
+gang-allocating every node of a job at once; with ``pass_per_event`` it plans after every single
+event of the instant instead, in the order of the peer simulator pyss (raised predictions, then
+arrivals, then ends in the order the jobs started). Between events the cluster state is
+constant, so metrics are exact integrals over time, not samples.
 
 The engine keeps the pending queue in buckets of jobs with one fit key and one estimate class
 (``analysis.scheduling.buckets``), so that a pass on a long, saturated queue touches shapes rather
