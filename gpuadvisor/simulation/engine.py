@@ -211,6 +211,8 @@ class _Engine:
         if self.at_submit:
             self.predictor = user_last_two()
         self.raised: dict[int, int] = {}  # job index -> how many times it was raised
+        # job index -> its estimate since the last job ended (``estimate``)
+        self.estimates_now: dict[int, float | None] = {}
         self.unlearned: list[tuple[float, Job]] = []  # ended, not yet learnt (at_submit)
         # with learned predictions the advisor backfills shortest expected runtime first
         self.settings = (
@@ -295,17 +297,25 @@ class _Engine:
     # -- estimates ----------------------------------------------------------------------
 
     def estimate(self, job: Job) -> float | None:
+        """The runtime a pass plans ``job`` with. It changes only when a job ends (the history
+        and the predictor learn it), so it is kept per job until then: a pass asks for the
+        same waiting jobs' estimates again at every arrival."""
         i = self.index[id(job)]
         fixed = self.fixed_estimate[i]
         if fixed is not None:
             return fixed
+        known = self.estimates_now
+        if i in known:
+            return known[i]
         if self.config.estimates == "exact":
             base: float | None = job.runtime_s
         elif self.predictor is not None:
             base = self.predictor.estimate(job)
         else:
             base = estimate_runtime(job, self.history)
-        return None if base is None else base * self.noise[i]
+        value = None if base is None else base * self.noise[i]
+        known[i] = value
+        return value
 
     # -- main loop ----------------------------------------------------------------------
 
@@ -514,6 +524,7 @@ class _Engine:
             del ends[i]
             self.busy_until[node] = max(ends.values(), default=-math.inf)
         if job.runtime_s is not None:
+            self.estimates_now.clear()
             self.history.record(job, job.runtime_s)
             if self.at_submit:
                 self._learn_before(now)
@@ -536,6 +547,7 @@ class _Engine:
             taken += 1
         if taken:
             del unlearned[:taken]
+            self.estimates_now.clear()
 
     def _expire(self, i: int, now: float, events: list[tuple[float, int, int]]) -> None:
         """Job ``i`` outlived its prediction: plan it anew with the raise rule's runtime."""
