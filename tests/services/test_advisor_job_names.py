@@ -24,7 +24,6 @@ from prometheus_client import generate_latest
 
 from gpuadvisor.analysis.advice.hysteresis import HysteresisSettings
 from gpuadvisor.config.advisor import AdvisorConfig
-from gpuadvisor.model import Kind, Recommendation
 from gpuadvisor.model.queue import PENDING, RUNNING, QueueEntry, QueueSnapshot
 from gpuadvisor.services.advisor.app import ADVISOR, create_app
 from gpuadvisor.sinks.exposition.queue import QueueStatus, queue_registry
@@ -34,6 +33,7 @@ from gpuadvisor.sources.slurm.sacct_file import HistorySettings
 from tests.harness.exposition_server import ExpositionServer
 from tests.harness.prometheus import PrometheusServer, ScrapeJob
 from tests.model.test_job_names import sacct_doc
+from tests.services.test_advisor_history import start_now
 from tests.sources.prometheus.test_prometheus_live import T0, WINDOW_S, SimAgent, head_of_line_node
 
 pytestmark = pytest.mark.e2e
@@ -101,13 +101,6 @@ async def advisor_client(servers: Servers, tmp_path: Path) -> AsyncIterator[Clie
         yield client
     finally:
         await client.close()
-
-
-def start_now(client: Client, job_id: str) -> Recommendation | None:
-    status = client.app[ADVISOR].status
-    assert status.findings is not None and status.findings.trusted, status.sources
-    found = [r for r in status.active if r.kind is Kind.START_NOW and r.job_id == job_id]
-    return found[0] if found else None
 
 
 async def test_the_live_advisor_predicts_from_the_exported_name(
