@@ -597,7 +597,9 @@ class _Engine:
         pending = self.queue.jobs
         settings = self.settings
         if self.bounded is not None and settings.backlog_starved_jobs > 0:
-            regime = decide(pending, now, settings, by_submit=self.order.submit_ordered)
+            regime = decide(
+                pending, now, settings, by_submit=self.order.submit_ordered, capacity=self.capacity
+            )
             settings = regime.settings
             if regime.backlogged != self.backlogged:
                 arrived_only = None  # the last plan was made under the other regime

@@ -95,7 +95,7 @@ def advise(
     regime = None
     if order.bounds_when_starved and order_settings.backlog_starved_jobs > 0:
         # the same decision as the replay's, from the live queue (in the scheduler's order)
-        regime = decide(pending, now, order_settings, by_submit=False)
+        regime = decide(pending, now, order_settings, by_submit=False, capacity=capacity)
         order_settings = regime.settings
     starved = _starved_oldest(pending, now, order_settings) if order.bounds_when_starved else None
     # while a job starves, the policy plans with the time limits (its reservation cannot slip)

@@ -96,7 +96,10 @@ class OrderSettings:
     ``bounds_from_s`` (``bounds_after_s``, else ``starvation_s``) it plans with the jobs' time
     limits (``plans_with_bounds``). ``backlog_starved_jobs`` (0: off) switches the advisor to
     ``backlog_starvation_s`` and ``backlog_max_starved_reservations`` while that many jobs
-    have waited over ``backlog_counts_s`` (None: ``starvation_s``; ``regime.decide``).
+    have waited over ``backlog_counts_s`` (None: ``starvation_s``; ``regime.decide``);
+    ``backlog_signal`` says which jobs count: ``"starved"`` any, ``"gang"`` those that need
+    whole nodes of several GPUs, ``"fragmented"`` those that besides cannot start although the
+    free GPUs would hold them by count (``regime``'s docstring gives the reason).
     ``explain`` computes reservations
     even when nothing could start (the live advisor wants them, the simulator does not).
     ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime first
@@ -114,6 +117,7 @@ class OrderSettings:
     backlog_starvation_s: float = 6 * 3600.0
     backlog_max_starved_reservations: int = 2
     backlog_counts_s: float | None = None
+    backlog_signal: str = "starved"
 
     @property
     def bounds_from_s(self) -> float:

@@ -10,6 +10,16 @@ in the backlog regime and applies ``backlog_starvation_s`` and
 keeps planning with the time limits from the normal bound on.
 The replay and the live advice decide with this same function, and the advice says which
 regime applied and why (``Regime.evidence``).
+
+``OrderSettings.backlog_signal`` says which waiting jobs count. ``"starved"``: any job.
+``"gang"``: only jobs that need whole nodes of several GPUs (``needs_whole_nodes``: several
+nodes, or all of one node's GPUs). ``"fragmented"``: only those that, besides, cannot start now
+although the free GPUs would hold them by count (``fragmentation_blocked``). The physical
+reason: on nodes of one GPU (one processor, the real logs) a job fits wherever the free count
+suffices, so a starved job is blocked only by count and the ordinary bound handles it; on nodes
+of several GPUs a gang job can be blocked by fragmentation (enough free GPUs, spread over partly
+used nodes), and only reservations (starving sooner, more of them) gather whole nodes for it.
+Neither signal can fire on a cluster of one-GPU nodes.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
 
+from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.plans import OrderSettings
 from gpuadvisor.model import Job
 
@@ -26,6 +37,8 @@ _SUBMIT = attrgetter("submit_time_s")
 
 DRAINS = "drains"
 BACKLOG = "backlog"
+SIGNALS = ("starved", "gang", "fragmented")
+"""What ``OrderSettings.backlog_signal`` may name (see the module's docstring)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +60,14 @@ class Regime:
         """The decision in words, for the advice's evidence."""
         s = self.decided_from
         counted_h = self.counted_s / 3600.0
+        which = _WHICH[s.backlog_signal]
         if not self.backlogged:
             return (
-                f"queue drains: {self.starved_jobs} job(s) waited over {counted_h:g} h "
+                f"queue drains: {self.starved_jobs} job(s){which} waited over {counted_h:g} h "
                 f"(backlog from {s.backlog_starved_jobs}); normal settings"
             )
         return (
-            f"backlog: {self.starved_jobs} jobs waited over {counted_h:g} h "
+            f"backlog: {self.starved_jobs} job(s){which} waited over {counted_h:g} h "
             f"(backlog from {s.backlog_starved_jobs}), so jobs starve after "
             f"{s.backlog_starvation_s / 3600.0:g} h and up to "
             f"{s.backlog_max_starved_reservations} starved jobs hold a reservation besides the head"
@@ -71,14 +85,86 @@ def starved_jobs(
     return sum(1 for job in pending if job.submit_time_s <= cut_s)
 
 
+_WHICH = {
+    "starved": "",
+    "gang": " needing whole nodes of several GPUs",
+    "fragmented": " needing whole nodes, blocked by fragmentation,",
+}
+
+
+def needs_whole_nodes(job: Job, node_gpus: int) -> bool:
+    """Whether ``job`` needs whole nodes on a cluster whose nodes hold ``node_gpus`` GPUs (the
+    widest): several nodes (a multi-node job takes whole free nodes) or all of one node's GPUs.
+    Never on nodes of one GPU, where every fit is a matter of count."""
+    return node_gpus > 1 and not job.fractional and (job.nodes > 1 or job.gpus >= node_gpus)
+
+
+def fragmentation_blocked(job: Job, capacity: Capacity, free_gpus: int) -> bool:
+    """Whether ``job`` cannot start on ``capacity`` although its ``free_gpus`` whole free GPUs
+    would hold it by count: the free GPUs lie spread over partly used nodes. On nodes of one
+    GPU a whole-GPU job without CPU, memory or model requests fits whenever the count does,
+    so this is never true there."""
+    return free_gpus >= job.total_gpus and not capacity.fits(job)
+
+
+def _waited(pending: Sequence[Job], now_s: float, counted_s: float, by_submit: bool) -> list[Job]:
+    cut_s = now_s - counted_s
+    if by_submit:
+        return list(pending[: bisect.bisect_right(pending, cut_s, key=_SUBMIT)])
+    return [job for job in pending if job.submit_time_s <= cut_s]
+
+
+def signalling_jobs(
+    pending: Sequence[Job],
+    now_s: float,
+    settings: OrderSettings,
+    capacity: Capacity | None,
+    *,
+    by_submit: bool,
+    counted_s: float,
+) -> int:
+    """How many of ``pending`` waited at least ``counted_s`` and count for the backlog under
+    ``settings.backlog_signal`` (for ``gang`` and ``fragmented`` the count stops at the
+    threshold, ``backlog_starved_jobs``: the decision needs no more)."""
+    signal = settings.backlog_signal
+    if signal == "starved":
+        return starved_jobs(pending, now_s, counted_s, by_submit=by_submit)
+    if signal not in SIGNALS:
+        raise ValueError(f"backlog_signal must be one of {', '.join(SIGNALS)}; got {signal!r}")
+    if capacity is None:
+        raise ValueError(f"backlog_signal {signal!r} needs the free capacity")
+    node_gpus = capacity.cluster.max_node_gpus
+    if node_gpus <= 1:
+        return 0  # nodes of one GPU: neither signal can fire (see needs_whole_nodes)
+    free_gpus = capacity.free_whole_gpus if signal == "fragmented" else 0
+    found = 0
+    for job in _waited(pending, now_s, counted_s, by_submit):
+        if not needs_whole_nodes(job, node_gpus):
+            continue
+        if signal == "fragmented" and not fragmentation_blocked(job, capacity, free_gpus):
+            continue
+        found += 1
+        if found >= settings.backlog_starved_jobs:
+            break
+    return found
+
+
 def decide(
-    pending: Sequence[Job], now_s: float, settings: OrderSettings, *, by_submit: bool
+    pending: Sequence[Job],
+    now_s: float,
+    settings: OrderSettings,
+    *,
+    by_submit: bool,
+    capacity: Capacity | None = None,
 ) -> Regime:
-    """The regime of a pass over ``pending`` at ``now_s`` under ``settings``."""
+    """The regime of a pass over ``pending`` at ``now_s`` under ``settings``; ``capacity``, the
+    free capacity before the pass, is needed by the ``gang`` and ``fragmented`` signals."""
     counted_s = (
         settings.starvation_s if settings.backlog_counts_s is None else settings.backlog_counts_s
     )
-    starved = starved_jobs(pending, now_s, counted_s, by_submit=by_submit)
+    starved = signalling_jobs(
+        pending, now_s, settings, capacity, by_submit=by_submit, counted_s=counted_s
+    )
     threshold = settings.backlog_starved_jobs
     if threshold <= 0 or starved < threshold:
         return Regime(DRAINS, starved, counted_s, settings, settings)

@@ -8,15 +8,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise
 from gpuadvisor.analysis.scheduling.orders import OrderSettings, plans_with_bounds
-from gpuadvisor.analysis.scheduling.regime import BACKLOG, DRAINS, decide, starved_jobs
-from gpuadvisor.model import ClusterSnapshot, Job, RunningJob
+from gpuadvisor.analysis.scheduling.regime import (
+    BACKLOG,
+    DRAINS,
+    decide,
+    fragmentation_blocked,
+    needs_whole_nodes,
+    starved_jobs,
+)
+from gpuadvisor.model import Allocation, Cluster, ClusterSnapshot, Job, RunningJob
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
-from tests.builders import make_cluster, make_job, on, single_node
+from tests.builders import make_capacity, make_cluster, make_job, on, single_node
 
 HOUR_S = 3600.0
 DAY_S = 24 * HOUR_S
@@ -59,8 +67,8 @@ def test_a_backlog_starves_sooner_reserves_more_and_plans_with_limits_from_the_n
     assert not plans_with_bounds(oldest, now_s, s)
     assert plans_with_bounds(_queue(0.0)[0], now_s, s)
     assert regime.evidence() == (
-        "backlog: 2 jobs waited over 24 h (backlog from 2), so jobs starve after 6 h and up to 2 "
-        "starved jobs hold a reservation besides the head"
+        "backlog: 2 job(s) waited over 24 h (backlog from 2), so jobs starve after 6 h and up to "
+        "2 starved jobs hold a reservation besides the head"
     )
 
 
@@ -130,7 +138,7 @@ def _snapshot(now_s: float) -> ClusterSnapshot:
 
 def test_live_advice_says_which_regime_it_planned_in() -> None:
     settings = AdviceSettings(order_settings=SWITCHED)
-    for now_s, expected in ((HOUR_S, "queue drains: 0 job(s)"), (2 * DAY_S, "backlog: 3 jobs")):
+    for now_s, expected in ((HOUR_S, "queue drains: 0 job(s)"), (2 * DAY_S, "backlog: 3 job(s)")):
         advice = advise(_snapshot(now_s), lambda job: job.time_limit_s, settings=settings)
         assert any(r.job_id == "small" for r in advice)  # it starts beside the reservations
         for recommendation in advice:
@@ -140,3 +148,158 @@ def test_live_advice_says_which_regime_it_planned_in() -> None:
 def test_live_advice_without_the_switch_says_nothing_of_a_regime() -> None:
     advice = advise(_snapshot(2 * DAY_S), lambda job: job.time_limit_s)
     assert all("regime" not in dict(r.evidence) for r in advice)
+
+
+# -- the gang and fragmentation signals -------------------------------------------------------
+
+GANG = replace(SWITCHED, backlog_starved_jobs=1, backlog_counts_s=6 * HOUR_S, backlog_signal="gang")
+FRAGMENTED = replace(GANG, backlog_signal="fragmented")
+
+
+def test_whole_nodes_are_needed_only_on_nodes_of_several_gpus() -> None:
+    assert needs_whole_nodes(make_job("n", gpus=8, nodes=2), 8)
+    assert needs_whole_nodes(make_job("w", gpus=8), 8)
+    assert needs_whole_nodes(make_job("spread", gpus=1, nodes=3), 8)  # takes whole free nodes
+    assert not needs_whole_nodes(make_job("part", gpus=4), 8)
+    assert not needs_whole_nodes(make_job("share", gpus=1, milli=500), 8)
+    assert not needs_whole_nodes(make_job("k", gpus=1, nodes=64), 1)
+    assert not needs_whole_nodes(make_job("one", gpus=1), 1)
+
+
+def _half_busy(nodes: int) -> tuple[Cluster, list[tuple[Job, Allocation]]]:
+    """Nodes of 8 GPUs, each with 4 of them busy: 4 × nodes GPUs free, no whole node free."""
+    cluster = make_cluster(nodes, 8)
+    held = [(make_job(f"h{n}", gpus=4), on(n, 0, 1, 2, 3)) for n in range(nodes)]
+    return cluster, held
+
+
+def test_a_gang_job_is_blocked_by_fragmentation_when_the_count_would_hold_it() -> None:
+    cluster, held = _half_busy(2)
+    capacity = make_capacity(cluster, *held)
+    free = capacity.free_whole_gpus
+    assert free == 8
+    assert fragmentation_blocked(make_job("w", gpus=8), capacity, free)
+    assert not fragmentation_blocked(make_job("big", gpus=8, nodes=2), capacity, free)  # count
+    assert not fragmentation_blocked(make_job("part", gpus=4), capacity, free)  # it fits
+
+
+@given(
+    st.integers(1, 40),
+    st.lists(st.integers(0, 39), max_size=40),
+    st.integers(1, 45),
+)
+def test_on_nodes_of_one_gpu_no_job_is_ever_blocked_by_fragmentation(
+    nodes: int, busy: list[int], size: int
+) -> None:
+    cluster = make_cluster(nodes, 1)
+    held = [(make_job(f"b{n}"), on(n, 0)) for n in sorted({b for b in busy if b < nodes})]
+    capacity = make_capacity(cluster, *held)
+    job = make_job("k", gpus=1, nodes=size)
+    assert not fragmentation_blocked(job, capacity, capacity.free_whole_gpus)
+    # and the signals never count it, however long it waited
+    for settings in (GANG, FRAGMENTED):
+        regime = decide([job], 30 * DAY_S, settings, by_submit=True, capacity=capacity)
+        assert (regime.name, regime.starved_jobs) == (DRAINS, 0)
+
+
+def test_the_gang_signal_counts_only_whole_node_jobs_that_waited() -> None:
+    cluster, held = _half_busy(2)
+    capacity = make_capacity(cluster, *held)
+    part = make_job("part", at=0.0, gpus=4)
+    whole = make_job("whole", at=0.0, gpus=8)
+    now_s = 7 * HOUR_S
+    assert decide([part], now_s, GANG, by_submit=True, capacity=capacity).name == DRAINS
+    early = decide([whole], 5 * HOUR_S, GANG, by_submit=True, capacity=capacity)
+    assert early.name == DRAINS  # not waited 6 h yet
+    regime = decide([part, whole], now_s, GANG, by_submit=False, capacity=capacity)
+    assert (regime.name, regime.starved_jobs) == (BACKLOG, 1)
+    assert regime.settings.starvation_s == 6 * HOUR_S
+    assert regime.settings.max_starved_reservations == 2
+    assert regime.evidence().startswith(
+        "backlog: 1 job(s) needing whole nodes of several GPUs waited over 6 h"
+    )
+
+
+def test_the_fragmentation_signal_needs_free_gpus_that_do_not_form_whole_nodes() -> None:
+    whole = make_job("whole", at=0.0, gpus=8)
+    now_s = 7 * HOUR_S
+    cluster, held = _half_busy(2)
+    fragmented = make_capacity(cluster, *held)
+    regime = decide([whole], now_s, FRAGMENTED, by_submit=True, capacity=fragmented)
+    assert regime.name == BACKLOG
+    assert "blocked by fragmentation" in regime.evidence()
+    full = make_capacity(cluster, *held, (make_job("f", gpus=4), on(0, 4, 5, 6, 7)))
+    assert decide([whole], now_s, FRAGMENTED, by_submit=True, capacity=full).name == DRAINS
+    # blocked by count alone (4 GPUs free), the gang signal still fires, this one does not
+    assert decide([whole], now_s, GANG, by_submit=True, capacity=full).name == BACKLOG
+
+
+def test_the_gang_signals_need_the_capacity_and_a_known_name() -> None:
+    queue = _queue(0.0)
+    with pytest.raises(ValueError, match="needs the free capacity"):
+        decide(queue, DAY_S, GANG, by_submit=True)
+    with pytest.raises(ValueError, match="backlog_signal must be one of"):
+        odd = replace(GANG, backlog_signal="width")
+        decide(queue, DAY_S, odd, by_submit=True, capacity=make_capacity(make_cluster(1, 8)))
+
+
+def _unit_replay(settings: OrderSettings) -> tuple[float, ...]:
+    """A saturated cluster of one-processor nodes, as the real logs are, with jobs of many
+    processors that wait for days."""
+    jobs = [
+        make_job(
+            i,
+            at=900.0 * i,
+            gpus=1,
+            nodes=(1, 2, 4, 8, 16)[i % 5],
+            runtime=3000.0 + 1997 * (i % 11),
+            limit=12 * HOUR_S,
+            user=f"u{i % 4}",
+        )
+        for i in range(160)
+    ]
+    config = SimulationConfig("advisor", estimates="predicted", settings=settings)
+    return simulate(jobs, make_cluster(16, 1), config).start_s
+
+
+def test_on_one_processor_nodes_the_gang_signals_replay_exactly_as_the_defaults() -> None:
+    # the same workload with the count signal does change: the backlog is real
+    base = _unit_replay(OrderSettings())
+    count = replace(GANG, backlog_signal="starved", explain=False)
+    assert _unit_replay(count) != base
+    for signal in ("gang", "fragmented"):
+        assert _unit_replay(replace(count, backlog_signal=signal)) == base
+
+
+def test_on_nodes_of_eight_gpus_the_gang_signal_changes_the_replay() -> None:
+    jobs = [
+        make_job(
+            i,
+            at=600.0 * i,
+            gpus=(8, 4, 2, 1, 8)[i % 5],
+            nodes=2 if i % 5 == 4 else 1,
+            runtime=3000.0 + 997 * (i % 7),
+            limit=12 * HOUR_S,
+            user=f"u{i % 3}",
+        )
+        for i in range(200)
+    ]
+
+    def replay(settings: OrderSettings) -> tuple[float, ...]:
+        config = SimulationConfig("advisor", estimates="predicted", settings=settings)
+        return simulate(jobs, make_cluster(3, 8), config).start_s
+
+    assert replay(replace(GANG, explain=False)) != replay(OrderSettings())
+
+
+def test_live_advice_says_when_fragmentation_decided_the_backlog() -> None:
+    cluster, held = _half_busy(2)
+    running = tuple(RunningJob(job, 0.0, allocation) for job, allocation in held)
+    whole = make_job("whole", at=0.0, gpus=8, runtime=HOUR_S)
+    snapshot = ClusterSnapshot(7 * HOUR_S, cluster, running, (whole,))
+    advice = advise(
+        snapshot, lambda job: job.time_limit_s, settings=AdviceSettings(order_settings=FRAGMENTED)
+    )
+    assert advice
+    for recommendation in advice:
+        assert "blocked by fragmentation" in dict(recommendation.evidence)["regime"]
