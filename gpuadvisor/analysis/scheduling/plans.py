@@ -99,7 +99,9 @@ class OrderSettings:
     have waited over ``backlog_counts_s`` (None: ``starvation_s``; ``regime.decide``);
     ``backlog_signal`` says which jobs count: ``"starved"`` any, ``"gang"`` those that need
     whole nodes of several GPUs, ``"fragmented"`` those that besides cannot start although the
-    free GPUs would hold them by count (``regime``'s docstring gives the reason).
+    free GPUs would hold them by count (``regime``'s docstring gives the reason). By default
+    the backlog regime holds while one job that needs whole nodes of several GPUs has waited
+    6 h: never on clusters of one-GPU nodes (the real logs keep the normal settings).
     ``explain`` computes reservations
     even when nothing could start (the live advisor wants them, the simulator does not).
     ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime first
@@ -113,11 +115,11 @@ class OrderSettings:
     explain: bool = False
     fill_shortest_first: bool = False
     bounds_after_s: float | None = None
-    backlog_starved_jobs: int = 0
+    backlog_starved_jobs: int = 1
     backlog_starvation_s: float = 6 * 3600.0
     backlog_max_starved_reservations: int = 2
-    backlog_counts_s: float | None = None
-    backlog_signal: str = "starved"
+    backlog_counts_s: float | None = 6 * 3600.0
+    backlog_signal: str = "gang"
 
     @property
     def bounds_from_s(self) -> float:

@@ -19,7 +19,9 @@ reason: on nodes of one GPU (one processor, the real logs) a job fits wherever t
 suffices, so a starved job is blocked only by count and the ordinary bound handles it; on nodes
 of several GPUs a gang job can be blocked by fragmentation (enough free GPUs, spread over partly
 used nodes), and only reservations (starving sooner, more of them) gather whole nodes for it.
-Neither signal can fire on a cluster of one-GPU nodes.
+Neither signal can fire on a cluster of one-GPU nodes. The default (``OrderSettings``): the
+``gang`` signal, from one such job that waited 6 h (docs/benchmarks.md, "Robust on every seed",
+has the measurements that chose it).
 """
 
 from __future__ import annotations

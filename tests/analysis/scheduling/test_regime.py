@@ -28,15 +28,23 @@ from tests.builders import make_capacity, make_cluster, make_job, on, single_nod
 
 HOUR_S = 3600.0
 DAY_S = 24 * HOUR_S
-SWITCHED = OrderSettings(backlog_starved_jobs=2, explain=True)
+OFF = OrderSettings(backlog_starved_jobs=0)
+SWITCHED = OrderSettings(
+    backlog_starved_jobs=2, backlog_signal="starved", backlog_counts_s=None, explain=True
+)
 
 
 def _queue(*submits_s: float) -> list[Job]:
     return [make_job(f"j{i}", at=at, gpus=8, runtime=HOUR_S) for i, at in enumerate(submits_s)]
 
 
-def test_off_by_default_the_regime_never_changes_the_settings() -> None:
-    settings = OrderSettings()
+def test_by_default_the_backlog_is_one_gang_job_that_waited_6_h() -> None:
+    s = OrderSettings()
+    assert (s.backlog_starved_jobs, s.backlog_signal, s.backlog_counts_s) == (1, "gang", 6 * HOUR_S)
+
+
+def test_switched_off_the_regime_never_changes_the_settings() -> None:
+    settings = replace(SWITCHED, backlog_starved_jobs=0)
     regime = decide(_queue(0.0, 1.0, 2.0), 10 * DAY_S, settings, by_submit=True)
     assert regime.name == DRAINS
     assert regime.starved_jobs == 3
@@ -114,15 +122,16 @@ def _replay(settings: OrderSettings) -> tuple[float, ...]:
 
 
 def test_a_threshold_never_reached_replays_exactly_as_the_default() -> None:
-    assert _replay(OrderSettings(backlog_starved_jobs=10**6)) == _replay(OrderSettings())
+    assert _replay(replace(SWITCHED, backlog_starved_jobs=10**6, explain=False)) == _replay(OFF)
 
 
 def test_the_backlog_regime_changes_the_replay_once_reached() -> None:
     # a saturated little cluster: jobs wait past an hour's bound from the start
-    normal = OrderSettings(starvation_s=HOUR_S)
+    normal = OrderSettings(starvation_s=HOUR_S, backlog_starved_jobs=0)
     backlog = replace(
         normal,
         backlog_starved_jobs=1,
+        backlog_signal="starved",
         backlog_starvation_s=60.0,
         backlog_max_starved_reservations=4,
     )
@@ -146,7 +155,8 @@ def test_live_advice_says_which_regime_it_planned_in() -> None:
 
 
 def test_live_advice_without_the_switch_says_nothing_of_a_regime() -> None:
-    advice = advise(_snapshot(2 * DAY_S), lambda job: job.time_limit_s)
+    off = AdviceSettings(order_settings=OFF)
+    advice = advise(_snapshot(2 * DAY_S), lambda job: job.time_limit_s, settings=off)
     assert all("regime" not in dict(r.evidence) for r in advice)
 
 
@@ -262,13 +272,14 @@ def _unit_replay(settings: OrderSettings) -> tuple[float, ...]:
     return simulate(jobs, make_cluster(16, 1), config).start_s
 
 
-def test_on_one_processor_nodes_the_gang_signals_replay_exactly_as_the_defaults() -> None:
+def test_on_one_processor_nodes_the_gang_signals_replay_exactly_as_without_a_regime() -> None:
     # the same workload with the count signal does change: the backlog is real
-    base = _unit_replay(OrderSettings())
+    base = _unit_replay(OFF)
     count = replace(GANG, backlog_signal="starved", explain=False)
     assert _unit_replay(count) != base
     for signal in ("gang", "fragmented"):
         assert _unit_replay(replace(count, backlog_signal=signal)) == base
+    assert _unit_replay(OrderSettings()) == base  # the default: the real logs keep their figures
 
 
 def test_on_nodes_of_eight_gpus_the_gang_signal_changes_the_replay() -> None:
@@ -289,7 +300,8 @@ def test_on_nodes_of_eight_gpus_the_gang_signal_changes_the_replay() -> None:
         config = SimulationConfig("advisor", estimates="predicted", settings=settings)
         return simulate(jobs, make_cluster(3, 8), config).start_s
 
-    assert replay(replace(GANG, explain=False)) != replay(OrderSettings())
+    assert replay(replace(GANG, explain=False)) != replay(OFF)
+    assert replay(OrderSettings()) == replay(replace(GANG, explain=False))  # the default
 
 
 def test_live_advice_says_when_fragmentation_decided_the_backlog() -> None:
