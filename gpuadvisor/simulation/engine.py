@@ -54,7 +54,7 @@ from gpuadvisor.analysis.scheduling.orders import (
     time_limit,
 )
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
-from gpuadvisor.analysis.scheduling.regime import decide
+from gpuadvisor.analysis.scheduling.regime import applies, decide
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.model.availability import Availability
@@ -596,7 +596,7 @@ class _Engine:
             return
         pending = self.queue.jobs
         settings = self.settings
-        if self.bounded is not None and settings.backlog_starved_jobs > 0:
+        if self.bounded is not None and applies(settings, predicted=self.predictor is not None):
             regime = decide(
                 pending, now, settings, by_submit=self.order.submit_ordered, capacity=self.capacity
             )

@@ -102,7 +102,13 @@ def analyse(
     mix = WorkloadMix.of_jobs(pending)
     valid_until = snapshot.time_s + settings.advice.validity_s
     planned = PlannedRuntimes(snapshot, predictor) if predictor is not None else None
-    advice = advise(snapshot, planned or estimate_runtime, mix=mix, settings=settings.advice)
+    advice = advise(
+        snapshot,
+        planned or estimate_runtime,
+        mix=mix,
+        settings=settings.advice,
+        predicted=planned is not None,
+    )
     if planned is not None:
         advice = with_runtime_evidence(advice, planned)
     reclaim = reclaim_idle(live, settings.reclaim, valid_until)

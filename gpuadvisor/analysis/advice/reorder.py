@@ -31,7 +31,7 @@ from gpuadvisor.analysis.scheduling.orders import (
     time_limit,
 )
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext, first_fit
-from gpuadvisor.analysis.scheduling.regime import decide
+from gpuadvisor.analysis.scheduling.regime import applies, decide
 from gpuadvisor.model import (
     MILLI_PER_GPU,
     Allocation,
@@ -82,8 +82,11 @@ def advise(
     *,
     mix: WorkloadMix | None = None,
     settings: AdviceSettings = AdviceSettings(),
+    predicted: bool = False,
 ) -> tuple[Recommendation, ...]:
-    """Recommendations for this instant, most valuable first."""
+    """Recommendations for this instant, most valuable first. ``predicted``: ``estimate``
+    gives runtime predictions learned from history (the regime depends on it,
+    ``regime.applies``), not the time limits."""
     capacity = capacity_of(snapshot)
     now = snapshot.time_s
     endings = _endings(snapshot, estimate)
@@ -93,7 +96,7 @@ def advise(
     order = ORDERS[settings.order]
     order_settings = settings.order_settings
     regime = None
-    if order.bounds_when_starved and order_settings.backlog_starved_jobs > 0:
+    if order.bounds_when_starved and applies(order_settings, predicted=predicted):
         # the same decision as the replay's, from the live queue (in the scheduler's order)
         regime = decide(pending, now, order_settings, by_submit=False, capacity=capacity)
         order_settings = regime.settings

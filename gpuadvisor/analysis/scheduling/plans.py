@@ -101,7 +101,8 @@ class OrderSettings:
     whole nodes of several GPUs, ``"fragmented"`` those that besides cannot start although the
     free GPUs would hold them by count (``regime``'s docstring gives the reason). By default
     the backlog regime holds while one job that needs whole nodes of several GPUs has waited
-    6 h: never on clusters of one-GPU nodes (the real logs keep the normal settings).
+    6 h: never on clusters of one-GPU nodes (the real logs keep the normal settings), and
+    (``backlog_predicted_only``) only for passes that plan with runtime predictions.
     ``explain`` computes reservations
     even when nothing could start (the live advisor wants them, the simulator does not).
     ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime first
@@ -120,6 +121,7 @@ class OrderSettings:
     backlog_max_starved_reservations: int = 2
     backlog_counts_s: float | None = 6 * 3600.0
     backlog_signal: str = "gang"
+    backlog_predicted_only: bool = True
 
     @property
     def bounds_from_s(self) -> float:

@@ -21,7 +21,8 @@ of several GPUs a gang job can be blocked by fragmentation (enough free GPUs, sp
 used nodes), and only reservations (starving sooner, more of them) gather whole nodes for it.
 Neither signal can fire on a cluster of one-GPU nodes. The default (``OrderSettings``): the
 ``gang`` signal, from one such job that waited 6 h (docs/benchmarks.md, "Robust on every seed",
-has the measurements that chose it).
+has the measurements that chose it), for passes that plan with runtime predictions
+(``applies``).
 """
 
 from __future__ import annotations
@@ -149,6 +150,15 @@ def signalling_jobs(
         if found >= settings.backlog_starved_jobs:
             break
     return found
+
+
+def applies(settings: OrderSettings, *, predicted: bool) -> bool:
+    """Whether a pass decides its regime at all: the switch is on (``backlog_starved_jobs`` >
+    0) and, with ``backlog_predicted_only``, the pass plans with runtime predictions
+    (``predicted``). With the users' limits the advisor fills idle GPUs largest first, which
+    packs whole nodes by itself; with predictions it fills shortest first, and short jobs
+    spread over partly used nodes, which is what the backlog's reservations gather back."""
+    return settings.backlog_starved_jobs > 0 and (predicted or not settings.backlog_predicted_only)
 
 
 def decide(

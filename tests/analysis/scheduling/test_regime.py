@@ -17,6 +17,7 @@ from gpuadvisor.analysis.scheduling.orders import OrderSettings, plans_with_boun
 from gpuadvisor.analysis.scheduling.regime import (
     BACKLOG,
     DRAINS,
+    applies,
     decide,
     fragmentation_blocked,
     needs_whole_nodes,
@@ -30,7 +31,11 @@ HOUR_S = 3600.0
 DAY_S = 24 * HOUR_S
 OFF = OrderSettings(backlog_starved_jobs=0)
 SWITCHED = OrderSettings(
-    backlog_starved_jobs=2, backlog_signal="starved", backlog_counts_s=None, explain=True
+    backlog_starved_jobs=2,
+    backlog_signal="starved",
+    backlog_counts_s=None,
+    backlog_predicted_only=False,
+    explain=True,
 )
 
 
@@ -41,6 +46,9 @@ def _queue(*submits_s: float) -> list[Job]:
 def test_by_default_the_backlog_is_one_gang_job_that_waited_6_h() -> None:
     s = OrderSettings()
     assert (s.backlog_starved_jobs, s.backlog_signal, s.backlog_counts_s) == (1, "gang", 6 * HOUR_S)
+    assert s.backlog_predicted_only
+    assert applies(s, predicted=True) and not applies(s, predicted=False)
+    assert applies(SWITCHED, predicted=False) and not applies(OFF, predicted=True)
 
 
 def test_switched_off_the_regime_never_changes_the_settings() -> None:
@@ -315,3 +323,41 @@ def test_live_advice_says_when_fragmentation_decided_the_backlog() -> None:
     assert advice
     for recommendation in advice:
         assert "blocked by fragmentation" in dict(recommendation.evidence)["regime"]
+
+
+def test_with_the_limits_the_default_regime_never_applies() -> None:
+    """The advisor with the users' limits (no predictions) replays as with the switch off."""
+    jobs = [
+        make_job(
+            i,
+            at=600.0 * i,
+            gpus=(8, 4, 2, 1)[i % 4],
+            runtime=3000.0 + 997 * (i % 7),
+            limit=12 * HOUR_S,
+        )
+        for i in range(200)
+    ]
+
+    def replay(settings: OrderSettings) -> tuple[float, ...]:
+        return simulate(
+            jobs, make_cluster(3, 8), SimulationConfig("advisor", settings=settings)
+        ).start_s
+
+    assert replay(OrderSettings()) == replay(OFF)
+    assert replay(replace(OrderSettings(), backlog_predicted_only=False)) != replay(OFF)
+
+
+def test_live_advice_applies_the_default_regime_only_with_predictions() -> None:
+    cluster, held = _half_busy(2)
+    running = tuple(RunningJob(job, 0.0, allocation) for job, allocation in held)
+    whole = make_job("whole", at=0.0, gpus=8, runtime=HOUR_S)
+    snapshot = ClusterSnapshot(7 * HOUR_S, cluster, running, (whole,))
+    default = AdviceSettings()
+    limits = advise(snapshot, lambda job: job.time_limit_s, settings=default)
+    assert limits and all("regime" not in dict(r.evidence) for r in limits)
+    predicted = advise(snapshot, lambda job: job.time_limit_s, settings=default, predicted=True)
+    assert predicted
+    for recommendation in predicted:
+        assert dict(recommendation.evidence)["regime"].startswith(
+            "backlog: 1 job(s) needing whole nodes of several GPUs waited over 6 h"
+        )
