@@ -28,7 +28,8 @@ has the measurements that chose it), for passes that plan with runtime predictio
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
 
@@ -110,11 +111,15 @@ def fragmentation_blocked(job: Job, capacity: Capacity, free_gpus: int) -> bool:
     return free_gpus >= job.total_gpus and not capacity.fits(job)
 
 
-def _waited(pending: Sequence[Job], now_s: float, counted_s: float, by_submit: bool) -> list[Job]:
+def _waited(
+    pending: Sequence[Job], now_s: float, counted_s: float, by_submit: bool
+) -> Iterator[Job]:
+    """The jobs of ``pending`` that waited at least ``counted_s``, oldest first when
+    ``by_submit`` (then without a copy of the queue)."""
     cut_s = now_s - counted_s
     if by_submit:
-        return list(pending[: bisect.bisect_right(pending, cut_s, key=_SUBMIT)])
-    return [job for job in pending if job.submit_time_s <= cut_s]
+        return itertools.islice(pending, bisect.bisect_right(pending, cut_s, key=_SUBMIT))
+    return (job for job in pending if job.submit_time_s <= cut_s)
 
 
 def signalling_jobs(
