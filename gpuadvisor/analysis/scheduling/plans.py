@@ -97,6 +97,10 @@ class OrderSettings:
     limits (``plans_with_bounds``). ``backlog_starved_jobs`` (0: off) switches the advisor to
     ``backlog_starvation_s`` and ``backlog_max_starved_reservations`` while that many jobs
     have waited over ``backlog_counts_s`` (None: ``starvation_s``; ``regime.decide``).
+    ``adaptive_starvation_ratio`` (0: off; an experiment of issue 18's compressed loads): in the
+    backlog regime a job starves once its wait reaches that share of the oldest pending job's
+    wait (at least ``backlog_starvation_s``), so the oldest are served in queue order and the
+    rest shortest first, whatever the backlog's depth.
     ``explain`` computes reservations
     even when nothing could start (the live advisor wants them, the simulator does not).
     ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime first
@@ -114,6 +118,7 @@ class OrderSettings:
     backlog_starvation_s: float = 6 * 3600.0
     backlog_max_starved_reservations: int = 2
     backlog_counts_s: float | None = None
+    adaptive_starvation_ratio: float = 0.0
 
     @property
     def bounds_from_s(self) -> float:
