@@ -135,7 +135,7 @@ def summary(result: SimulationResult, reference: float | None) -> str:
     assert isinstance(alloc, float)
     diff = "" if reference is None else f" ({100 * (alloc - reference):+.2f} pp)"
     return (
-        f"{result.label}: bsld {m['bounded_slowdown_mean']:,.0f}, mean wait "
+        f"{result.label}: bsld {m['bounded_slowdown_mean']:,.2f}, mean wait "
         f"{float(m['wait_mean_s']) / 3600:,.1f} h, p95 {float(m['wait_p95_s']) / 3600:,.1f} h, "  # type: ignore[arg-type]
         f"max {float(m['wait_max_s']) / 3600:,.1f} h, alloc {100 * alloc:.2f} %{diff}"  # type: ignore[arg-type]
     )
