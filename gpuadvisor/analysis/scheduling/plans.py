@@ -103,6 +103,10 @@ class OrderSettings:
     the backlog regime holds while one job that needs whole nodes of several GPUs has waited
     6 h: never on clusters of one-GPU nodes (the real logs keep the normal settings), and
     (``backlog_predicted_only``) only for passes that plan with runtime predictions.
+    ``adaptive_starvation_ratio`` (0: off; an experiment of issue 18's compressed loads): in the
+    backlog regime a job starves once its wait reaches that share of the oldest pending job's
+    wait (at least ``backlog_starvation_s``), so the oldest are served in queue order and the
+    rest shortest first, whatever the backlog's depth.
     ``explain`` computes reservations
     even when nothing could start (the live advisor wants them, the simulator does not).
     ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime first
@@ -122,6 +126,7 @@ class OrderSettings:
     backlog_counts_s: float | None = 6 * 3600.0
     backlog_signal: str = "gang"
     backlog_predicted_only: bool = True
+    adaptive_starvation_ratio: float = 0.0
 
     @property
     def bounds_from_s(self) -> float:

@@ -75,7 +75,32 @@ class Regime:
             f"(backlog from {s.backlog_starved_jobs}), so jobs starve after "
             f"{s.backlog_starvation_s / 3600.0:g} h and up to "
             f"{s.backlog_max_starved_reservations} starved jobs hold a reservation besides the head"
+            + adaptive_evidence(self.settings, s)
         )
+
+
+def adaptive_evidence(applied: OrderSettings, decided_from: OrderSettings) -> str:
+    """The adaptive starvation bound in words (empty when it is off)."""
+    ratio = decided_from.adaptive_starvation_ratio
+    if ratio <= 0:
+        return ""
+    return (
+        f"; adaptive bound: starved after {applied.starvation_s / 3600.0:.3g} h "
+        f"({ratio:g} of the oldest pending job's wait, at least "
+        f"{decided_from.backlog_starvation_s / 3600.0:g} h)"
+    )
+
+
+def adaptive_starvation_s(
+    pending: Sequence[Job], now_s: float, settings: OrderSettings, *, by_submit: bool
+) -> float:
+    """The backlog's starvation bound: ``backlog_starvation_s``, or with
+    ``adaptive_starvation_ratio`` that share of the oldest pending job's wait when longer."""
+    ratio = settings.adaptive_starvation_ratio
+    if ratio <= 0 or not pending:
+        return settings.backlog_starvation_s
+    oldest_s = pending[0].submit_time_s if by_submit else min(map(_SUBMIT, pending))
+    return max(settings.backlog_starvation_s, ratio * (now_s - oldest_s))
 
 
 def starved_jobs(
@@ -187,7 +212,7 @@ def decide(
         return Regime(DRAINS, starved, counted_s, settings, settings)
     backlog = replace(
         settings,
-        starvation_s=settings.backlog_starvation_s,
+        starvation_s=adaptive_starvation_s(pending, now_s, settings, by_submit=by_submit),
         max_starved_reservations=settings.backlog_max_starved_reservations,
         bounds_after_s=settings.bounds_from_s,
     )

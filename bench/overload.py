@@ -1,0 +1,193 @@
+"""Where the allocation goes in an overloaded replay: a log of ../shared/traces/pwa/ with its
+arrivals compressed to an offered load (issue 18 item 3), replayed under each policy, its
+allocation cut into equal windows of the arrival span and the drain tail after the last arrival.
+
+    .venv/bin/python bench/overload.py --log KTH-SP2 --load 1.2 \\
+        --policies easy,easy-sjbf,advisor@predicted --windows 10
+    .venv/bin/python bench/overload.py --log KTH-SP2 --load 1.2 \\
+        --policies advisor@exact,easy-sjbf@exact --windows 0
+    .venv/bin/python bench/overload.py --log KTH-SP2 --load 1.2 --policies advisor@predicted \\
+        --set starvation_s=172800.0                      # an OrderSettings field (floats: a dot)
+
+Per policy: one summary line (average bounded slowdown, mean, p95 and max wait, allocation over
+the arrival span as ``SimulationResult.metrics`` computes it, and the difference from the first
+policy's), then per window: the share of the machine allocated in it, the jobs waiting at its
+end, their processors and their work (processor-hours, by their run times) and the bsld of the
+jobs submitted in it. The metrics' allocation counts only the arrival span, so a loss that shows
+in the last windows (big jobs postponed behind a growing queue of short ones) is a property of
+the finite log; one spread evenly over the windows is the order's steady state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from itertools import pairwise
+from pathlib import Path
+
+from gpuadvisor.analysis.scheduling.plans import OrderSettings
+from gpuadvisor.analysis.scheduling.regime import SIGNALS
+from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job
+from gpuadvisor.simulation.compare import parse_policy
+from gpuadvisor.simulation.engine import SimulationConfig, simulate
+from gpuadvisor.simulation.results import BOUNDED_SLOWDOWN_TAU_S, SimulationResult
+from gpuadvisor.simulation.workload import scale_to_load
+from gpuadvisor.sources.traces import swf
+
+TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "pwa"
+FILES = {
+    "KTH-SP2": "KTH-SP2-1996-2.1-cln.swf.gz",
+    "CTC-SP2": "CTC-SP2-1996-3.1-cln.swf.gz",
+    "SDSC-SP2": "SDSC-SP2-1998-4.2-cln.swf.gz",
+    "SDSC-BLUE": "SDSC-BLUE-2000-4.2-cln.swf.gz",
+}
+
+
+@dataclass(frozen=True)
+class Window:
+    start_s: float
+    end_s: float
+    allocation: float  # share of the machine's GPU-seconds in [start_s, end_s)
+    waiting_jobs: int  # submitted by end_s, not started by then
+    waiting_units: int
+    waiting_work_h: float  # their GPU-hours, by their run times
+    submitted: int
+    bsld: float  # mean bounded slowdown of the jobs submitted in the window (nan: none)
+
+
+def load(path: Path, offered: float) -> tuple[list[Job], Cluster]:
+    """An SWF log with the literature's filter (as ``bench/pwa.py``), one unit per processor,
+    its arrivals scaled to the offered load ``offered`` (0: as recorded)."""
+    trace = swf.read(path)
+    procs = swf.max_procs(trace)
+    if procs is None:
+        raise SystemExit(f"{path}: no MaxProcs in the header")
+    kept, _ = swf.literature_filter(trace, procs)
+    jobs = list(kept.jobs)
+    if offered > 0:
+        jobs = scale_to_load(jobs, procs, offered)
+    return jobs, Cluster.parse_shape(f"{procs}x1")
+
+
+def _bsld(job: Job, start_s: float) -> float:
+    run = job.runtime_s or 0.0
+    return max(1.0, (start_s - job.submit_time_s + run) / max(run, BOUNDED_SLOWDOWN_TAU_S))
+
+
+def window(result: SimulationResult, start_s: float, end_s: float) -> Window:
+    """The allocation of ``[start_s, end_s)`` and the queue at ``end_s``."""
+    busy = 0.0
+    waiting = units = 0
+    work = 0.0
+    slowdowns = []
+    for job, start, end in zip(result.jobs, result.start_s, result.end_s, strict=True):
+        gpus = job.gpu_milli_total / MILLI_PER_GPU
+        busy += gpus * max(0.0, min(end, end_s) - max(start, start_s))
+        if job.submit_time_s <= end_s < start:
+            waiting += 1
+            units += job.total_gpus
+            work += gpus * (job.runtime_s or 0.0) / 3600
+        if start_s <= job.submit_time_s < end_s:
+            slowdowns.append(_bsld(job, start))
+    span = end_s - start_s
+    allocation = busy / (result.cluster_gpus * span) if span > 0 else 0.0
+    bsld = sum(slowdowns) / len(slowdowns) if slowdowns else float("nan")
+    return Window(start_s, end_s, allocation, waiting, units, work, len(slowdowns), bsld)
+
+
+def windows(result: SimulationResult, parts: int) -> list[Window]:
+    """``parts`` equal windows of [first arrival, last arrival], then the drain tail up to the
+    last end (the metrics' ``allocation_ratio`` is the mean of the first ``parts``)."""
+    if parts < 1:
+        raise ValueError(f"windows must be >= 1, got {parts}")
+    first = result.totals.window_start_s
+    last = result.totals.arrival_end_s
+    step = (last - first) / parts
+    cuts = [first + k * step for k in range(parts)] + [last]
+    out = [window(result, a, b) for a, b in pairwise(cuts)]
+    out.append(window(result, last, max(result.end_s, default=last)))
+    return out
+
+
+def settings_from(pairs: Sequence[str]) -> OrderSettings:
+    """``key=value`` OrderSettings fields (a value with a dot is a float, else an int; ``None``,
+    ``True`` and ``False`` as written; ``backlog_signal`` one of ``regime.SIGNALS``)."""
+    known = {f.name for f in fields(OrderSettings)}
+    values: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or key not in known:
+            raise SystemExit(f"--set {pair!r}: expected KEY=VALUE with KEY one of {sorted(known)}")
+        words: dict[str, object] = {"None": None, "True": True, "False": False}
+        if key == "backlog_signal":
+            if text not in SIGNALS:
+                raise SystemExit(f"--set {pair!r}: expected one of {', '.join(SIGNALS)}")
+            values[key] = text
+            continue
+        try:
+            values[key] = (
+                words[text] if text in words else float(text) if "." in text else int(text)
+            )
+        except ValueError:
+            raise SystemExit(f"--set {pair!r}: {text!r} is not a number") from None
+    return OrderSettings(**values)  # type: ignore[arg-type]
+
+
+def summary(result: SimulationResult, reference: float | None) -> str:
+    m = result.metrics()
+    alloc = m["allocation_ratio"]
+    assert isinstance(alloc, float)
+    diff = "" if reference is None else f" ({100 * (alloc - reference):+.2f} pp)"
+    return (
+        f"{result.label}: bsld {m['bounded_slowdown_mean']:,.2f}, mean wait "
+        f"{float(m['wait_mean_s']) / 3600:,.1f} h, p95 {float(m['wait_p95_s']) / 3600:,.1f} h, "  # type: ignore[arg-type]
+        f"max {float(m['wait_max_s']) / 3600:,.1f} h, alloc {100 * alloc:.2f} %{diff}"  # type: ignore[arg-type]
+    )
+
+
+def table(parts: list[Window]) -> str:
+    rows = [
+        "| window | days | alloc % | waiting at end | their units | their work h "
+        "| bsld of its jobs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    origin = parts[0].start_s
+    for k, w in enumerate(parts):
+        name = "tail" if k == len(parts) - 1 else str(k + 1)
+        rows.append(
+            f"| {name} | {(w.start_s - origin) / 86400:.0f}–{(w.end_s - origin) / 86400:.0f} | "
+            f"{100 * w.allocation:.2f} | {w.waiting_jobs} | {w.waiting_units} | "
+            f"{w.waiting_work_h:,.0f} | {w.bsld:,.0f} |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--log", default="KTH-SP2", help=f"one of {', '.join(FILES)} or a path")
+    parser.add_argument("--load", type=float, default=1.2, help="offered load (0: as recorded)")
+    parser.add_argument("--policies", default="easy,easy-sjbf,advisor@predicted")
+    parser.add_argument("--windows", type=int, default=10, help="0: the summaries only")
+    parser.add_argument("--set", action="append", default=[], help="OrderSettings KEY=VALUE")
+    parser.add_argument("--traces", type=Path, default=TRACES, help="folder of the SWF logs")
+    args = parser.parse_args(argv)
+    path = args.traces / FILES[args.log] if args.log in FILES else Path(args.log)
+    jobs, cluster = load(path, args.load)
+    base = SimulationConfig(settings=settings_from(args.set))
+    reference: float | None = None
+    for policy in args.policies.split(","):
+        result = simulate(jobs, cluster, parse_policy(policy, base))
+        print(summary(result, reference), flush=True)
+        if reference is None:
+            alloc = result.metrics()["allocation_ratio"]
+            assert isinstance(alloc, float)
+            reference = alloc
+        if args.windows:
+            print(table(windows(result, args.windows)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

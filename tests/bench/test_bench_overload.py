@@ -1,0 +1,80 @@
+"""bench/overload.py's windows on a tiny SWF log written here (the real logs run only in the
+benchmark): allocation per window and in the drain tail, the queue at each window's end, and the
+mean of the windows equal to the metrics' allocation over the arrival span."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuadvisor.simulation.compare import parse_policy
+from gpuadvisor.simulation.engine import SimulationConfig, simulate
+
+bench: Any = importlib.import_module("bench.overload")
+"""Imported by name at run time (bench/ is no package; see tests/bench/test_bench_advisor.py)."""
+
+# two processors: job 1 takes both for 100 s; job 2 (1 proc, 50 s) and job 3 (2 procs, 10 s)
+# queue behind it, so EASY runs 1 in [0, 100), 2 in [100, 150), 3 in [150, 160)
+LOG = """; MaxProcs: 2
+; UnixStartTime: 0
+1 0 -1 100 2 -1 -1 2 100 -1 1 1 -1 -1 -1 -1 -1 -1
+2 10 -1 50 1 -1 -1 1 50 -1 1 2 -1 -1 -1 -1 -1 -1
+3 20 -1 10 2 -1 -1 2 10 -1 1 3 -1 -1 -1 -1 -1 -1
+"""
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    path = tmp_path / "TINY.swf"
+    path.write_text(LOG)
+    return path
+
+
+def test_windows_split_the_arrival_span_and_add_the_drain_tail(log: Path) -> None:
+    jobs, cluster = bench.load(log, 0)
+    result = simulate(jobs, cluster, parse_policy("easy", SimulationConfig()))
+    assert result.start_s == (0.0, 100.0, 150.0)
+    first, second, tail = bench.windows(result, 2)
+    assert (first.start_s, first.end_s, second.end_s, tail.end_s) == (0, 10, 20, 160)
+    assert first.allocation == second.allocation == 1.0
+    # the tail [20, 160): job 1's last 80 s on 2 units, job 2's 50 s on 1, job 3's 10 s on 2
+    assert tail.allocation == pytest.approx((2 * 80 + 50 + 2 * 10) / (2 * 140))
+    assert (first.waiting_jobs, second.waiting_jobs, second.waiting_units) == (1, 2, 3)
+    assert second.waiting_work_h == pytest.approx((50 + 2 * 10) / 3600)
+    assert (first.submitted, second.submitted, tail.submitted) == (1, 1, 1)
+    # job 2 waited 90 s for a 50 s run: (90 + 50) / 50
+    assert second.bsld == pytest.approx(140 / 50)
+    assert tail.bsld == pytest.approx((130 + 10) / 10)
+
+
+def test_the_mean_of_equal_windows_is_the_metrics_allocation(log: Path) -> None:
+    jobs, cluster = bench.load(log, 3.0)  # arrivals squeezed: a backlog
+    result = simulate(jobs, cluster, parse_policy("easy-sjbf", SimulationConfig()))
+    parts = bench.windows(result, 4)[:-1]
+    mean = sum(w.allocation for w in parts) / len(parts)
+    assert mean == pytest.approx(result.metrics()["allocation_ratio"])
+    with pytest.raises(ValueError, match="windows must be >= 1"):
+        bench.windows(result, 0)
+
+
+def test_settings_are_read_by_name_and_bad_ones_are_named() -> None:
+    settings = bench.settings_from(["starvation_s=3600.0", "backlog_starved_jobs=3"])
+    assert (settings.starvation_s, settings.backlog_starved_jobs) == (3600.0, 3)
+    assert bench.settings_from(["bounds_after_s=None"]).bounds_after_s is None
+    with pytest.raises(SystemExit, match="no_such_field"):
+        bench.settings_from(["no_such_field=1"])
+    with pytest.raises(SystemExit, match="'x1' is not a number"):
+        bench.settings_from(["starvation_s=x1"])
+
+
+def test_main_prints_a_summary_and_a_window_table_per_policy(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--log", str(log), "--load", "0", "--policies", "easy,easy-sjbf", "--windows", "2"]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("| tail | ") == 2
+    assert "easy-sjbf: bsld " in out and "(+0.00 pp)" in out
