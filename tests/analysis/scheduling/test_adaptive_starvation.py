@@ -19,6 +19,9 @@ from tests.builders import make_cluster, make_job, on, single_node
 HOUR_S = 3600.0
 DAY_S = 24 * HOUR_S
 ADAPTIVE = OrderSettings(
+    backlog_signal="starved",  # any job counts (the default counts gang jobs only)
+    backlog_counts_s=None,
+    backlog_predicted_only=False,
     backlog_starved_jobs=1,
     backlog_starvation_s=DAY_S,
     backlog_max_starved_reservations=0,
@@ -105,4 +108,4 @@ def test_live_advice_says_the_adaptive_bound_it_planned_with() -> None:
     assert advice
     for recommendation in advice:
         why = dict(recommendation.evidence)["regime"]
-        assert why.startswith("backlog: 3 jobs") and "starved after 48 h" in why
+        assert why.startswith("backlog: 3 job(s)") and "starved after 48 h" in why
