@@ -9,6 +9,7 @@ cost O(GPUs per node), not O(nodes).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job
 
@@ -246,6 +247,18 @@ class Capacity:
                     found += 1
         return found >= need
 
+    def fits_withholding_units(self, job: Job, nodes: AbstractSet[int]) -> bool:
+        """``fits_withholding`` on nodes of one GPU each for a whole-GPU job without CPU,
+        memory or GPU-model constraints, given only the nodes that hold a withheld GPU
+        (``withheld_nodes``): such a node admitted the job if its GPU is free, and admits
+        nothing with it withheld."""
+        g, need = job.gpus, job.nodes
+        found = 0
+        for counts in (self.hist if need == 1 else self.idle_nodes).values():
+            found += sum(counts[g:])
+        whole_free = self.whole_free
+        return found - sum([whole_free[node] for node in nodes]) >= need
+
     # -- changes ------------------------------------------------------------------------
 
     def allocate(self, job: Job, allocation: Allocation) -> None:
@@ -261,6 +274,15 @@ class Capacity:
         busy, a free one becomes unavailable to jobs that would still hold it at that time.
         """
         milli = allocation.milli
+        model = self._unit_model
+        if model is not None and milli == MILLI_PER_GPU:
+            free_milli = self.free_milli
+            # one-GPU nodes: a whole free GPU is taken whole, a busy one stays as it is (a
+            # GPU shared now goes the general way, part by part)
+            nodes = [node for node, gpus in allocation.parts if gpus]
+            if all(free_milli[node][0] in (0, MILLI_PER_GPU) for node in nodes):
+                self._withhold_units(nodes, model)
+                return
         for node, gpus in allocation.parts:
             free = self.free_milli[node]
             taken = [(g, min(free[g], milli)) for g in gpus]
@@ -343,8 +365,7 @@ class Capacity:
         frees its node's only GPU, so the histograms change by the count of parts at once."""
         before, after = (0, MILLI_PER_GPU) if sign > 0 else (MILLI_PER_GPU, 0)
         free_milli, owned, whole_free = self.free_milli, self._owned, self.whole_free
-        restate = self._restate if self._classes is not None else None
-        changed = 0
+        changed: list[int] = []
         for node, gpus in allocation.parts:
             if gpus:
                 free = free_milli[node]
@@ -359,15 +380,42 @@ class Capacity:
                     free_milli[node] = [after]
                     owned[node] = 1
                 whole_free[node] = after // MILLI_PER_GPU
-                changed += 1
-            if restate is not None:
-                restate(node)
-        if changed:
-            self.used_milli += (before - after) * changed
+                changed.append(node)
+        self._units_moved(changed, sign, model)
+
+    def _withhold_units(self, nodes: list[int], model: str) -> None:
+        """``withhold`` of the only GPU of each of ``nodes`` in turn (one-GPU nodes of
+        ``model``, each GPU wholly busy or wholly free): a free one is taken, a busy one (or
+        one listed twice) stays as it is."""
+        free_milli, owned, whole_free = self.free_milli, self._owned, self.whole_free
+        changed: list[int] = []
+        for node in nodes:
+            if free_milli[node][0] != MILLI_PER_GPU:
+                continue
+            if owned[node]:
+                free_milli[node][0] = 0
+            else:
+                free_milli[node] = [0]
+                owned[node] = 1
+            whole_free[node] = 0
+            changed.append(node)
+        self._units_moved(changed, -1, model)
+
+    def _units_moved(self, nodes: list[int], sign: int, model: str) -> None:
+        """The only GPU of each of ``nodes`` went from wholly busy to wholly free (``sign``
+        +1) or back (-1): restate them in turn and move the counts at once."""
+        if self._classes is not None:
+            # the parts without GPUs keep their state: only the changed nodes move class, in
+            # the order of the parts, as restating every part one by one would
+            self._restate_units(nodes)
+        if nodes:
+            before, after = (0, 1) if sign > 0 else (1, 0)
+            n_changed = len(nodes)
+            self.used_milli += (before - after) * MILLI_PER_GPU * n_changed
             counts, idle = self.hist[model], self.idle_nodes[model]
-            counts[before // MILLI_PER_GPU] -= changed
-            counts[after // MILLI_PER_GPU] += changed
-            idle[1] += sign * changed
+            counts[before] -= n_changed
+            counts[after] += n_changed
+            idle[1] += sign * n_changed
 
     # -- nodes grouped by state -----------------------------------------------------------
 
@@ -420,6 +468,29 @@ class Capacity:
             return
         if self._watch and not self._fresh():
             return
+        self._move_class(node, old, new)
+
+    def _restate_units(self, nodes: list[int]) -> None:
+        """``_restate`` of each of ``nodes`` in turn, whose only GPU changed (one-GPU nodes
+        without CPU or memory): their states differ from the ones recorded."""
+        state_of = self._state_of
+        if self._classes is None or state_of is None or not nodes:
+            return
+        if self._watch and not self._fresh():
+            return
+        names, kind, free_milli = self._names, self._kind, self.free_milli
+        cpu_free, mem_free = self.cpu_free, self.mem_free
+        for node in nodes:
+            new = names.get((kind[node], *free_milli[node], cpu_free[node], mem_free[node]))
+            if new is None:
+                new = self.node_state(node)
+            old = state_of[node]
+            if new != old:
+                self._move_class(node, old, new)
+
+    def _move_class(self, node: int, old: NodeState, new: NodeState) -> None:
+        """Move ``node`` from the class of state ``old`` to that of ``new``."""
+        assert self._classes is not None and self._state_of is not None
         self._version += 1
         classes, owned = self._classes, self._classes_owned
         members = classes[old]
@@ -448,6 +519,11 @@ def withheld_gpus(held: Sequence[tuple[Job, Allocation]]) -> dict[int, set[int]]
         for node, gpus in allocation.parts:
             reserved.setdefault(node, set()).update(gpus)
     return reserved
+
+
+def withheld_nodes(held: Sequence[tuple[Job, Allocation]]) -> set[int]:
+    """The nodes where ``held`` holds a GPU (``withheld_gpus``'s nodes with a GPU listed)."""
+    return {node for _, allocation in held for node, gpus in allocation.parts if gpus}
 
 
 def tightest_group(

@@ -519,10 +519,11 @@ class _Engine:
                 if outages.is_out[node]:
                     outages.hold_free(node, self.capacity)  # what it freed there stays out
         self._refresh_fragment(ending)
+        node_ends, busy_until = self.node_ends, self.busy_until
         for node, _ in ending.allocation.parts:
-            ends = self.node_ends[node]
+            ends = node_ends[node]
             del ends[i]
-            self.busy_until[node] = max(ends.values(), default=-math.inf)
+            busy_until[node] = max(ends.values()) if ends else -math.inf
         if job.runtime_s is not None:
             self.estimates_now.clear()
             self.history.record(job, job.runtime_s)
@@ -575,9 +576,10 @@ class _Engine:
             self.running.add(i, replace(ending, expected_end_s=math.inf))
         else:
             self.running.add(i, ending)
+        node_ends, busy_until, end = self.node_ends, self.busy_until, ending.expected_end_s
         for node, _ in allocation.parts:
-            self.node_ends[node][i] = ending.expected_end_s
-            self.busy_until[node] = max(self.busy_until[node], ending.expected_end_s)
+            node_ends[node][i] = end
+            busy_until[node] = max(busy_until[node], end)
         if self.predictor is not None and ending.expected_end_s < self.end_s[i]:
             heapq.heappush(events, (ending.expected_end_s, _EXPIRE, i))
         return ending
@@ -787,8 +789,8 @@ class _Engine:
             return split_idle_ordered(capacity, waiting)
         key = (
             capacity.used_milli,
-            *[tuple(c) for c in capacity.hist.values()],
-            *[tuple(c) for c in capacity.idle_nodes.values()],
+            *map(tuple, capacity.hist.values()),
+            *map(tuple, capacity.idle_nodes.values()),
         )
         split = self.idle_memo.get(key)
         if split is None:
