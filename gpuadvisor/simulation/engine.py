@@ -55,6 +55,7 @@ from gpuadvisor.analysis.scheduling.orders import (
 )
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
 from gpuadvisor.analysis.scheduling.regime import decide
+from gpuadvisor.analysis.scheduling.walkmemo import WalkMemo
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.model.availability import Availability
@@ -282,6 +283,7 @@ class _Engine:
         unit = one_model and all(n.gpus == 1 for n in cluster.nodes)
         self.unit_fragment: dict[int, float] | None = {} if unit else None
         self.totals = Totals()
+        self.walks = WalkMemo()  # each waiting job's last reservation walk, across passes
         self.last_plan: Plan | None = None
         self.timeline: list[TimelinePoint] = []
         self.outages: NodeOutages | None = None
@@ -618,6 +620,7 @@ class _Engine:
                 self.busy_until,
                 in_place=True,
                 rank=self.estimate,
+                walks=self.walks,
             )
         else:
             view = QueueView(
@@ -629,6 +632,7 @@ class _Engine:
                 self.queue,
                 self.busy_until,
                 in_place=True,  # the pass allocates each start on self.capacity
+                walks=self.walks,
             )
         if bounds != self.planned_with_bounds:
             arrived_only = None  # the last plan's reservations were made the other way
@@ -653,6 +657,7 @@ class _Engine:
             self.starts_made += 1
             self.allocation[i] = start.allocation
             self.overtook[i] = start.overtakes
+            self.walks.forget(job)
             runtime = job.runtime_s or 0.0
             self.end_s[i] = now + runtime
             heapq.heappush(events, (now + runtime, _COMPLETE, i))

@@ -401,12 +401,14 @@ class SchedulingPass:
 
     def _reserve(self, job: Job) -> None:
         """Find the earliest expected time ``job`` fits, honouring earlier reservations."""
-        reservation, end = earliest_reservation(
+        view = self.view
+        walk = earliest_reservation if view.walks is None else view.walks.reservation
+        reservation, end = walk(
             job,
-            self.view.estimate(job),
-            self.view.now_s,
+            view.estimate(job),
+            view.now_s,
             self.capacity,
-            self.view.running,
+            view.running,
             self.started,
             list(zip(self.reservations, self.reservation_ends, strict=True)),
         )
