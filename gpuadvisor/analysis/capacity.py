@@ -9,33 +9,20 @@ cost O(GPUs per node), not O(nodes).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
+from gpuadvisor.analysis.node_states import NodeState, NodeStates
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job
 
-NodeState = str
-"""An opaque key for everything a placement can see of a node, less its name and index: its
-kind (GPUs, model, topology groups, CPU, memory), free milli per GPU, free CPU and memory.
-A string, so that its hash is computed once however often it is looked up."""
 
-
-_NAMES_LIMIT = 100_000
-"""Node-state names kept at most (cleared when full: CPU and memory levels can be many)."""
-
-
-class Capacity:
+class Capacity(NodeStates):
     """Free GPU milli per (node, GPU), free whole GPUs per node, free CPU and memory per node."""
 
     __slots__ = (
-        "_classes",
-        "_classes_owned",
         "_kind",
-        "_names",
         "_owned",
-        "_state_of",
         "_static_cpu_mem",
         "_unit_model",
-        "_version",
-        "_watch",
         "cluster",
         "cpu_free",
         "free_milli",
@@ -98,7 +85,7 @@ class Capacity:
         # and keeps, in ``_watch``, each source up its line with the version it was copied at:
         # once a source has changed a class in place, the copy's index is rebuilt (``_fresh``).
         self._version = 0
-        self._watch: tuple[tuple[Capacity, int], ...] = ()
+        self._watch: tuple[tuple[NodeStates, int], ...] = ()
 
     def copy(self, *, index: bool = True) -> Capacity:
         """An independent copy. ``index=False`` leaves out the node-state index placements
@@ -246,6 +233,18 @@ class Capacity:
                     found += 1
         return found >= need
 
+    def fits_withholding_units(self, job: Job, nodes: AbstractSet[int]) -> bool:
+        """``fits_withholding`` on nodes of one GPU each for a whole-GPU job without CPU,
+        memory or GPU-model constraints, given only the nodes that hold a withheld GPU
+        (``withheld_nodes``): such a node admitted the job if its GPU is free, and admits
+        nothing with it withheld."""
+        g, need = job.gpus, job.nodes
+        found = 0
+        for counts in (self.hist if need == 1 else self.idle_nodes).values():
+            found += sum(counts[g:])
+        whole_free = self.whole_free
+        return found - sum([whole_free[node] for node in nodes]) >= need
+
     # -- changes ------------------------------------------------------------------------
 
     def allocate(self, job: Job, allocation: Allocation) -> None:
@@ -261,6 +260,15 @@ class Capacity:
         busy, a free one becomes unavailable to jobs that would still hold it at that time.
         """
         milli = allocation.milli
+        model = self._unit_model
+        if model is not None and milli == MILLI_PER_GPU:
+            free_milli = self.free_milli
+            # one-GPU nodes: a whole free GPU is taken whole, a busy one stays as it is (a
+            # GPU shared now goes the general way, part by part)
+            nodes = [node for node, gpus in allocation.parts if gpus]
+            if all(free_milli[node][0] in (0, MILLI_PER_GPU) for node in nodes):
+                self._withhold_units(nodes, model)
+                return
         for node, gpus in allocation.parts:
             free = self.free_milli[node]
             taken = [(g, min(free[g], milli)) for g in gpus]
@@ -343,8 +351,7 @@ class Capacity:
         frees its node's only GPU, so the histograms change by the count of parts at once."""
         before, after = (0, MILLI_PER_GPU) if sign > 0 else (MILLI_PER_GPU, 0)
         free_milli, owned, whole_free = self.free_milli, self._owned, self.whole_free
-        restate = self._restate if self._classes is not None else None
-        changed = 0
+        changed: list[int] = []
         for node, gpus in allocation.parts:
             if gpus:
                 free = free_milli[node]
@@ -359,86 +366,42 @@ class Capacity:
                     free_milli[node] = [after]
                     owned[node] = 1
                 whole_free[node] = after // MILLI_PER_GPU
-                changed += 1
-            if restate is not None:
-                restate(node)
-        if changed:
-            self.used_milli += (before - after) * changed
+                changed.append(node)
+        self._units_moved(changed, sign, model)
+
+    def _withhold_units(self, nodes: list[int], model: str) -> None:
+        """``withhold`` of the only GPU of each of ``nodes`` in turn (one-GPU nodes of
+        ``model``, each GPU wholly busy or wholly free): a free one is taken, a busy one (or
+        one listed twice) stays as it is."""
+        free_milli, owned, whole_free = self.free_milli, self._owned, self.whole_free
+        changed: list[int] = []
+        for node in nodes:
+            if free_milli[node][0] != MILLI_PER_GPU:
+                continue
+            if owned[node]:
+                free_milli[node][0] = 0
+            else:
+                free_milli[node] = [0]
+                owned[node] = 1
+            whole_free[node] = 0
+            changed.append(node)
+        self._units_moved(changed, -1, model)
+
+    def _units_moved(self, nodes: list[int], sign: int, model: str) -> None:
+        """The only GPU of each of ``nodes`` went from wholly busy to wholly free (``sign``
+        +1) or back (-1): restate them in turn and move the counts at once."""
+        if self._classes is not None:
+            # the parts without GPUs keep their state: only the changed nodes move class, in
+            # the order of the parts, as restating every part one by one would
+            self._restate_units(nodes)
+        if nodes:
+            before, after = (0, 1) if sign > 0 else (1, 0)
+            n_changed = len(nodes)
+            self.used_milli += (before - after) * MILLI_PER_GPU * n_changed
             counts, idle = self.hist[model], self.idle_nodes[model]
-            counts[before // MILLI_PER_GPU] -= changed
-            counts[after // MILLI_PER_GPU] += changed
-            idle[1] += sign * changed
-
-    # -- nodes grouped by state -----------------------------------------------------------
-
-    def node_state(self, node: int) -> NodeState:
-        """Everything a placement can see of a node, less its name and index, as one key."""
-        key = (self._kind[node], *self.free_milli[node], self.cpu_free[node], self.mem_free[node])
-        name = self._names.get(key)
-        if name is None:
-            if len(self._names) >= _NAMES_LIMIT:
-                self._names.clear()
-            free = ",".join(map(str, self.free_milli[node]))
-            name = self._names[key] = (
-                f"{self._kind[node]}|{free}|{self.cpu_free[node]}|{self.mem_free[node]}"
-            )
-        return name
-
-    def state_classes(self) -> dict[NodeState, dict[int, None]]:
-        """Nodes grouped by identical state (read-only view, kept up to date by every change).
-
-        Nodes in one class are interchangeable for any placement score, so a policy can score
-        one member per class: O(distinct states) instead of O(nodes) per decision.
-        """
-        if self._classes is None or not self._fresh():
-            self._state_of = [self.node_state(n) for n in range(len(self.free_milli))]
-            self._classes = {}
-            for n, key in enumerate(self._state_of):
-                self._classes.setdefault(key, {})[n] = None
-            self._classes_owned = set(self._classes)
-            self._watch = ()
-        return self._classes
-
-    def _fresh(self) -> bool:
-        """Whether the node-state index is usable: no capacity it was copied from (or their
-        sources) has changed a shared class since. A stale index is dropped (rebuilt on use)."""
-        for source, version in self._watch:
-            if source._version != version:
-                self._classes = None
-                self._state_of = None
-                self._classes_owned = set()
-                self._watch = ()
-                return False
-        return True
-
-    def _restate(self, node: int) -> None:
-        if self._classes is None or self._state_of is None:
-            return
-        old = self._state_of[node]
-        new = self.node_state(node)
-        if new == old:
-            return
-        if self._watch and not self._fresh():
-            return
-        self._version += 1
-        classes, owned = self._classes, self._classes_owned
-        members = classes[old]
-        if old not in owned:
-            members = classes[old] = dict(members)
-            owned.add(old)
-        del members[node]
-        if not members:
-            del classes[old]
-            owned.discard(old)
-        joined = classes.get(new)
-        if joined is None:
-            joined = classes[new] = {}
-            owned.add(new)
-        elif new not in owned:
-            joined = classes[new] = dict(joined)
-            owned.add(new)
-        joined[node] = None
-        self._state_of[node] = new
+            counts[before] -= n_changed
+            counts[after] += n_changed
+            idle[1] += sign * n_changed
 
 
 def withheld_gpus(held: Sequence[tuple[Job, Allocation]]) -> dict[int, set[int]]:
@@ -448,6 +411,11 @@ def withheld_gpus(held: Sequence[tuple[Job, Allocation]]) -> dict[int, set[int]]
         for node, gpus in allocation.parts:
             reserved.setdefault(node, set()).update(gpus)
     return reserved
+
+
+def withheld_nodes(held: Sequence[tuple[Job, Allocation]]) -> set[int]:
+    """The nodes where ``held`` holds a GPU (``withheld_gpus``'s nodes with a GPU listed)."""
+    return {node for _, allocation in held for node, gpus in allocation.parts if gpus}
 
 
 def tightest_group(

@@ -55,6 +55,7 @@ from gpuadvisor.analysis.scheduling.orders import (
 )
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
 from gpuadvisor.analysis.scheduling.regime import applies, decide
+from gpuadvisor.analysis.scheduling.walkmemo import WalkMemo
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.model.availability import Availability
@@ -282,6 +283,7 @@ class _Engine:
         unit = one_model and all(n.gpus == 1 for n in cluster.nodes)
         self.unit_fragment: dict[int, float] | None = {} if unit else None
         self.totals = Totals()
+        self.walks = WalkMemo()  # each waiting job's last reservation walk, across passes
         self.last_plan: Plan | None = None
         self.timeline: list[TimelinePoint] = []
         self.outages: NodeOutages | None = None
@@ -519,10 +521,11 @@ class _Engine:
                 if outages.is_out[node]:
                     outages.hold_free(node, self.capacity)  # what it freed there stays out
         self._refresh_fragment(ending)
+        node_ends, busy_until = self.node_ends, self.busy_until
         for node, _ in ending.allocation.parts:
-            ends = self.node_ends[node]
+            ends = node_ends[node]
             del ends[i]
-            self.busy_until[node] = max(ends.values(), default=-math.inf)
+            busy_until[node] = max(ends.values()) if ends else -math.inf
         if job.runtime_s is not None:
             self.estimates_now.clear()
             self.history.record(job, job.runtime_s)
@@ -575,9 +578,10 @@ class _Engine:
             self.running.add(i, replace(ending, expected_end_s=math.inf))
         else:
             self.running.add(i, ending)
+        node_ends, busy_until, end = self.node_ends, self.busy_until, ending.expected_end_s
         for node, _ in allocation.parts:
-            self.node_ends[node][i] = ending.expected_end_s
-            self.busy_until[node] = max(self.busy_until[node], ending.expected_end_s)
+            node_ends[node][i] = end
+            busy_until[node] = max(busy_until[node], end)
         if self.predictor is not None and ending.expected_end_s < self.end_s[i]:
             heapq.heappush(events, (ending.expected_end_s, _EXPIRE, i))
         return ending
@@ -618,6 +622,7 @@ class _Engine:
                 self.busy_until,
                 in_place=True,
                 rank=self.estimate,
+                walks=self.walks,
             )
         else:
             view = QueueView(
@@ -629,6 +634,7 @@ class _Engine:
                 self.queue,
                 self.busy_until,
                 in_place=True,  # the pass allocates each start on self.capacity
+                walks=self.walks,
             )
         if bounds != self.planned_with_bounds:
             arrived_only = None  # the last plan's reservations were made the other way
@@ -653,6 +659,7 @@ class _Engine:
             self.starts_made += 1
             self.allocation[i] = start.allocation
             self.overtook[i] = start.overtakes
+            self.walks.forget(job)
             runtime = job.runtime_s or 0.0
             self.end_s[i] = now + runtime
             heapq.heappush(events, (now + runtime, _COMPLETE, i))
@@ -789,8 +796,8 @@ class _Engine:
             return split_idle_ordered(capacity, waiting)
         key = (
             capacity.used_milli,
-            *[tuple(c) for c in capacity.hist.values()],
-            *[tuple(c) for c in capacity.idle_nodes.values()],
+            *map(tuple, capacity.hist.values()),
+            *map(tuple, capacity.idle_nodes.values()),
         )
         split = self.idle_memo.get(key)
         if split is None:

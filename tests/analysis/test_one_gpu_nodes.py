@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.capacity import Capacity, withheld_nodes
 from gpuadvisor.analysis.scheduling.placement import PlacementContext, end_fit, first_fit
 from gpuadvisor.analysis.scheduling.plans import Ending, Reservation
 from gpuadvisor.analysis.scheduling.reservations import WholeGpuWalk, capacity_reservation
@@ -107,6 +107,54 @@ def test_fit_checks_with_reserved_gpus_withheld_agree_with_a_masked_copy(
     for holder, allocation in held:
         masked.withhold(holder, allocation)
     assert capacity.fits_excluding(job, held) == masked.fits(job)
+
+
+def _masked_pair(
+    nodes: int, data: st.DataObject
+) -> tuple[Capacity, Capacity, Capacity, list[tuple[Job, Allocation]]]:
+    """A capacity of one-GPU nodes with some GPUs busy and at most one shared, its twin on
+    the general path (a second GPU model), and reservations to withhold (overlapping)."""
+    fast, general = Capacity(one_gpu_nodes(nodes)), Capacity(one_gpu_nodes(nodes, two_models=True))
+    general.state_classes()
+    fast.state_classes()
+    busy = data.draw(st.lists(st.integers(0, nodes - 1), unique=True))
+    shared = data.draw(st.sampled_from([None, *range(nodes)]))
+    busy = [n for n in busy if n != shared]
+    for capacity in (fast, general):
+        if busy:
+            capacity.allocate(make_job("busy", gpus=1, nodes=len(busy)), spread(busy))
+        if shared is not None:
+            capacity.allocate(make_job("half", gpus=1, milli=500), spread([shared], 500))
+    held = []
+    for k in range(data.draw(st.integers(1, 3))):
+        reserved = data.draw(st.lists(st.integers(0, nodes - 1), unique=True, min_size=1))
+        held.append((make_job(f"r{k}", gpus=1, nodes=len(reserved)), spread(reserved)))
+    return fast, general, fast.copy(), held
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12), st.data())
+def test_withholding_on_one_gpu_nodes_masks_as_the_general_path(
+    nodes: int, data: st.DataObject
+) -> None:
+    fast, general, _, held = _masked_pair(nodes, data)
+    for capacity in (fast, general):
+        for holder, allocation in held:
+            capacity.withhold(holder, allocation)
+    assert state_of(fast) == state_of(general)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12), st.data())
+def test_fit_checks_by_withheld_nodes_agree_with_a_masked_copy_on_the_general_path(
+    nodes: int, data: st.DataObject
+) -> None:
+    _, general, fast, held = _masked_pair(nodes, data)
+    job = make_job("j", gpus=1, nodes=data.draw(st.integers(1, nodes)))
+    masked = general.copy()
+    for holder, allocation in held:
+        masked.withhold(holder, allocation)
+    assert fast.fits_withholding_units(job, withheld_nodes(held)) == masked.fits(job)
 
 
 @settings(max_examples=150, deadline=None)

@@ -13,8 +13,9 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gpuadvisor.analysis.capacity import Capacity, NodeState
+from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.fragmentation import WorkloadMix, node_fragment_milli
+from gpuadvisor.analysis.node_states import NodeState
 from gpuadvisor.model import Allocation, Job
 
 Cost = tuple[float, ...]

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from gpuadvisor.analysis.capacity import Capacity, withheld_gpus
+from gpuadvisor.analysis.capacity import Capacity, withheld_gpus, withheld_nodes
 from gpuadvisor.analysis.scheduling.buckets import FitKey
 from gpuadvisor.analysis.scheduling.context import Placement, PlacementContext, Timing
 from gpuadvisor.analysis.scheduling.plans import (
@@ -67,6 +67,7 @@ class SchedulingPass:
     masked_unfit: set[tuple[FitKey, int]] = field(default_factory=set)  # (shape, guard) failed
     masked_cache: dict[int, Capacity] = field(default_factory=dict)
     withheld_cache: dict[int, dict[int, set[int]]] = field(default_factory=dict)
+    withheld_nodes_cache: dict[int, set[int]] = field(default_factory=dict)  # one-GPU nodes
     epoch: int = 0  # bumped whenever a reservation is added (every guard level may change)
     busy_now: list[float] | None = None  # view.busy_until with this pass's starts applied
     timed_ctx: PlacementContext | None = None
@@ -231,13 +232,11 @@ class SchedulingPass:
         """Try ``jobs`` shortest expected runtime first (ties: queue order), as backfill: by
         ``view.rank`` where given, else by the estimates."""
         estimate = self.view.rank or self.view.estimate
-        position = {id(job): i for i, job in enumerate(jobs)}
-
-        def shortest(job: Job) -> tuple[float, int]:
-            value = estimate(job)
-            return (INF if value is None else value, position[id(job)])
-
-        self.backfill(sorted(jobs, key=shortest))
+        # (estimate, position) pairs sort natively: no key function called per comparison
+        keyed = sorted(
+            [(INF if (value := estimate(job)) is None else value, i) for i, job in enumerate(jobs)]
+        )
+        self.backfill([jobs[i] for _, i in keyed])
 
     def _fill(self, deferred: Sequence[Job]) -> None:
         """Start deferred jobs (in queue order) largest first, then in queue order, while they
@@ -369,6 +368,12 @@ class SchedulingPass:
 
     def _fits_excluding(self, job: Job, guarded: int, held: list[tuple[Job, Allocation]]) -> bool:
         if job.gpus and job.gpu_milli == MILLI_PER_GPU and not (job.cpu_milli or job.memory_mib):
+            cap = self.capacity
+            if cap.cluster.max_node_gpus == 1 and not job.gpu_models:
+                nodes = self.withheld_nodes_cache.get(guarded)
+                if nodes is None:
+                    nodes = self.withheld_nodes_cache[guarded] = withheld_nodes(held)
+                return not held or cap.fits_withholding_units(job, nodes)
             withheld = self.withheld_cache.get(guarded)
             if withheld is None:
                 withheld = self.withheld_cache[guarded] = withheld_gpus(held)
@@ -396,12 +401,14 @@ class SchedulingPass:
 
     def _reserve(self, job: Job) -> None:
         """Find the earliest expected time ``job`` fits, honouring earlier reservations."""
-        reservation, end = earliest_reservation(
+        view = self.view
+        walk = earliest_reservation if view.walks is None else view.walks.reservation
+        reservation, end = walk(
             job,
-            self.view.estimate(job),
-            self.view.now_s,
+            view.estimate(job),
+            view.now_s,
             self.capacity,
-            self.view.running,
+            view.running,
             self.started,
             list(zip(self.reservations, self.reservation_ends, strict=True)),
         )
@@ -416,5 +423,6 @@ class SchedulingPass:
         # the guard prefixes shift: cached masks and failures keyed by them are stale
         self.masked_cache.clear()
         self.withheld_cache.clear()
+        self.withheld_nodes_cache.clear()
         self.masked_unfit.clear()
         self.epoch += 1

@@ -6,10 +6,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
 from gpuadvisor.model import Allocation, Job
+
+if TYPE_CHECKING:  # walkmemo plans with Ending and Reservation from here
+    from gpuadvisor.analysis.scheduling.walkmemo import WalkMemo
 
 INF = math.inf
 
@@ -72,7 +76,8 @@ class QueueView:
     replay engine, which would apply the same starts right after, saves an O(nodes) copy).
     ``rank``, when given, is what shortest-first backfill sorts by instead of ``estimate``: a
     pass that plans with the time limits (``plans_with_bounds``) still tries first the jobs
-    that are expected to be short."""
+    that are expected to be short. ``walks``, when given, keeps each job's last reservation
+    walk across passes, to be given again while its inputs are unchanged (``walkmemo``)."""
 
     now_s: float
     pending: Sequence[Job]
@@ -83,6 +88,7 @@ class QueueView:
     busy_until: Sequence[float] | None = None
     in_place: bool = False
     rank: Estimate | None = None
+    walks: WalkMemo | None = None
 
 
 @dataclass(frozen=True, slots=True)

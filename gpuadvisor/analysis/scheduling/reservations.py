@@ -10,10 +10,13 @@ run. For a whole-GPU job the scratch state is counts of whole free GPUs per node
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from itertools import repeat
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.plans import INF, Ending, Reservation
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
+
+_GPU_ZERO = (0,)  # the GPUs of a part on a node of one GPU
 
 
 def earliest_reservation(
@@ -316,6 +319,8 @@ class WholeGpuWalk:
                     key=lambda n: (sum(idle_now[n]), whole_then.get(n, self.whole[n]), n),
                 )
         if multi:  # wholly free nodes, none of their GPUs withheld: it holds them all
+            if unit:  # one GPU each: every part is (node, (0,)), one shared tuple
+                return Allocation(tuple(zip(ranked[:need], repeat(_GPU_ZERO))), MILLI_PER_GPU)
             return Allocation(
                 tuple((node, tuple(range(size[node]))) for node in ranked[:need]), MILLI_PER_GPU
             )
