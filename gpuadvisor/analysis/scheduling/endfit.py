@@ -83,11 +83,8 @@ def end_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation |
         chosen = [min(options)[-1]]
     if job.gpus and job.gpu_milli == MILLI_PER_GPU and capacity.cluster.max_node_gpus == 1:
         # one-GPU nodes (a real log's processors): an admitting node's only GPU is whole
-        return Allocation(tuple([(n, _ONLY_GPU) for n in chosen]), MILLI_PER_GPU)
+        return Allocation.one_gpu_each(chosen)
     return Allocation(tuple((n, _gpus(capacity, job, n)) for n in chosen), job.gpu_milli)
-
-
-_ONLY_GPU = (0,)
 
 
 def _first_ranked(nodes: Iterable[int], count: int, rank: Sequence[int] | None) -> list[int]:

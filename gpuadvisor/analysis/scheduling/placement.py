@@ -201,11 +201,8 @@ def first_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation
     nodes = _choose(capacity, job, ctx, "first-fit", lambda c, j, n, x: (0.0,))
     if nodes is not None and job.gpus and job.gpu_milli == MILLI_PER_GPU and _one_gpu(capacity):
         # one-GPU nodes (a real log's processors): an admitting node's only GPU is whole
-        return Allocation(tuple([(n, _ONLY_GPU) for n in nodes]), MILLI_PER_GPU)
+        return Allocation.one_gpu_each(nodes)
     return _place(capacity, job, nodes, _first_gpus, ctx)
-
-
-_ONLY_GPU = (0,)
 
 
 def _one_gpu(capacity: Capacity) -> bool:
