@@ -6,14 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
 from gpuadvisor.model import Allocation, Job
-
-if TYPE_CHECKING:  # walkmemo plans with Ending and Reservation from here
-    from gpuadvisor.analysis.scheduling.walkmemo import WalkMemo
 
 INF = math.inf
 
@@ -48,6 +45,22 @@ class Reservation:
 
     def end_s(self, estimate_s: float | None) -> float:
         return INF if estimate_s is None else self.time_s + estimate_s
+
+
+class ReservationWalks(Protocol):
+    """Where a pass gets a waiting job's reservation walk when it keeps them across passes
+    (``walkmemo.WalkMemo``; typed here so that ``plans`` does not import its user)."""
+
+    def reservation(
+        self,
+        job: Job,
+        estimate_s: float | None,
+        now: float,
+        capacity: Capacity,
+        running: Sequence[Ending],
+        started: Sequence[Ending],
+        earlier: Sequence[tuple[Reservation, float]],
+    ) -> tuple[Reservation, float]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +101,7 @@ class QueueView:
     busy_until: Sequence[float] | None = None
     in_place: bool = False
     rank: Estimate | None = None
-    walks: WalkMemo | None = None
+    walks: ReservationWalks | None = None
 
 
 @dataclass(frozen=True, slots=True)
