@@ -44,7 +44,7 @@ from gpuadvisor.analysis.idle import (
 from gpuadvisor.analysis.prediction import RAISE_RULES, user_last_two
 from gpuadvisor.analysis.predictors import DEFAULT_PREDICTOR, PREDICTORS
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
-from gpuadvisor.analysis.scheduling.inflation import InflationHistory
+from gpuadvisor.analysis.scheduling.corrected_limits import InflationHistory
 from gpuadvisor.analysis.scheduling.orders import (
     DEFAULT_PLACEMENT,
     ORDERS,
@@ -274,7 +274,7 @@ class _Engine:
         self.running = EndingList()
         self.bounded: EndingList | None = EndingList() if self.order.bounds_when_starved else None
         # with predictions, passes with bounds may plan with history-corrected limits
-        # (``inflation``): each running job's bound since it started or was last raised
+        # (``corrected_limits``): each running job's bound since it started or was last raised
         window = config.settings.corrected_bounds_window
         self.inflation = (
             InflationHistory(window, config.settings.corrected_bounds_quantile)
@@ -521,7 +521,7 @@ class _Engine:
 
     def bound(self, job: Job) -> float | None:
         """The bound a pass with bounds plans ``job`` with: its time limit, or with
-        ``corrected_bounds_window`` its history-corrected limit (``inflation``)."""
+        ``corrected_bounds_window`` its history-corrected limit (``corrected_limits``)."""
         inflation = self.inflation
         if inflation is None:
             return job.time_limit_s

@@ -40,7 +40,7 @@ class Totals:
     capacity_milli_s: float = 0.0
     fragment_milli_s: float = 0.0
     prediction_raises: int = 0  # running jobs that outlived their predicted runtime
-    bound_raises: int = 0  # running jobs that outlived their corrected bound (``inflation``)
+    bound_raises: int = 0  # running jobs that outlived their corrected bound (``corrected_limits``)
     reservation_slips: int = 0  # head jobs that started after the first start promised to them
     reservation_slip_s: float = 0.0
     reservation_slip_max_s: float = 0.0

@@ -119,7 +119,7 @@ class OrderSettings:
     instead of largest first (EASY++'s shortest-job backfilled first), for estimates learned
     from history; with the users' limits largest first packs better (bench/estimates.py).
     ``corrected_bounds_window`` (0: off, the raw limits): a replay that plans with predictions
-    plans with bounds on history-corrected limits (``inflation.corrected_limit``): the
+    plans with bounds on history-corrected limits (``corrected_limits.corrected_limit``): the
     ``corrected_bounds_quantile`` of the last that many ratios runtime / limit of the user's
     finished jobs, times the limit."""
 

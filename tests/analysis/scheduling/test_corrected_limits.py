@@ -1,4 +1,4 @@
-"""History-corrected limits (``inflation``): within [prediction, limit], from the user's own
+"""History-corrected limits (``corrected_limits``): within [prediction, limit], from the user's own
 finished jobs, the raw limit without enough of them."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuadvisor.analysis.scheduling.inflation import (
+from gpuadvisor.analysis.scheduling.corrected_limits import (
     MIN_RATIOS,
     InflationHistory,
     corrected_limit,
@@ -78,5 +78,5 @@ def test_runtimes_past_the_limit_count_as_the_limit() -> None:
 
 @pytest.mark.parametrize(("window", "quantile"), [(0, 1.0), (5, 0.0), (5, 1.5)])
 def test_bad_settings_are_refused(window: int, quantile: float) -> None:
-    with pytest.raises(ValueError, match="window|quantile"):
+    with pytest.raises(ValueError, match=r"window|quantile"):
         InflationHistory(window, quantile)
