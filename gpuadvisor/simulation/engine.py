@@ -532,15 +532,16 @@ class _Engine:
         value = known[i] = inflation.bound(job, self.estimate(job))
         return value
 
-    def _raise_past_bounds(self, now: float) -> None:
+    def _raise_past_bounds(self, now: float) -> bool:
         """Running jobs that outlived their corrected bound are planned with their raw
-        limits again, like a prediction that was exceeded (``bound_raises``)."""
+        limits again, like a prediction that was exceeded (``bound_raises``); whether any was."""
         bounded = self.bounded
         assert bounded is not None
         past = [
             (self.index[id(e.job)], e.expected_end_s)
             for e in itertools.takewhile(lambda e: e.expected_end_s <= now, bounded.endings)
         ]
+        raised = False
         for i, end in past:
             limit = self.jobs[i].time_limit_s
             if self.bound_s[i] == limit:
@@ -548,6 +549,8 @@ class _Engine:
             self.bound_s[i] = limit
             bounded.move(i, end, self._bound_end(i))
             self.totals.bound_raises += 1
+            raised = True
+        return raised
 
     def _complete(self, i: int, now: float, events: list[tuple[float, int, int]]) -> None:
         job = self.jobs[i]
@@ -657,8 +660,8 @@ class _Engine:
         if bounds:
             # the oldest job starved: plan with the limits, ranked by the estimates (no
             # buckets: their classes group by estimate, not by limit)
-            if self.inflation is not None:
-                self._raise_past_bounds(now)
+            if self.inflation is not None and self._raise_past_bounds(now):
+                arrived_only = None  # the last plan's reservations counted on the old bounds
             view = QueueView(
                 now,
                 pending,
