@@ -4,6 +4,7 @@
         [--models habits,model2-24u,model2-96u] [--mixes multinode,philly]
         [--policies easy,advisor,advisor@predicted] [--shape 32x8]
         [--jobs-parallel 1] [--output-json PATH] [--check]
+        [--set corrected_bounds_window=20]   # numeric OrderSettings fields (floats: a dot)
 
 Every (model, mix, load, seed) is one trace of ``--jobs`` jobs from ``simulation.habits``,
 replayed side by side by ``compare`` under each policy (``easy``: EASY with the users' limits;
@@ -35,9 +36,10 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from gpuadvisor.analysis.scheduling.plans import OrderSettings
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.compare import compare, parse_policy
@@ -180,13 +182,13 @@ def _number(value: object) -> float:
     return float(value)
 
 
-def replay(task: tuple[Case, int, str, tuple[str, ...]]) -> Row:
+def replay(task: tuple[Case, int, str, tuple[str, ...], OrderSettings]) -> Row:
     """Generate one case's trace and replay it under every policy (a worker's unit)."""
-    case, jobs, shape, policies = task
+    case, jobs, shape, policies, settings = task
     started = time.process_time()
     cluster = Cluster.parse_shape(shape)
     workload = trace(case, jobs, cluster)
-    base = SimulationConfig(seed=case.seed)
+    base = SimulationConfig(seed=case.seed, settings=settings)
     configs = [parse_policy(spec, base) for spec in policies]
     figures = {}
     for run in compare(workload, cluster, configs):
@@ -211,9 +213,11 @@ def replay_all(
     shape: str,
     policies: Sequence[str],
     parallel: int = 1,
+    settings: OrderSettings | None = None,
 ) -> list[Row]:
     """Every case's row, in the order of ``cases``; progress on stderr."""
-    tasks = [(case, jobs, shape, tuple(policies)) for case in cases]
+    fixed = settings or OrderSettings()
+    tasks = [(case, jobs, shape, tuple(policies), fixed) for case in cases]
     rows: dict[Case, Row] = {}
     started = time.monotonic()
 
@@ -399,6 +403,21 @@ def _floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"loads like 1.1,1.3; got {text!r}") from err
 
 
+def settings_from(pairs: Sequence[str]) -> OrderSettings:
+    """``KEY=VALUE`` numeric ``OrderSettings`` fields (a value with a dot is a float)."""
+    known = {f.name for f in fields(OrderSettings) if f.type in ("int", "float")}
+    values: dict[str, float] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or key not in known:
+            raise SystemExit(f"--set {pair!r}: expected KEY=VALUE with KEY one of {sorted(known)}")
+        try:
+            values[key] = float(text) if "." in text else int(text)
+        except ValueError:
+            raise SystemExit(f"--set {pair!r}: {text!r} is not a number") from None
+    return OrderSettings(**values)  # type: ignore[arg-type]
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seeds", type=parse_seeds, default=list(range(1, 11)))
@@ -411,6 +430,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs-parallel", type=int, default=1, metavar="N")
     parser.add_argument("--output-json", type=Path)
     parser.add_argument("--check", action="store_true", help="exit 1 if a row fails")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     for model in args.models:
         if model not in MODELS:
@@ -451,7 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for model in args.models:
         print(f"  {model}: {MODELS[model].description}")
     started = time.monotonic()
-    rows = replay_all(cases, args.jobs, args.shape, args.policies, args.jobs_parallel)
+    settings = settings_from(args.set)
+    rows = replay_all(cases, args.jobs, args.shape, args.policies, args.jobs_parallel, settings)
     wall_s = time.monotonic() - started
     for line in table(rows, args.policies):
         print(line)

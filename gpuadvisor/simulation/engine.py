@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 import random
 from collections.abc import Callable, Hashable, Sequence
@@ -43,6 +44,7 @@ from gpuadvisor.analysis.idle import (
 from gpuadvisor.analysis.prediction import RAISE_RULES, user_last_two
 from gpuadvisor.analysis.predictors import DEFAULT_PREDICTOR, PREDICTORS
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
+from gpuadvisor.analysis.scheduling.corrected_limits import InflationHistory
 from gpuadvisor.analysis.scheduling.orders import (
     DEFAULT_PLACEMENT,
     ORDERS,
@@ -271,6 +273,16 @@ class _Engine:
         # running jobs by expected end; and by their limits, for passes that plan with bounds
         self.running = EndingList()
         self.bounded: EndingList | None = EndingList() if self.order.bounds_when_starved else None
+        # with predictions, passes with bounds may plan with history-corrected limits
+        # (``corrected_limits``): each running job's bound since it started or was last raised
+        window = config.settings.corrected_bounds_window
+        self.inflation = (
+            InflationHistory(window, config.settings.corrected_bounds_quantile)
+            if window and self.bounded is not None and self.predictor is not None
+            else None
+        )
+        self.bound_s: list[float | None] = [job.time_limit_s for job in self.jobs]
+        self.bounds_now: dict[int, float | None] = {}  # like estimates_now, for bounds
         self.planned_with_bounds = False  # how the last pass planned
         self.backlogged = False  # the regime of the last pass (``regime.decide``)
         self.node_fragment = [
@@ -502,10 +514,43 @@ class _Engine:
         return self.running.remove(i, self._expected_end(i))
 
     def _bound_end(self, i: int) -> float:
-        """Job ``i``'s end by its time limit, as listed in ``bounded``."""
+        """Job ``i``'s end by its (corrected) time limit, as listed in ``bounded``."""
         if i in self.never_ends:
             return math.inf
-        return bound_end(self.start_s[i], self.jobs[i].time_limit_s)
+        return bound_end(self.start_s[i], self.bound_s[i])
+
+    def bound(self, job: Job) -> float | None:
+        """The bound a pass with bounds plans ``job`` with: its time limit, or with
+        ``corrected_bounds_window`` its history-corrected limit (``corrected_limits``)."""
+        inflation = self.inflation
+        if inflation is None:
+            return job.time_limit_s
+        i = self.index[id(job)]
+        known = self.bounds_now
+        if i in known:
+            return known[i]
+        value = known[i] = inflation.bound(job, self.estimate(job))
+        return value
+
+    def _raise_past_bounds(self, now: float) -> bool:
+        """Running jobs that outlived their corrected bound are planned with their raw
+        limits again, like a prediction that was exceeded (``bound_raises``); whether any was."""
+        bounded = self.bounded
+        assert bounded is not None
+        past = [
+            (self.index[id(e.job)], e.expected_end_s)
+            for e in itertools.takewhile(lambda e: e.expected_end_s <= now, bounded.endings)
+        ]
+        raised = False
+        for i, end in past:
+            limit = self.jobs[i].time_limit_s
+            if self.bound_s[i] == limit:
+                continue  # ends now by its limit (its completion is due at this instant)
+            self.bound_s[i] = limit
+            bounded.move(i, end, self._bound_end(i))
+            self.totals.bound_raises += 1
+            raised = True
+        return raised
 
     def _complete(self, i: int, now: float, events: list[tuple[float, int, int]]) -> None:
         job = self.jobs[i]
@@ -529,6 +574,9 @@ class _Engine:
         if job.runtime_s is not None:
             self.estimates_now.clear()
             self.history.record(job, job.runtime_s)
+            if self.inflation is not None:
+                self.bounds_now.clear()
+                self.inflation.record(job, job.runtime_s)
             if self.at_submit:
                 self._learn_before(now)
                 self.unlearned.append((now, job))
@@ -612,12 +660,14 @@ class _Engine:
         if bounds:
             # the oldest job starved: plan with the limits, ranked by the estimates (no
             # buckets: their classes group by estimate, not by limit)
+            if self.inflation is not None and self._raise_past_bounds(now):
+                arrived_only = None  # the last plan's reservations counted on the old bounds
             view = QueueView(
                 now,
                 pending,
                 self.bounded.endings if self.bounded is not None else (),
                 self.capacity,
-                time_limit,
+                time_limit if self.inflation is None else self.bound,
                 None,
                 self.busy_until,
                 in_place=True,
@@ -676,6 +726,8 @@ class _Engine:
                 )
             ending = self._run_until(i, start.allocation, events)
             if self.bounded is not None:
+                if self.inflation is not None:
+                    self.bound_s[i] = self.bound(job)
                 self.bounded.add(i, Ending(self._bound_end(i), job, start.allocation))
             self.queue.remove(self.queue_key[i], self.estimate_class[i])
             self.waiting_count[job.fit_key] -= 1

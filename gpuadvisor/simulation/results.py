@@ -40,6 +40,7 @@ class Totals:
     capacity_milli_s: float = 0.0
     fragment_milli_s: float = 0.0
     prediction_raises: int = 0  # running jobs that outlived their predicted runtime
+    bound_raises: int = 0  # running jobs that outlived their corrected bound (``corrected_limits``)
     reservation_slips: int = 0  # head jobs that started after the first start promised to them
     reservation_slip_s: float = 0.0
     reservation_slip_max_s: float = 0.0
@@ -159,6 +160,7 @@ class SimulationResult:
         out["jobs_rejected"] = len(self.rejected)
         out["jobs_overtaking"] = sum(1 for k in self.overtook if k > 0)
         out["prediction_raises"] = t.prediction_raises
+        out["bound_raises"] = t.bound_raises
         out["reservation_slips"] = t.reservation_slips
         out["reservation_slip_mean_s"] = (
             t.reservation_slip_s / t.reservation_slips if t.reservation_slips else 0.0

@@ -177,3 +177,11 @@ def test_bad_flags_are_refused(argv: list[str]) -> None:
 def test_seed_ranges() -> None:
     assert bench.parse_seeds("1-3,8") == [1, 2, 3, 8]
     assert bench.parse_seeds("5") == [5]
+
+
+def test_set_passes_numeric_order_settings_and_refuses_others() -> None:
+    settings = bench.settings_from(["corrected_bounds_window=20", "starvation_s=3600.0"])
+    assert (settings.corrected_bounds_window, settings.starvation_s) == (20, 3600.0)
+    for bad in ("backlog_signal=gang", "nope=1", "starvation_s=soon", "starvation_s"):
+        with pytest.raises(SystemExit, match="--set"):
+            bench.settings_from([bad])

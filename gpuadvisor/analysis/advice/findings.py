@@ -17,6 +17,7 @@ when the head can start), which the missing nodes are part of, so none of them c
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuadvisor.analysis.advice.pack import ShareSettings, share
@@ -31,6 +32,7 @@ from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.analysis.fragmentation import Fragmentation, WorkloadMix, measure
 from gpuadvisor.analysis.idle import IdleSplit, split_idle
 from gpuadvisor.analysis.prediction import RuntimePredictor
+from gpuadvisor.analysis.scheduling.corrected_limits import InflationHistory
 from gpuadvisor.model import MILLI_PER_GPU, Job, Kind, LiveState, Recommendation
 
 _PER_JOB_GAIN = frozenset({Kind.START_NOW, Kind.RECLAIM_IDLE, Kind.SHARE})
@@ -87,13 +89,25 @@ def _waiting_shapes(pending: tuple[Job, ...]) -> list[tuple[Job, int]]:
     return [(first[key], count) for key, count in counts.items()]
 
 
+def _corrected(
+    planned: PlannedRuntimes | None, inflation: InflationHistory | None
+) -> Callable[[Job], float | None] | None:
+    """The history-corrected bound of a job, floored at its prediction (None: raw limits)."""
+    if planned is None or inflation is None:
+        return None
+    return lambda job: inflation.bound(job, planned(job))
+
+
 def analyse(
     live: LiveState,
     settings: AnalysisSettings = AnalysisSettings(),
     predictor: RuntimePredictor | None = None,
+    inflation: InflationHistory | None = None,
 ) -> Findings:
     """The findings of one cycle on ``live``; with a ``predictor`` (learned from finished jobs)
-    the advice plans with predicted runtimes and says so in its evidence, else with limits."""
+    the advice plans with predicted runtimes and says so in its evidence, else with limits.
+    With both and ``corrected_limits`` (the same jobs' ratios runtime / limit), a plan with bounds
+    plans with history-corrected limits (``InflationHistory.bound``)."""
     if not live.trusted:
         return Findings(trusted=False)
     snapshot = live.snapshot
@@ -108,6 +122,7 @@ def analyse(
         mix=mix,
         settings=settings.advice,
         predicted=planned is not None,
+        bound=_corrected(planned, inflation),
     )
     if planned is not None:
         advice = with_runtime_evidence(advice, planned)

@@ -83,10 +83,13 @@ def advise(
     mix: WorkloadMix | None = None,
     settings: AdviceSettings = AdviceSettings(),
     predicted: bool = False,
+    bound: Estimate | None = None,
 ) -> tuple[Recommendation, ...]:
     """Recommendations for this instant, most valuable first. ``predicted``: ``estimate``
     gives runtime predictions learned from history (the regime depends on it,
-    ``regime.applies``), not the time limits."""
+    ``regime.applies``), not the time limits. ``bound``: what a plan with bounds plans a job
+    with instead of its time limit (history-corrected limits, ``corrected_limits``); a running job
+    that outlived its bound is planned with its limit."""
     capacity = capacity_of(snapshot)
     now = snapshot.time_s
     endings = _endings(snapshot, estimate)
@@ -103,8 +106,9 @@ def advise(
     starved = _starved_oldest(pending, now, order_settings) if order.bounds_when_starved else None
     # while a job starves, the policy plans with the time limits (its reservation cannot slip)
     # and still tries the jobs predicted short first
-    plan_estimate, rank = (time_limit, estimate) if starved is not None else (estimate, None)
-    policy_endings = _endings(snapshot, time_limit) if starved is not None else endings
+    bound = bound or time_limit
+    plan_estimate, rank = (bound, estimate) if starved is not None else (estimate, None)
+    policy_endings = _bound_endings(snapshot, bound) if starved is not None else endings
     ranked = pending
     if order.key is not submit_key:
         position = {id(job): i for i, job in enumerate(pending)}
@@ -133,6 +137,19 @@ def advise(
         why = regime.evidence()
         advice = [replace(r, evidence=(*r.evidence, ("regime", why))) for r in advice]
     return tuple(advice)
+
+
+def _bound_endings(snapshot: ClusterSnapshot, bound: Estimate) -> list[Ending]:
+    """The running jobs by end under ``bound``; one whose bound end is past by its limit."""
+    now = snapshot.time_s
+
+    def outlived(job: Job) -> float | None:
+        planned = bound(job)
+        start = starts[id(job)]
+        return job.time_limit_s if planned is not None and start + planned <= now else planned
+
+    starts = {id(r.job): r.start_time_s for r in snapshot.running}
+    return _endings(snapshot, outlived)
 
 
 def _endings(snapshot: ClusterSnapshot, estimate: Estimate) -> list[Ending]:

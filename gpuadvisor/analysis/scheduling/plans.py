@@ -130,7 +130,11 @@ class OrderSettings:
     even when nothing could start (the live advisor wants them, the simulator does not).
     ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime first
     instead of largest first (EASY++'s shortest-job backfilled first), for estimates learned
-    from history; with the users' limits largest first packs better (bench/estimates.py)."""
+    from history; with the users' limits largest first packs better (bench/estimates.py).
+    ``corrected_bounds_window`` (0: off, the raw limits): a replay that plans with predictions
+    plans with bounds on history-corrected limits (``corrected_limits.corrected_limit``): the
+    ``corrected_bounds_quantile`` of the last that many ratios runtime / limit of the user's
+    finished jobs, times the limit."""
 
     starvation_s: float = 24 * 3600.0
     max_starved_reservations: int = 0
@@ -146,6 +150,8 @@ class OrderSettings:
     backlog_signal: str = "gang"
     backlog_predicted_only: bool = True
     adaptive_starvation_ratio: float = 0.0
+    corrected_bounds_window: int = 0
+    corrected_bounds_quantile: float = 1.0
 
     @property
     def bounds_from_s(self) -> float:

@@ -15,6 +15,7 @@ import pytest
 
 from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise
 from gpuadvisor.analysis.scheduling.orders import OrderSettings, plans_with_bounds
+from gpuadvisor.analysis.scheduling.plans import Estimate
 from gpuadvisor.model import ClusterSnapshot, Job, Kind, RunningJob
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from tests.builders import make_cluster, make_job, on, single_node
@@ -69,6 +70,9 @@ def test_live_advice_plans_with_the_limits_once_a_job_starves(
     advice = advise(_snapshot(), _predicted, settings=settings)
     starts = [r.job_id for r in advice if r.kind is Kind.START_NOW]
     assert starts == (["sneak"] if sneak_advised else [])
+    if sneak_advised:  # the head's reservation is at the liar's limit (511 s), never past
+        (sneak,) = [r for r in advice if r.job_id == "sneak"]
+        assert ("head_starts_in", "8m18s") in sneak.evidence
 
 
 def test_live_advice_says_when_it_planned_with_the_limits() -> None:
@@ -82,3 +86,23 @@ def test_live_advice_says_when_it_planned_with_the_limits() -> None:
     relaxed = AdviceSettings(order_settings=OrderSettings(starvation_s=NEVER, explain=True))
     (plain,) = [r for r in advise(snapshot, _predicted, settings=relaxed) if r.job_id == "small"]
     assert "planned_with" not in dict(plain.evidence)
+
+
+def _corrected(job: Job) -> float | None:
+    # the sneak's user is known to finish in 10 s; the liar's bound (1 s) is already past
+    return {id(SNEAK): 10.0, id(LIAR): 1.0}.get(id(job), job.time_limit_s)
+
+
+@pytest.mark.parametrize(("bound", "sneak_advised"), [(None, False), (_corrected, True)])
+def test_live_advice_plans_with_corrected_bounds_and_raises_past_ones(
+    bound: Estimate | None, sneak_advised: bool
+) -> None:
+    # the liar outlived its corrected bound: planned with its limit (the head at 511), so the
+    # sneak, corrected to 10 s, ends before the head's reservation
+    settings = AdviceSettings(order_settings=OrderSettings(starvation_s=1.0, explain=True))
+    advice = advise(_snapshot(), _predicted, settings=settings, bound=bound)
+    starts = [r.job_id for r in advice if r.kind is Kind.START_NOW]
+    assert starts == (["sneak"] if sneak_advised else [])
+    if sneak_advised:  # the head's reservation is at the liar's limit (511 s), never past
+        (sneak,) = [r for r in advice if r.job_id == "sneak"]
+        assert ("head_starts_in", "8m18s") in sneak.evidence
