@@ -294,7 +294,8 @@ class _Engine:
         one_model = len({n.gpu_model for n in cluster.nodes}) == 1
         unit = one_model and all(n.gpus == 1 for n in cluster.nodes)
         self.unit_fragment: dict[int, float] | None = {} if unit else None
-        self.totals = Totals()
+        # bound_raises only where corrected bounds are on (None keeps old fingerprints)
+        self.totals = Totals(bound_raises=None if self.inflation is None else 0)
         self.walks = WalkMemo()  # each waiting job's last reservation walk, across passes
         self.last_plan: Plan | None = None
         self.timeline: list[TimelinePoint] = []
@@ -548,7 +549,7 @@ class _Engine:
                 continue  # ends now by its limit (its completion is due at this instant)
             self.bound_s[i] = limit
             bounded.move(i, end, self._bound_end(i))
-            self.totals.bound_raises += 1
+            self.totals.bound_raises = (self.totals.bound_raises or 0) + 1
             raised = True
         return raised
 

@@ -40,7 +40,8 @@ class Totals:
     capacity_milli_s: float = 0.0
     fragment_milli_s: float = 0.0
     prediction_raises: int = 0  # running jobs that outlived their predicted runtime
-    bound_raises: int = 0  # running jobs that outlived their corrected bound (``corrected_limits``)
+    # running jobs that outlived their corrected bound (``corrected_limits``); None: those are off
+    bound_raises: int | None = None
     reservation_slips: int = 0  # head jobs that started after the first start promised to them
     reservation_slip_s: float = 0.0
     reservation_slip_max_s: float = 0.0
@@ -160,7 +161,8 @@ class SimulationResult:
         out["jobs_rejected"] = len(self.rejected)
         out["jobs_overtaking"] = sum(1 for k in self.overtook if k > 0)
         out["prediction_raises"] = t.prediction_raises
-        out["bound_raises"] = t.bound_raises
+        if t.bound_raises is not None:
+            out["bound_raises"] = t.bound_raises
         out["reservation_slips"] = t.reservation_slips
         out["reservation_slip_mean_s"] = (
             t.reservation_slip_s / t.reservation_slips if t.reservation_slips else 0.0
