@@ -60,15 +60,11 @@ class Window:
 def load(path: Path, offered: float) -> tuple[list[Job], Cluster]:
     """An SWF log with the literature's filter (as ``bench/pwa.py``), one unit per processor,
     its arrivals scaled to the offered load ``offered`` (0: as recorded)."""
-    trace = swf.read(path)
-    procs = swf.max_procs(trace)
-    if procs is None:
-        raise SystemExit(f"{path}: no MaxProcs in the header")
-    kept, _ = swf.literature_filter(trace, procs)
-    jobs = list(kept.jobs)
+    log = swf.read_literature_log(path)
+    jobs = list(log.trace.jobs)
     if offered > 0:
-        jobs = scale_to_load(jobs, procs, offered)
-    return jobs, Cluster.parse_shape(f"{procs}x1")
+        jobs = scale_to_load(jobs, log.machine_units, offered)
+    return jobs, log.cluster
 
 
 def _bsld(job: Job, start_s: float) -> float:

@@ -100,12 +100,8 @@ class Log:
 
 def load_log(path: Path, name: str) -> Log:
     """An SWF log with the literature's filter, on its own machine (``MaxProcs`` x 1)."""
-    trace = swf.read(path)
-    procs = swf.max_procs(trace)
-    if procs is None:
-        raise SystemExit(f"{path}: no MaxProcs in the header")
-    kept, _ = swf.literature_filter(trace, procs)
-    return Log(name, list(kept.jobs), Cluster.parse_shape(f"{procs}x1"), len(trace.jobs))
+    log = swf.read_literature_log(path)
+    return Log(name, list(log.trace.jobs), log.cluster, log.records)
 
 
 def compressed(log: Log, load: float) -> Log:

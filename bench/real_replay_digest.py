@@ -20,7 +20,6 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from gpuadvisor.model import Cluster
 from gpuadvisor.simulation.compare import parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.sources.traces import swf
@@ -39,12 +38,8 @@ def main() -> None:
     parser.add_argument("log", choices=sorted(FILES))
     parser.add_argument("policies", help="comma-separated, simulate's grammar")
     args = parser.parse_args()
-    trace = swf.read(PWA / FILES[args.log])
-    procs = swf.max_procs(trace)
-    if procs is None:
-        raise SystemExit(f"{args.log}: no MaxProcs in the header")
-    kept, _ = swf.literature_filter(trace, procs)
-    jobs, cluster = list(kept.jobs), Cluster.parse_shape(f"{procs}x1")
+    log = swf.read_literature_log(PWA / FILES[args.log])
+    jobs, cluster = list(log.trace.jobs), log.cluster
     for policy in args.policies.split(","):
         config = parse_policy(policy, SimulationConfig())
         started = time.process_time()

@@ -148,9 +148,8 @@ KTH = (
 def test_on_kth_easy_per_event_gives_the_published_figures() -> None:
     # every one of the 28,467 jobs starts when pyss's stored schedule starts it (bench/pwa.py
     # --compare): the published 92.58 / 6,837 s, up to the 14 jobs that copy has more
-    trace = swf.read(KTH)
-    kept, _ = swf.literature_filter(trace, 100)
+    log = swf.read_literature_log(KTH)
     config = SimulationConfig(order="easy", pass_per_event=True)
-    m = simulate(list(kept.jobs), Cluster.parse_shape("100x1"), config).metrics()
+    m = simulate(list(log.trace.jobs), log.cluster, config).metrics()
     assert m["bounded_slowdown_mean"] == pytest.approx(92.58, rel=0.001)
     assert m["wait_mean_s"] == pytest.approx(6837, rel=0.001)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuadvisor.model import Cluster
 from gpuadvisor.simulation.compare import parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.sources.traces import swf
@@ -37,13 +36,9 @@ pytestmark = [
 
 @cache
 def _figures(policy: str) -> dict[str, float]:
-    trace = swf.read(KTH)
-    procs = swf.max_procs(trace)
-    assert procs == 100
-    kept, _ = swf.literature_filter(trace, procs)
-    result = simulate(
-        list(kept.jobs), Cluster.parse_shape(f"{procs}x1"), parse_policy(policy, SimulationConfig())
-    )
+    log = swf.read_literature_log(KTH)
+    assert log.machine_units == 100
+    result = simulate(list(log.trace.jobs), log.cluster, parse_policy(policy, SimulationConfig()))
     m = result.metrics()
     return {k: float(m[k]) for k in ("bounded_slowdown_mean", "wait_mean_s", "wait_max_s")}  # type: ignore[arg-type]
 

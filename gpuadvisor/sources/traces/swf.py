@@ -15,7 +15,9 @@ empty.
 ``read`` keeps every record (``--swf-filter none``); ``literature_filter`` applies the filter of
 Gaussier et al. (SC'15) and most backfilling studies: keep 0 < processors <= the machine's,
 run time > 0, requested time > 0, submit time >= 0, and cap the run time at the requested time.
-Dropped jobs are counted by reason (``Trace.skip_reasons``).
+Dropped jobs are counted by reason (``Trace.skip_reasons``). ``read_literature_log`` does both
+and takes the machine from the header (``LiteratureLog``: the kept jobs on ``MaxProcs`` x 1), as
+the published replays of these logs do.
 
 Untrusted input: a line longer than ``MAX_LINE_CHARS``, a field that is not a number, a count
 of fields other than 18 or a repeated job id fails the read, naming the line and the field.
@@ -27,12 +29,12 @@ import gzip
 import math
 import zlib
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from gpuadvisor.errors import InputError, ModelError
-from gpuadvisor.model import Job
+from gpuadvisor.model import Cluster, Job
 from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
 
 FORMAT = "swf"
@@ -281,6 +283,35 @@ def literature_filter(trace: Trace, machine_units: int) -> tuple[Trace, int]:
         else:
             kept.append(job)
     return replace(trace, jobs=tuple(kept), skip_reasons=dict(sorted(skips.items()))), capped
+
+
+@dataclass(frozen=True)
+class LiteratureLog:
+    """An SWF log as the literature replays it: the jobs its filter keeps (``trace``, with the
+    dropped ones counted by reason in ``skip_reasons``) on the machine of its header
+    (``machine_units`` processors, one unit each)."""
+
+    trace: Trace
+    machine_units: int
+    records: int
+    """Records in the file, before the filter."""
+    run_times_capped: int
+
+    @property
+    def cluster(self) -> Cluster:
+        """The machine as a cluster: ``machine_units`` nodes of one unit (``--cluster Nx1``)."""
+        return Cluster.uniform(self.machine_units, 1)
+
+
+def read_literature_log(path: str | Path) -> LiteratureLog:
+    """``read`` and ``literature_filter`` on the machine of the header (``max_procs``); a
+    header without ``MaxProcs`` (nor ``MaxNodes``) fails, naming the file."""
+    trace = read(path)
+    procs = max_procs(trace)
+    if procs is None:
+        raise InputError("the SWF header gives no MaxProcs (nor MaxNodes)", path=str(path))
+    kept, capped = literature_filter(trace, procs)
+    return LiteratureLog(kept, procs, len(trace.jobs), capped)
 
 
 def _drop_reason(job: Job, machine_units: int) -> str:

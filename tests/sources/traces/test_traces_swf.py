@@ -93,6 +93,20 @@ def test_the_literature_filter_counts_what_it_drops_and_caps_run_times(tmp_path:
     assert {j.job_id: j.runtime_s for j in kept.jobs}["7"] == 120
 
 
+def test_a_literature_log_is_the_filtered_jobs_on_the_machine_of_its_header(
+    tmp_path: Path,
+) -> None:
+    log = swf.read_literature_log(write(tmp_path, SAMPLE, "log.swf.gz"))
+    assert [j.job_id for j in log.trace.jobs] == ["1", "2", "7"]
+    assert (log.machine_units, log.records, log.run_times_capped) == (8, 9, 1)
+    assert sum(log.trace.skip_reasons.values()) == 6
+    assert (len(log.cluster.nodes), log.cluster.gpus) == (8, 8)
+    headerless = write(tmp_path, RECORDS, "bare.swf")
+    with pytest.raises(InputError, match="no MaxProcs") as failed:
+        swf.read_literature_log(headerless)
+    assert failed.value.path == str(headerless)
+
+
 @pytest.mark.parametrize(
     ("line", "message", "column"),
     [
