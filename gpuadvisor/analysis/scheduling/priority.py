@@ -63,14 +63,23 @@ def lxf_ranked(
     Jobs that waited ``starved_s`` or longer come before all others, oldest first (the
     starvation bound keeps the head's guarantee for the oldest job)."""
     cut_s = now_s - starved_s
-    keyed = []
+    keyed: list[tuple[int, float, float, int]] = []
+    add = keyed.append
+    inf, floor_s, isfinite = math.inf, MIN_ESTIMATE_S, math.isfinite
     for position, job in enumerate(jobs):
-        if job.submit_time_s <= cut_s:
-            keyed.append((0, job.submit_time_s, 0.0, position))
+        submit_s = job.submit_time_s
+        if submit_s <= cut_s:
+            add((0, submit_s, 0.0, position))
             continue
+        # lxf_priority, inlined (a pass ranks the whole queue): the same expression
+        wait_s = now_s - submit_s
+        weighted = wait_weight_per_h * wait_s / _HOUR_S
         estimate_s = estimate(job)
-        priority = lxf_priority(now_s - job.submit_time_s, estimate_s, wait_weight_per_h)
-        keyed.append((1, -priority, math.inf if estimate_s is None else estimate_s, position))
+        if estimate_s is None or not isfinite(estimate_s):
+            add((1, -(1.0 + weighted), inf, position))
+        else:
+            priority = 1.0 + wait_s / (estimate_s if estimate_s > floor_s else floor_s) + weighted
+            add((1, -priority, estimate_s, position))
     keyed.sort()
     return [jobs[key[3]] for key in keyed]
 
