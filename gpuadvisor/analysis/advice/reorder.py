@@ -143,7 +143,11 @@ def advise(
             if policy.reservations
             else lxf_ranked(pending, now, ranked_by, weight, _starved_s(order_settings))[0]
         )
-        why = lxf_evidence(head, now, ranked_by, weight)
+        why = (
+            lxf_evidence(head, now, ranked_by, weight)
+            if order_settings.lxf_head
+            else f"LXF&W priority ({weight:g}/h) ranks the jobs behind the head, in queue order"
+        )
         advice = [replace(r, evidence=(*r.evidence, ("priority", why))) for r in advice]
     if regime is not None:
         why = regime.evidence()

@@ -84,7 +84,11 @@ class SchedulingPass:
         view, settings = self.view, self.settings
         pending = view.pending
         total = self.capacity.total_milli
-        if self._by_priority and (settings.explain or self.capacity.used_milli < total):
+        if (
+            self._by_priority
+            and settings.lxf_head
+            and (settings.explain or self.capacity.used_milli < total)
+        ):
             # (a full cluster starts nothing that needs a GPU: no rank to work out)
             starved_s = settings.starvation_s if settings.lxf_starved_first else INF
             weight = settings.lxf_wait_weight_per_h
@@ -106,7 +110,12 @@ class SchedulingPass:
             lo = position + 1
             hi = min(len(pending), lo + settings.backfill_depth)
             if self._by_priority:
-                self._starved_then_ranked(pending[lo:hi])
+                window = pending[lo:hi]
+                if not settings.lxf_head:  # the head is the queue's: rank the rest only
+                    starved_s = settings.starvation_s if settings.lxf_starved_first else INF
+                    weight = settings.lxf_wait_weight_per_h
+                    window = lxf_ranked(window, view.now_s, self._rank, weight, starved_s)
+                self._starved_then_ranked(window)
             elif view.buckets is not None and not settings.explain and self._scannable:
                 Scan(self, view.buckets, lo, hi).run()
             elif self.order.backfill_shortest_first:

@@ -146,6 +146,8 @@ class OrderSettings:
     the reservation, and the jobs behind it (after the starved ones) are backfilled in that
     order; with ``lxf_starved_first`` a job that waited ``starvation_s`` ranks above every
     job that did not (oldest first), so the head's reservation is the oldest starved job's.
+    With ``lxf_head=False`` the head stays the queue's first blocked job (EASY's) and only the
+    jobs behind it are ranked.
     """
 
     starvation_s: float = 24 * 3600.0
@@ -167,6 +169,7 @@ class OrderSettings:
     priority: str = SUBMIT
     lxf_wait_weight_per_h: float = 0.02
     lxf_starved_first: bool = False
+    lxf_head: bool = True
 
     def __post_init__(self) -> None:
         if self.priority not in PRIORITIES:

@@ -122,6 +122,11 @@ def test_the_head_of_highest_priority_holds_the_reservation() -> None:
     assert _plan(OrderSettings(explain=True, priority="lxf")) == ("short-wide", ["small"])
 
 
+def test_without_the_lxf_head_only_the_backfill_is_ranked() -> None:
+    behind = OrderSettings(explain=True, priority="lxf", lxf_head=False)
+    assert _plan(behind) == ("old-wide", ["small"])
+
+
 def test_easy_ignores_the_advisors_priority() -> None:
     capacity = make_capacity(make_cluster(1, 8), (HOLDER, on(0, *range(6))))
     running = [Ending(10 * HOUR_S, HOLDER, on(0, *range(6)))]
@@ -193,5 +198,8 @@ def test_live_advice_says_which_job_heads_the_queue_and_why() -> None:
     for recommendation in advice:
         why = dict(recommendation.evidence)["priority"]
         assert why.startswith("LXF&W priority: job short-wide heads the queue with priority 3")
+    behind = OrderSettings(explain=True, priority="lxf", lxf_head=False)
+    for recommendation in advise(snapshot, _limit, settings=AdviceSettings(order_settings=behind)):
+        assert dict(recommendation.evidence)["priority"].endswith("behind the head, in queue order")
     plain = advise(snapshot, _limit, settings=AdviceSettings())
     assert all("priority" not in dict(r.evidence) for r in plain)
