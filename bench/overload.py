@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from itertools import pairwise
 from pathlib import Path
 
-from gpuadvisor.analysis.scheduling.plans import OrderSettings
+from gpuadvisor.analysis.scheduling.plans import PRIORITIES, OrderSettings
 from gpuadvisor.analysis.scheduling.regime import SIGNALS
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job
 from gpuadvisor.simulation.compare import parse_policy
@@ -109,7 +109,8 @@ def windows(result: SimulationResult, parts: int) -> list[Window]:
 
 def settings_from(pairs: Sequence[str]) -> OrderSettings:
     """``key=value`` OrderSettings fields (a value with a dot is a float, else an int; ``None``,
-    ``True`` and ``False`` as written; ``backlog_signal`` one of ``regime.SIGNALS``)."""
+    ``True`` and ``False`` as written; ``backlog_signal`` one of ``regime.SIGNALS``, ``priority``
+    one of ``plans.PRIORITIES``)."""
     known = {f.name for f in fields(OrderSettings)}
     values: dict[str, object] = {}
     for pair in pairs:
@@ -117,9 +118,10 @@ def settings_from(pairs: Sequence[str]) -> OrderSettings:
         if not sep or key not in known:
             raise SystemExit(f"--set {pair!r}: expected KEY=VALUE with KEY one of {sorted(known)}")
         words: dict[str, object] = {"None": None, "True": True, "False": False}
-        if key == "backlog_signal":
-            if text not in SIGNALS:
-                raise SystemExit(f"--set {pair!r}: expected one of {', '.join(SIGNALS)}")
+        named = {"backlog_signal": SIGNALS, "priority": PRIORITIES}.get(key)
+        if named is not None:
+            if text not in named:
+                raise SystemExit(f"--set {pair!r}: expected one of {', '.join(named)}")
             values[key] = text
             continue
         try:

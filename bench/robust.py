@@ -39,7 +39,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from gpuadvisor.analysis.scheduling.plans import OrderSettings
+from gpuadvisor.analysis.scheduling.plans import PRIORITIES, OrderSettings
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.compare import compare, parse_policy
@@ -404,13 +404,22 @@ def _floats(text: str) -> list[float]:
 
 
 def settings_from(pairs: Sequence[str]) -> OrderSettings:
-    """``KEY=VALUE`` numeric ``OrderSettings`` fields (a value with a dot is a float)."""
-    known = {f.name for f in fields(OrderSettings) if f.type in ("int", "float")}
-    values: dict[str, float] = {}
+    """``KEY=VALUE`` numeric ``OrderSettings`` fields (a value with a dot is a float), the
+    boolean ones (``True``, ``False``) and ``priority`` (one of ``plans.PRIORITIES``)."""
+    types = {f.name: f.type for f in fields(OrderSettings)}
+    known = {name for name, kind in types.items() if kind in ("int", "float", "bool")}
+    known.add("priority")
+    values: dict[str, float | str] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or key not in known:
             raise SystemExit(f"--set {pair!r}: expected KEY=VALUE with KEY one of {sorted(known)}")
+        if key == "priority" or types[key] == "bool":
+            allowed = PRIORITIES if key == "priority" else ("True", "False")
+            if text not in allowed:
+                raise SystemExit(f"--set {pair!r}: expected one of {', '.join(allowed)}")
+            values[key] = text if key == "priority" else text == "True"
+            continue
         try:
             values[key] = float(text) if "." in text else int(text)
         except ValueError:

@@ -68,6 +68,10 @@ def test_settings_are_read_by_name_and_bad_ones_are_named() -> None:
         bench.settings_from(["no_such_field=1"])
     with pytest.raises(SystemExit, match="'x1' is not a number"):
         bench.settings_from(["starvation_s=x1"])
+    lxf = bench.settings_from(["priority=lxf", "lxf_starved_first=True"])
+    assert (lxf.priority, lxf.lxf_starved_first) == ("lxf", True)
+    with pytest.raises(SystemExit, match="expected one of submit, lxf"):
+        bench.settings_from(["priority=fastest"])
 
 
 def test_main_prints_a_summary_and_a_window_table_per_policy(

@@ -182,6 +182,9 @@ def test_seed_ranges() -> None:
 def test_set_passes_numeric_order_settings_and_refuses_others() -> None:
     settings = bench.settings_from(["corrected_bounds_window=20", "starvation_s=3600.0"])
     assert (settings.corrected_bounds_window, settings.starvation_s) == (20, 3600.0)
-    for bad in ("backlog_signal=gang", "nope=1", "starvation_s=soon", "starvation_s"):
+    lxf = bench.settings_from(["priority=lxf", "lxf_wait_weight_per_h=0.1", "explain=False"])
+    assert (lxf.priority, lxf.lxf_wait_weight_per_h, lxf.explain) == ("lxf", 0.1, False)
+    bad_values = ("priority=fastest", "lxf_starved_first=yes")
+    for bad in ("backlog_signal=gang", "nope=1", "starvation_s=soon", "starvation_s", *bad_values):
         with pytest.raises(SystemExit, match="--set"):
             bench.settings_from([bad])

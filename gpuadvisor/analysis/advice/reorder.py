@@ -31,6 +31,7 @@ from gpuadvisor.analysis.scheduling.orders import (
     time_limit,
 )
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext, first_fit
+from gpuadvisor.analysis.scheduling.priority import LXF, lxf_evidence, lxf_ranked
 from gpuadvisor.analysis.scheduling.regime import applies, decide
 from gpuadvisor.model import (
     MILLI_PER_GPU,
@@ -133,10 +134,30 @@ def advise(
     advice = _word(snapshot, capacity, plan_estimate, fifo, policy, settings, placement)
     if starved is not None:
         advice = [_with_bounds_evidence(r, starved, now, order_settings) for r in advice]
+    if order_settings.priority == LXF and order.fill_largest_first and pending:
+        # the reservation is the head's: the job of highest LXF&W priority that cannot start
+        ranked_by = rank or plan_estimate
+        weight = order_settings.lxf_wait_weight_per_h
+        head = (
+            policy.reservations[0].job
+            if policy.reservations
+            else lxf_ranked(pending, now, ranked_by, weight, _starved_s(order_settings))[0]
+        )
+        why = (
+            lxf_evidence(head, now, ranked_by, weight)
+            if order_settings.lxf_head
+            else f"LXF&W priority ({weight:g}/h) ranks the jobs behind the head, in queue order"
+        )
+        advice = [replace(r, evidence=(*r.evidence, ("priority", why))) for r in advice]
     if regime is not None:
         why = regime.evidence()
         advice = [replace(r, evidence=(*r.evidence, ("regime", why))) for r in advice]
     return tuple(advice)
+
+
+def _starved_s(settings: OrderSettings) -> float:
+    """From which wait a job ranks above the LXF&W priority (``lxf_starved_first``)."""
+    return settings.starvation_s if settings.lxf_starved_first else math.inf
 
 
 def _bound_endings(snapshot: ClusterSnapshot, bound: Estimate) -> list[Ending]:

@@ -26,19 +26,23 @@ from gpuadvisor.analysis.scheduling.buckets import FitKey
 from gpuadvisor.analysis.scheduling.context import Placement, PlacementContext, Timing
 from gpuadvisor.analysis.scheduling.plans import (
     INF,
+    LXF,
     Ending,
+    Estimate,
     OrderSettings,
     Plan,
     QueueView,
     Reservation,
     Start,
 )
+from gpuadvisor.analysis.scheduling.priority import lxf_ranked
 from gpuadvisor.analysis.scheduling.protocols import PassRules
 from gpuadvisor.analysis.scheduling.reservations import earliest_reservation
 from gpuadvisor.analysis.scheduling.scan import Scan
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 _EXPECTED_END = attrgetter("expected_end_s")
+_SUBMIT = attrgetter("submit_time_s")
 
 
 @dataclass
@@ -80,6 +84,15 @@ class SchedulingPass:
         view, settings = self.view, self.settings
         pending = view.pending
         total = self.capacity.total_milli
+        if (
+            self._by_priority
+            and settings.lxf_head
+            and (settings.explain or self.capacity.used_milli < total)
+        ):
+            # (a full cluster starts nothing that needs a GPU: no rank to work out)
+            starved_s = settings.starvation_s if settings.lxf_starved_first else INF
+            weight = settings.lxf_wait_weight_per_h
+            pending = lxf_ranked(pending, view.now_s, self._rank, weight, starved_s)
         for position, job in enumerate(pending):
             if self.capacity.used_milli >= total and job.gpus and not settings.explain:
                 break  # nothing that needs a GPU can start; reservations would change nothing
@@ -96,7 +109,14 @@ class SchedulingPass:
                 self._owe(job)
             lo = position + 1
             hi = min(len(pending), lo + settings.backfill_depth)
-            if view.buckets is not None and not settings.explain and self._scannable:
+            if self._by_priority:
+                window = pending[lo:hi]
+                if not settings.lxf_head:  # the head is the queue's: rank the rest only
+                    starved_s = settings.starvation_s if settings.lxf_starved_first else INF
+                    weight = settings.lxf_wait_weight_per_h
+                    window = lxf_ranked(window, view.now_s, self._rank, weight, starved_s)
+                self._starved_then_ranked(window)
+            elif view.buckets is not None and not settings.explain and self._scannable:
                 Scan(self, view.buckets, lo, hi).run()
             elif self.order.backfill_shortest_first:
                 self._shortest_first(pending[lo:hi])
@@ -122,6 +142,17 @@ class SchedulingPass:
         return self.order.submit_ordered or not self.order.fill_largest_first
 
     @property
+    def _by_priority(self) -> bool:
+        """The advisor ranks its queue by LXF&W priority (``priority``) at this pass."""
+        return self.settings.priority == LXF and self.order.fill_largest_first
+
+    @property
+    def _rank(self) -> Estimate:
+        """What shortest-first and the LXF&W priority rank by: the predictions, when the pass
+        plans with the limits, else its estimates."""
+        return self.view.rank or self.view.estimate
+
+    @property
     def _shortest_first_fill(self) -> bool:
         """The advisor's fill with learned predictions: shortest expected runtime first."""
         return self.order.fill_largest_first and self.settings.fill_shortest_first
@@ -139,7 +170,8 @@ class SchedulingPass:
         position = {id(job): i for i, job in enumerate(arrived)}
         key = self.order.key
         candidates = sorted(arrived, key=lambda j: (*key(j, view.estimate(j)), position[id(j)]))
-        if self._shortest_first_fill or self.order.backfill_shortest_first:
+        if self._shortest_first_fill or self.order.backfill_shortest_first or self._by_priority:
+            # (under LXF&W, jobs that arrive together have one priority: shortest first)
             self._shortest_first(candidates)
         elif self.order.fill_largest_first:
             self._fill(candidates)
@@ -228,10 +260,22 @@ class SchedulingPass:
             return
         self._shortest_first([j for j in window if j.submit_time_s > cut and j.gpus])
 
+    def _starved_then_ranked(self, window: Sequence[Job]) -> None:
+        """LXF&W behind the head: starved jobs first, in submit order (they start or get a
+        reservation, as with the other advisor fills); then the rest in ``window``'s order,
+        the LXF&W priority's (Chiang et al.: backfill in priority order)."""
+        cut = self.view.now_s - self.settings.starvation_s
+        starved = [j for j in window if j.submit_time_s <= cut or not j.gpus]
+        if starved:
+            starved.sort(key=_SUBMIT)
+            if self.backfill(starved) is None:
+                return
+        self.backfill([j for j in window if j.submit_time_s > cut and j.gpus])
+
     def _shortest_first(self, jobs: Sequence[Job]) -> None:
         """Try ``jobs`` shortest expected runtime first (ties: queue order), as backfill: by
         ``view.rank`` where given, else by the estimates."""
-        estimate = self.view.rank or self.view.estimate
+        estimate = self._rank
         # (estimate, position) pairs sort natively: no key function called per comparison
         keyed = sorted(
             [(INF if (value := estimate(job)) is None else value, i) for i, job in enumerate(jobs)]

@@ -16,6 +16,11 @@ INF = math.inf
 
 Estimate = Callable[[Job], float | None]
 
+SUBMIT = "submit"
+LXF = "lxf"
+PRIORITIES = (SUBMIT, LXF)
+"""What ``OrderSettings.priority`` may name (``priority``: the LXF&W rank)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Ending:
@@ -134,7 +139,16 @@ class OrderSettings:
     ``corrected_bounds_window`` (0: off, the raw limits): a replay that plans with predictions
     plans with bounds on history-corrected limits (``corrected_limits.corrected_limit``): the
     ``corrected_bounds_quantile`` of the last that many ratios runtime / limit of the user's
-    finished jobs, times the limit."""
+    finished jobs, times the limit.
+    ``priority`` (``"submit"``: the queue's order, the default; ``"lxf"``: LXF&W-backfill,
+    ``priority``) ranks the advisor's queue at every full pass: with ``"lxf"`` the job of highest
+    expansion factor plus ``lxf_wait_weight_per_h`` times its wait in hours is the head and holds
+    the reservation, and the jobs behind it (after the starved ones) are backfilled in that
+    order; with ``lxf_starved_first`` a job that waited ``starvation_s`` ranks above every
+    job that did not (oldest first), so the head's reservation is the oldest starved job's.
+    With ``lxf_head=False`` the head stays the queue's first blocked job (EASY's) and only the
+    jobs behind it are ranked.
+    """
 
     starvation_s: float = 24 * 3600.0
     max_starved_reservations: int = 0
@@ -152,6 +166,19 @@ class OrderSettings:
     adaptive_starvation_ratio: float = 0.0
     corrected_bounds_window: int = 0
     corrected_bounds_quantile: float = 1.0
+    priority: str = SUBMIT
+    lxf_wait_weight_per_h: float = 0.02
+    lxf_starved_first: bool = False
+    lxf_head: bool = True
+
+    def __post_init__(self) -> None:
+        if self.priority not in PRIORITIES:
+            raise ValueError(
+                f"priority must be one of {', '.join(PRIORITIES)}; got {self.priority!r}"
+            )
+        weight = self.lxf_wait_weight_per_h
+        if not (math.isfinite(weight) and weight >= 0):
+            raise ValueError(f"lxf_wait_weight_per_h must be finite and >= 0; got {weight!r}")
 
     @property
     def bounds_from_s(self) -> float:
