@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from gpuadvisor.analysis.capacity import Capacity, withheld_gpus, withheld_nodes
+from gpuadvisor.analysis.scheduling import fills
 from gpuadvisor.analysis.scheduling.buckets import FitKey
 from gpuadvisor.analysis.scheduling.context import Placement, PlacementContext, Timing
 from gpuadvisor.analysis.scheduling.plans import (
@@ -42,7 +43,6 @@ from gpuadvisor.analysis.scheduling.scan import Scan
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 _EXPECTED_END = attrgetter("expected_end_s")
-_SUBMIT = attrgetter("submit_time_s")
 
 
 @dataclass
@@ -92,7 +92,7 @@ class SchedulingPass:
             # (a full cluster starts nothing that needs a GPU: no rank to work out)
             starved_s = settings.starvation_s if settings.lxf_starved_first else INF
             weight = settings.lxf_wait_weight_per_h
-            pending = lxf_ranked(pending, view.now_s, self._rank, weight, starved_s)
+            pending = lxf_ranked(pending, view.now_s, self.rank, weight, starved_s)
         for position, job in enumerate(pending):
             if self.capacity.used_milli >= total and job.gpus and not settings.explain:
                 break  # nothing that needs a GPU can start; reservations would change nothing
@@ -114,16 +114,16 @@ class SchedulingPass:
                 if not settings.lxf_head:  # the head is the queue's: rank the rest only
                     starved_s = settings.starvation_s if settings.lxf_starved_first else INF
                     weight = settings.lxf_wait_weight_per_h
-                    window = lxf_ranked(window, view.now_s, self._rank, weight, starved_s)
-                self._starved_then_ranked(window)
+                    window = lxf_ranked(window, view.now_s, self.rank, weight, starved_s)
+                fills.starved_then_ranked(self, window)
             elif view.buckets is not None and not settings.explain and self._scannable:
                 Scan(self, view.buckets, lo, hi).run()
             elif self.order.backfill_shortest_first:
-                self._shortest_first(pending[lo:hi])
+                fills.shortest_first(self, pending[lo:hi])
             elif self._shortest_first_fill:
-                self._starved_then_shortest(pending[lo:hi])
+                fills.starved_then_shortest(self, pending[lo:hi])
             elif self.order.fill_largest_first:
-                self._starved_then_fill(pending[lo:hi])
+                fills.starved_then_fill(self, pending[lo:hi])
             else:
                 self.backfill(pending[lo:hi])
             break
@@ -147,7 +147,7 @@ class SchedulingPass:
         return self.settings.priority == LXF and self.order.fill_largest_first
 
     @property
-    def _rank(self) -> Estimate:
+    def rank(self) -> Estimate:
         """What shortest-first and the LXF&W priority rank by: the predictions, when the pass
         plans with the limits, else its estimates."""
         return self.view.rank or self.view.estimate
@@ -172,9 +172,9 @@ class SchedulingPass:
         candidates = sorted(arrived, key=lambda j: (*key(j, view.estimate(j)), position[id(j)]))
         if self._shortest_first_fill or self.order.backfill_shortest_first or self._by_priority:
             # (under LXF&W, jobs that arrive together have one priority: shortest first)
-            self._shortest_first(candidates)
+            fills.shortest_first(self, candidates)
         elif self.order.fill_largest_first:
-            self._fill(candidates)
+            fills.fill(self, candidates)
         else:
             for job in candidates:
                 allocation = self.try_start(job)
@@ -237,83 +237,7 @@ class SchedulingPass:
             )
         return done
 
-    def _starved_then_fill(self, window: Sequence[Job]) -> None:
-        """The advisor behind the first blocked job: starved jobs first, in queue order (they
-        start or get a reservation); then the rest fill idle GPUs largest first."""
-        cut = self.view.now_s - self.settings.starvation_s
-        starved = [j for j in window if j.submit_time_s <= cut or not j.gpus]
-        if starved:
-            self.backfill(starved)
-            rest = [j for j in window if j.submit_time_s > cut and j.gpus]
-        else:
-            rest = list(window)
-        if rest:
-            self._fill(rest)
-
-    def _starved_then_shortest(self, window: Sequence[Job]) -> None:
-        """Behind the first blocked job: starved jobs first, in queue order (they start or get a
-        reservation); then the rest shortest expected runtime first (EASY++'s shortest-job
-        backfilled first: Tsafrir, Etsion and Feitelson, IEEE TPDS 2007)."""
-        cut = self.view.now_s - self.settings.starvation_s
-        starved = [j for j in window if j.submit_time_s <= cut or not j.gpus]
-        if starved and self.backfill(starved) is None:
-            return
-        self._shortest_first([j for j in window if j.submit_time_s > cut and j.gpus])
-
-    def _starved_then_ranked(self, window: Sequence[Job]) -> None:
-        """LXF&W behind the head: starved jobs first, in submit order (they start or get a
-        reservation, as with the other advisor fills); then the rest in ``window``'s order,
-        the LXF&W priority's (Chiang et al.: backfill in priority order)."""
-        cut = self.view.now_s - self.settings.starvation_s
-        starved = [j for j in window if j.submit_time_s <= cut or not j.gpus]
-        if starved:
-            starved.sort(key=_SUBMIT)
-            if self.backfill(starved) is None:
-                return
-        self.backfill([j for j in window if j.submit_time_s > cut and j.gpus])
-
-    def _shortest_first(self, jobs: Sequence[Job]) -> None:
-        """Try ``jobs`` shortest expected runtime first (ties: queue order), as backfill: by
-        ``view.rank`` where given, else by the estimates."""
-        estimate = self._rank
-        # (estimate, position) pairs sort natively: no key function called per comparison
-        keyed = sorted(
-            [(INF if (value := estimate(job)) is None else value, i) for i, job in enumerate(jobs)]
-        )
-        self.backfill([jobs[i] for _, i in keyed])
-
-    def _fill(self, deferred: Sequence[Job]) -> None:
-        """Start deferred jobs (in queue order) largest first, then in queue order, while they
-        fit.
-
-        Only shapes that fit the free capacity at all are looked at, and a job whose shape
-        already failed against the same reservations is passed over without another try.
-        Outside explain mode the jobs passed over are counted, not listed."""
-        cap = self.capacity
-        example = {job.fit_key: job for job in deferred}
-        fitting = {k for k, job in example.items() if k not in self.unfit and cap.fits(job)}
-        self.unfit.update(k for k in example if k not in fitting)
-        by_shape: dict[FitKey, list[Job]] = {}
-        for job in deferred:
-            if job.fit_key in fitting:
-                by_shape.setdefault(job.fit_key, []).append(job)
-        self._pass_over([job for job in deferred if job.fit_key not in fitting])
-        total = cap.total_milli
-        for shape, jobs in sorted(by_shape.items(), key=lambda kv: -kv[1][0].gpu_milli_total):
-            for i, job in enumerate(jobs):
-                if shape in self.unfit or self.capacity.used_milli >= total:
-                    self._pass_over(jobs[i:])
-                    break
-                if self.reservation_starts and (shape, self.guard_of(job)) in self.masked_unfit:
-                    self._pass_over((job,))
-                    continue
-                allocation = self.try_start(job)
-                if allocation is not None:
-                    self.start(job, allocation)
-                else:
-                    self._pass_over((job,))
-
-    def _pass_over(self, jobs: Sequence[Job]) -> None:
+    def pass_over(self, jobs: Sequence[Job]) -> None:
         """Jobs left waiting this pass: listed when explaining, else only counted."""
         if self.settings.explain:
             self.blocked.extend(jobs)

@@ -1,10 +1,10 @@
 """What the parts of a scheduling pass see of each other.
 
 ``PassRules`` is what a pass needs of its queue order (``orders.Order``). ``ScannedPass`` is
-what the bucket scan (``scan.Scan``) needs of the pass it decides for (``passes.SchedulingPass``):
-the pass's state, read only, and the steps that change it (try a job, start it, count the jobs
-left waiting, remember a shape that fits nowhere). The scan knows the pass through this protocol
-alone, so ``scan`` and ``passes`` do not import each other.
+what the bucket scan (``scan.Scan``) and the job-by-job fills (``fills``) need of the pass they
+decide for (``passes.SchedulingPass``): the pass's state, read only, and the steps that change
+it (try a job, start it, count the jobs left waiting, remember a shape that fits nowhere). They
+know the pass through this protocol alone, so neither imports ``passes``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Protocol
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.buckets import FitKey
-from gpuadvisor.analysis.scheduling.plans import OrderSettings, QueueView, Reservation
+from gpuadvisor.analysis.scheduling.plans import Estimate, OrderSettings, QueueView, Reservation
 from gpuadvisor.model import Allocation, Job
 
 
@@ -80,6 +80,12 @@ class ScannedPass(Protocol):
     def reservations(self) -> Sequence[Reservation]: ...
 
     @property
+    def rank(self) -> Estimate:
+        """What shortest-first ranks by: the predictions, also where the pass plans with the
+        limits."""
+        ...
+
+    @property
     def owed(self) -> Sequence[Job]:
         """Jobs due a reservation not worked out yet (the next try works them out)."""
         ...
@@ -113,4 +119,12 @@ class ScannedPass(Protocol):
 
     def count_passed_over(self, jobs: int) -> None:
         """``jobs`` more were left waiting without a try (their shape fits nowhere)."""
+        ...
+
+    def pass_over(self, jobs: Sequence[Job]) -> None:
+        """``jobs`` were left waiting without a try: listed when explaining, else counted."""
+        ...
+
+    def guard_of(self, job: Job) -> int:
+        """How many reservations start before ``job`` would end if it started now."""
         ...

@@ -62,7 +62,7 @@ class Scan:
 
     def _starved_then_fill(self) -> None:
         """The advisor: starved jobs (waited past the bound, or needing no GPU) in queue order,
-        then the others largest first (``SchedulingPass._starved_then_fill``). In submit order
+        then the others largest first (``fills.starved_then_fill``). In submit order
         the starved GPU jobs are a prefix of the window."""
         p, queue, lo, hi = self.p, self.queue, self.lo, self.hi
         cut = p.view.now_s - p.settings.starvation_s
@@ -99,7 +99,7 @@ class Scan:
         return bisect.bisect_left(self.p.reservation_starts, end)
 
     def _fill(self, start: QueueKey, end: QueueKey) -> None:
-        """``SchedulingPass._fill`` over the jobs that need GPUs queued from ``start`` on,
+        """``fills.fill`` over the jobs that need GPUs queued from ``start`` on,
         before ``end``: shapes that fit at all, largest first (ties: the first queued), each
         shape's jobs in queue order."""
         p = self.p

@@ -1,0 +1,109 @@
+"""What a pass tries behind the first blocked job, and in which order, where it goes job by
+job (``scan.Scan`` decides bucket by bucket instead).
+
+- The advisor: starved jobs first, in submit order (they start or get a reservation), then the
+  rest: largest first with the users' limits (``starved_then_fill``: idle GPUs are packed, not
+  nibbled), shortest expected runtime first with learned predictions
+  (``starved_then_shortest``: EASY++'s shortest-job backfilled first, Tsafrir, Etsion and
+  Feitelson, IEEE TPDS 2007), or in LXF&W priority order (``starved_then_ranked``: Chiang et
+  al., backfill in priority order; ``priority``).
+- EASY-SJBF: shortest first (``shortest_first``).
+
+Each works on the pass through ``protocols.ScannedPass``: it tries, starts and counts through
+the pass's own steps, so ``fills`` and ``passes`` do not import each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import attrgetter
+
+from gpuadvisor.analysis.scheduling.buckets import FitKey
+from gpuadvisor.analysis.scheduling.plans import INF
+from gpuadvisor.analysis.scheduling.protocols import ScannedPass
+from gpuadvisor.model import Job
+
+_SUBMIT = attrgetter("submit_time_s")
+
+
+def split_starved(p: ScannedPass, window: Sequence[Job]) -> tuple[list[Job], list[Job]]:
+    """``window``'s starved jobs (waited ``starvation_s``, or need no GPU) and the others, each
+    in ``window``'s order."""
+    cut = p.view.now_s - p.settings.starvation_s
+    starved = [j for j in window if j.submit_time_s <= cut or not j.gpus]
+    if not starved:
+        return starved, list(window)
+    return starved, [j for j in window if j.submit_time_s > cut and j.gpus]
+
+
+def starved_then_fill(p: ScannedPass, window: Sequence[Job]) -> None:
+    """Starved jobs first, in queue order; then the rest fill idle GPUs largest first."""
+    starved, rest = split_starved(p, window)
+    if starved:
+        p.backfill(starved)
+    if rest:
+        fill(p, rest)
+
+
+def starved_then_shortest(p: ScannedPass, window: Sequence[Job]) -> None:
+    """Starved jobs first, in queue order; then the rest shortest expected runtime first."""
+    starved, rest = split_starved(p, window)
+    if starved and p.backfill(starved) is None:
+        return
+    shortest_first(p, rest)
+
+
+def starved_then_ranked(p: ScannedPass, window: Sequence[Job]) -> None:
+    """LXF&W: starved jobs first, in submit order; then the rest in ``window``'s order (the
+    LXF&W priority's)."""
+    starved, rest = split_starved(p, window)
+    if starved:
+        starved.sort(key=_SUBMIT)
+        if p.backfill(starved) is None:
+            return
+    p.backfill(rest)
+
+
+def shortest_first(p: ScannedPass, jobs: Sequence[Job]) -> None:
+    """Try ``jobs`` shortest expected runtime first (ties: queue order), as backfill, by the
+    pass's ``rank``."""
+    estimate = p.rank
+    # (estimate, position) pairs sort natively: no key function called per comparison
+    keyed = sorted(
+        [(INF if (value := estimate(job)) is None else value, i) for i, job in enumerate(jobs)]
+    )
+    p.backfill([jobs[i] for _, i in keyed])
+
+
+def fill(p: ScannedPass, deferred: Sequence[Job]) -> None:
+    """Start deferred jobs (in queue order) largest first, then in queue order, while they
+    fit.
+
+    Only shapes that fit the free capacity at all are looked at, and a job whose shape
+    already failed against the same reservations is passed over without another try.
+    Outside explain mode the jobs passed over are counted, not listed."""
+    cap = p.capacity
+    example = {job.fit_key: job for job in deferred}
+    fitting = {k for k, job in example.items() if k not in p.unfit and cap.fits(job)}
+    for k in example:
+        if k not in fitting:
+            p.mark_unfit(k)
+    by_shape: dict[FitKey, list[Job]] = {}
+    for job in deferred:
+        if job.fit_key in fitting:
+            by_shape.setdefault(job.fit_key, []).append(job)
+    p.pass_over([job for job in deferred if job.fit_key not in fitting])
+    total = cap.total_milli
+    for shape, jobs in sorted(by_shape.items(), key=lambda kv: -kv[1][0].gpu_milli_total):
+        for i, job in enumerate(jobs):
+            if shape in p.unfit or p.capacity.used_milli >= total:
+                p.pass_over(jobs[i:])
+                break
+            if p.reservation_starts and (shape, p.guard_of(job)) in p.masked_unfit:
+                p.pass_over((job,))
+                continue
+            allocation = p.try_start(job)
+            if allocation is not None:
+                p.start(job, allocation)
+            else:
+                p.pass_over((job,))
