@@ -24,7 +24,6 @@ back the engine schedules. Without outages nothing of this runs.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import itertools
 import math
@@ -35,12 +34,6 @@ from dataclasses import dataclass, field, replace
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
 from gpuadvisor.analysis.fragmentation import WorkloadMix
-from gpuadvisor.analysis.idle import (
-    IdleSplit,
-    idle_order_key,
-    split_idle_ordered,
-    whole_gpus_only,
-)
 from gpuadvisor.analysis.prediction import RAISE_RULES, user_last_two
 from gpuadvisor.analysis.predictors import DEFAULT_PREDICTOR, PREDICTORS
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
@@ -65,6 +58,7 @@ from gpuadvisor.simulation.endings import EndingList, bound_end
 from gpuadvisor.simulation.outages import NodeOutages
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint, Totals
 from gpuadvisor.simulation.sharing import ShareRun, Sharing
+from gpuadvisor.simulation.waiting import WaitingShapes
 
 ESTIMATE_MODES = ("limit", "predicted", "exact", "user-last2")
 """``limit``: the job's time limit, else the median of its user's past runtimes for the same shape,
@@ -75,13 +69,9 @@ limit; a running job that outlives its prediction is planned anew (``raise_rule`
 submitted, as Tsafrir et al. make it; raised like ``predicted``."""
 
 _COMPLETE, _EXPIRE, _ARRIVE, _NODE_BACK, _NODE_OUT = 0, 1, 2, 3, 4
-_NO_IDLE = IdleSplit()
-_IDLE_MEMO_LIMIT = 4096
 # pass_per_event: the order of one instant's events in pyss (its JobPredictionIsOverEvent,
 # JobSubmissionEvent, JobTerminationEvent), node changes last
 _PEER_RANK = {_EXPIRE: 0, _ARRIVE: 1, _COMPLETE: 2, _NODE_BACK: 3, _NODE_OUT: 4}
-
-_ShapeKey = tuple[int, int, int, frozenset[str], int, int]
 
 Progress = Callable[[int, int], None]
 Observer = Callable[[float, Plan], None]
@@ -251,22 +241,8 @@ class _Engine:
         # the queue in the order's sort order, and by fit key and estimate class
         self.queue = PendingBuckets()
         self.estimate_class: list[Hashable] = [None] * n
-        self.waiting_rep: dict[_ShapeKey, Job] = {}
-        self.waiting_count: dict[_ShapeKey, int] = {}
-        # the shapes with GPUs ever queued, in the idle split's packing order (a shape's first
-        # arrival breaks ties, as split_idle's stable sort of waiting_count does), and whether
-        # all of them are whole GPUs without constraints
-        self.idle_shapes: list[tuple[tuple[int, tuple[int, int, int]], int, _ShapeKey]] = []
-        self.idle_simple = True
-        # the waiting shapes with their counts in that order, as the split takes them (None:
-        # a count changed since it was built; the split runs at every event, counts change
-        # only at arrivals and starts)
-        self.idle_waiting: list[tuple[Job, int]] | None = None
-        self.idle_at: dict[_ShapeKey, int] = {}  # a shape's place in idle_waiting
-        # with only whole-GPU shapes the split is a function of the waiting counts and of the
-        # histograms of whole free GPUs per node: its results by those histograms, until a
-        # count changes (a cluster of one-GPU nodes has one histogram per number of free GPUs)
-        self.idle_memo: dict[tuple[object, ...], IdleSplit] = {}
+        # the waiting jobs by shape, for the idle split at every event
+        self.waiting = WaitingShapes()
         # per node, the running jobs' expected ends by job index, and the latest of them
         self.node_ends: list[dict[int, float]] = [{} for _ in cluster.nodes]
         self.busy_until: list[float] = [-math.inf] * len(cluster.nodes)
@@ -496,15 +472,7 @@ class _Engine:
         self.queue_key[i] = key
         self.estimate_class[i] = self._estimate_class(i)
         self.queue.add(key, job, self.estimate_class[i])
-        shape = job.fit_key
-        if shape not in self.waiting_rep:
-            self.waiting_rep[shape] = job
-            if job.gpus > 0:
-                entry = (idle_order_key(job), len(self.waiting_rep), shape)
-                bisect.insort(self.idle_shapes, entry)
-                self.idle_simple = self.idle_simple and whole_gpus_only(job)
-        self.waiting_count[shape] = self.waiting_count.get(shape, 0) + 1
-        self._waiting_changed(shape)
+        self.waiting.arrive(job)
 
     def _leave_running(self, i: int) -> Ending:
         """Take job ``i`` out of the running jobs kept by expected end."""
@@ -731,8 +699,7 @@ class _Engine:
                     self.bound_s[i] = self.bound(job)
                 self.bounded.add(i, Ending(self._bound_end(i), job, start.allocation))
             self.queue.remove(self.queue_key[i], self.estimate_class[i])
-            self.waiting_count[job.fit_key] -= 1
-            self._waiting_changed(job.fit_key)
+            self.waiting.leave(job)
             self._refresh_fragment(ending)
 
     def _move_ends(
@@ -813,51 +780,13 @@ class _Engine:
         totals.allocated_milli_s += used * dt
         if missing:
             totals.missing_milli_s = (totals.missing_milli_s or 0.0) + missing * dt
-        split = _NO_IDLE if self.capacity.free_total_milli <= 0 else self._idle_split()
+        split = self.waiting.split(self.capacity)
         totals.ordering_milli_s += split.ordering_milli * dt
         totals.fragmentation_milli_s += split.fragmentation_milli * dt
         totals.capacity_milli_s += split.capacity_milli * dt
         if self.fragment_sum is None:
             self.fragment_sum = sum(self.node_fragment)
         totals.fragment_milli_s += self.fragment_sum * dt
-
-    def _waiting_changed(self, shape: _ShapeKey) -> None:
-        """The count of ``shape`` waiting changed: a count that stays above zero is updated in
-        place; a shape that starts or stops waiting has the list rebuilt on use."""
-        self.idle_memo.clear()
-        waiting = self.idle_waiting
-        if waiting is None:
-            return
-        count = self.waiting_count[shape]
-        at = self.idle_at.get(shape)
-        if at is not None and count:
-            waiting[at] = (waiting[at][0], count)
-        else:
-            self.idle_waiting = None
-
-    def _idle_split(self) -> IdleSplit:
-        """The idle split now (``split_idle_ordered`` on the waiting shapes)."""
-        waiting = self.idle_waiting
-        if waiting is None:
-            count, rep = self.waiting_count, self.waiting_rep
-            keys = [k for _, _, k in self.idle_shapes if count[k]]
-            waiting = [(rep[k], count[k]) for k in keys]
-            self.idle_at = {k: at for at, k in enumerate(keys)}
-            self.idle_waiting = waiting
-        capacity = self.capacity
-        if not self.idle_simple:
-            return split_idle_ordered(capacity, waiting)
-        key = (
-            capacity.used_milli,
-            *map(tuple, capacity.hist.values()),
-            *map(tuple, capacity.idle_nodes.values()),
-        )
-        split = self.idle_memo.get(key)
-        if split is None:
-            if len(self.idle_memo) >= _IDLE_MEMO_LIMIT:
-                self.idle_memo.clear()
-            split = self.idle_memo[key] = split_idle_ordered(capacity, waiting, simple=True)
-        return split
 
     def _sample(self, now: float) -> None:
         used = self.capacity.used_milli
