@@ -83,8 +83,8 @@ class ReplayState:
         if self.at_submit:
             self.predictor = user_last_two()
         self.raised: dict[int, int] = {}  # job index -> how many times it was raised
-        # job index -> its estimate since the last job ended (``estimate``)
-        self.estimates_now: dict[int, float | None] = {}
+        # each estimate since the last job ended, by estimate class (else job index)
+        self.estimates_now: dict[Hashable, float | None] = {}
         self.unlearned: list[tuple[float, Job]] = []  # ended, not yet learnt (at_submit)
         # with learned predictions the advisor backfills shortest expected runtime first
         self.settings = (
@@ -100,6 +100,7 @@ class ReplayState:
             for _ in range(n)
         ]
         self.index = {id(job): i for i, job in enumerate(self.jobs)}
+        self.estimate_class: list[Hashable] = [None] * n  # set at arrival (``_arrive``)
         # estimates that never change (a time limit, or the true runtime), else None
         self.fixed_estimate: list[float | None] = [None] * n
         for i, job in enumerate(self.jobs):
@@ -119,7 +120,6 @@ class ReplayState:
         self.queue_key: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * n
         # the queue in the order's sort order, and by fit key and estimate class
         self.queue = PendingBuckets()
-        self.estimate_class: list[Hashable] = [None] * n
         # the waiting jobs by shape, for the idle split at every event
         self.waiting = WaitingShapes()
         # per node, the running jobs' expected ends by job index, and the latest of them
@@ -167,14 +167,18 @@ class ReplayState:
     def estimate(self, job: Job) -> float | None:
         """The runtime a pass plans ``job`` with. It changes only when a job ends (the history
         and the predictor learn it), so it is kept per job until then: a pass asks for the
-        same waiting jobs' estimates again at every arrival."""
+        same waiting jobs' estimates again at every arrival. Jobs of one estimate class get
+        one estimate (``_estimate_class``), so it is kept per class once the job has one."""
         i = self.index[id(job)]
         fixed = self.fixed_estimate[i]
         if fixed is not None:
             return fixed
         known = self.estimates_now
-        if i in known:
-            return known[i]
+        key = self.estimate_class[i]
+        if key is None:
+            key = i
+        if key in known:
+            return known[key]
         if self.config.estimates == "exact":
             base: float | None = job.runtime_s
         elif self.predictor is not None:
@@ -182,7 +186,7 @@ class ReplayState:
         else:
             base = estimate_runtime(job, self.history)
         value = None if base is None else base * self.noise[i]
-        known[i] = value
+        known[key] = value
         return value
 
     def _estimate_class(self, i: int) -> Hashable:
@@ -203,9 +207,9 @@ class ReplayState:
         if self.at_submit:
             self._learn_before(job.submit_time_s)
             self.fixed_estimate[i] = self.estimate(job)
+        self.estimate_class[i] = self._estimate_class(i)
         key = (*self.order.key(job, self.estimate(job)), i)
         self.queue_key[i] = key
-        self.estimate_class[i] = self._estimate_class(i)
         self.queue.add(key, job, self.estimate_class[i])
         self.waiting.arrive(job)
 

@@ -76,6 +76,7 @@ class WaitingShapes:
         "_memo",
         "_order",
         "_simple",
+        "_unit_memo",
         "_units",
         "_waiting",
         "count",
@@ -99,6 +100,8 @@ class WaitingShapes:
         # histograms of whole free GPUs per node: its results by those histograms, until a
         # count changes (a cluster of one-GPU nodes has one histogram per number of free GPUs)
         self._memo: dict[tuple[object, ...], IdleSplit] = {}
+        # on one-GPU nodes, the split by the number of wholly free nodes, until a count changes
+        self._unit_memo: dict[int, IdleSplit] = {}
 
     def arrive(self, job: Job) -> None:
         shape = job.fit_key
@@ -129,6 +132,7 @@ class WaitingShapes:
         """The count of ``shape`` changed: a count that stays above zero is updated in place;
         a shape that starts or stops waiting has the list rebuilt on use."""
         self._memo.clear()
+        self._unit_memo.clear()
         waiting = self._waiting
         if waiting is None:
             return
@@ -142,15 +146,22 @@ class WaitingShapes:
         """The idle split now (``split_idle_ordered`` on the waiting shapes)."""
         if capacity.free_total_milli <= 0:
             return NO_IDLE
-        if self._simple and self._units and capacity.unit_model is not None:
-            count, order = self.count, self._order
-            split = unit_split(
-                capacity.free_total_milli,
-                capacity.hist[capacity.unit_model][1],
-                # a fit key's second field is the job's nodes
-                ((shape[1], count[shape]) for _, _, shape in order),
-            )
-            if split is not None:
+        model = capacity.unit_model
+        if self._simple and self._units and model is not None:
+            whole = capacity.hist[model][1]
+            free = capacity.free_total_milli
+            if free == whole * MILLI_PER_GPU:  # no GPU partly free: the counts decide
+                split = self._unit_memo.get(whole)
+                if split is None:
+                    count = self.count
+                    split = unit_split(
+                        free,
+                        whole,
+                        # a fit key's second field is the job's nodes
+                        ((shape[1], count[shape]) for _, _, shape in self._order),
+                    )
+                    assert split is not None
+                    self._unit_memo[whole] = split
                 return split
         waiting = self._waiting
         if waiting is None:

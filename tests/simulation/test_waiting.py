@@ -53,14 +53,21 @@ def test_the_split_from_counts_is_the_split_of_the_capacity(
 def test_the_waiting_shapes_split_as_the_waiting_jobs_spelled_out(
     nodes: int, two_models: bool, data: st.DataObject
 ) -> None:
-    """Arrivals and starts in any order; the kept shapes give ``split_idle`` of the jobs that
+    """Arrivals, starts and nodes freed or taken in any order; the kept shapes give ``split_idle`` of the jobs that
     wait, on one-GPU nodes (counts) and on a cluster of two models (the general split)."""
     capacity = Capacity(one_gpu_nodes(nodes, two_models=two_models))
     _busy(capacity, data.draw(st.lists(st.integers(0, nodes - 1), unique=True)))
     shapes = WaitingShapes()
     waiting: list[Job] = []
     for step in range(data.draw(st.integers(1, 20))):
-        if len(waiting) > 0 and data.draw(st.booleans()):
+        if data.draw(st.integers(0, 3)) == 0:  # a node starts or ends a job, no count changes
+            node = data.draw(st.integers(0, nodes - 1))
+            one = (make_job(f"n{step}", gpus=1), spread([node]))
+            if capacity.whole_free[node]:
+                capacity.allocate(*one)
+            else:
+                capacity.release(*one)
+        elif len(waiting) > 0 and data.draw(st.booleans()):
             job = waiting.pop(data.draw(st.integers(0, len(waiting) - 1)))
             shapes.leave(job)
         else:
