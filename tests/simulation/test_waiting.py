@@ -53,8 +53,9 @@ def test_the_split_from_counts_is_the_split_of_the_capacity(
 def test_the_waiting_shapes_split_as_the_waiting_jobs_spelled_out(
     nodes: int, two_models: bool, data: st.DataObject
 ) -> None:
-    """Arrivals, starts and nodes freed or taken in any order; the kept shapes give ``split_idle`` of the jobs that
-    wait, on one-GPU nodes (counts) and on a cluster of two models (the general split)."""
+    """Arrivals, starts and nodes freed or taken in any order; the kept shapes give
+    ``split_idle`` of the jobs that wait, on one-GPU nodes (counts) and on a cluster of two
+    models (the general split)."""
     capacity = Capacity(one_gpu_nodes(nodes, two_models=two_models))
     _busy(capacity, data.draw(st.lists(st.integers(0, nodes - 1), unique=True)))
     shapes = WaitingShapes()
