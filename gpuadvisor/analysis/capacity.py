@@ -20,6 +20,7 @@ class Capacity(NodeStates):
 
     __slots__ = (
         "_kind",
+        "_one_kind",
         "_owned",
         "_static_cpu_mem",
         "_unit_model",
@@ -62,6 +63,7 @@ class Capacity(NodeStates):
             )
             for n in nodes
         ]
+        self._one_kind = len(kinds) <= 1  # every node alike (a real log's processors)
         # No node models CPU or memory: the free CPU and memory lists are never written, so
         # copies share them.
         self._static_cpu_mem = not any(n.cpu_milli or n.memory_mib for n in nodes)
@@ -109,6 +111,7 @@ class Capacity(NodeStates):
         new.size_of = self.size_of
         new.used_milli = self.used_milli
         new._kind = self._kind
+        new._one_kind = self._one_kind
         if index and self._classes is None:
             # Build it once here: every copy made from this one then carries it over, instead
             # of each copy rebuilding all node states on first use (the advisor's guarded
@@ -128,6 +131,12 @@ class Capacity(NodeStates):
             new._classes = dict(self._classes)
             new._watch = (*self._watch, (self, self._version))
         return new
+
+    @property
+    def unit_model(self) -> str | None:
+        """The GPU model where every node has one GPU of it and no CPU or memory (a real
+        log's processors), else None: whole-GPU changes then move counts."""
+        return self._unit_model
 
     # -- totals -------------------------------------------------------------------------
 
@@ -393,7 +402,7 @@ class Capacity(NodeStates):
         if self._classes is not None:
             # the parts without GPUs keep their state: only the changed nodes move class, in
             # the order of the parts, as restating every part one by one would
-            self._restate_units(nodes)
+            self._restate_units(nodes, alike=self._one_kind)
         if nodes:
             before, after = (0, 1) if sign > 0 else (1, 0)
             n_changed = len(nodes)

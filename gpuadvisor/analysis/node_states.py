@@ -86,9 +86,11 @@ class NodeStates:
             return
         self._move_class(node, old, new)
 
-    def _restate_units(self, nodes: list[int]) -> None:
+    def _restate_units(self, nodes: list[int], *, alike: bool = False) -> None:
         """``_restate`` of each of ``nodes`` in turn, whose only GPU changed (one-GPU nodes
-        without CPU or memory): their states differ from the ones recorded."""
+        without CPU or memory), every one the same way (all now wholly free, or all wholly
+        busy): their states differ from the ones recorded. ``alike``: every node is of one
+        kind, so all of them leave one state for one other."""
         state_of = self._state_of
         if self._classes is None or state_of is None or not nodes:
             return
@@ -96,6 +98,19 @@ class NodeStates:
             return
         names, kind, free_milli = self._names, self._kind, self.free_milli
         cpu_free, mem_free = self.cpu_free, self.mem_free
+        first = nodes[0]
+        old = state_of[first]
+        new = names.get((kind[first], *free_milli[first], cpu_free[first], mem_free[first]))
+        if new is None:
+            new = self.node_state(first)
+        if new != old and len(nodes) > 1:
+            # nodes of one kind whose GPU went the same way share both states: move them
+            # between the two classes at once (the classes end in the order that moving
+            # them one by one leaves)
+            k = kind[first]
+            if alike or all(kind[n] == k and state_of[n] == old for n in nodes):
+                self._move_all(nodes, old, new)
+                return
         for node in nodes:
             new = names.get((kind[node], *free_milli[node], cpu_free[node], mem_free[node]))
             if new is None:
@@ -103,6 +118,32 @@ class NodeStates:
             old = state_of[node]
             if new != old:
                 self._move_class(node, old, new)
+
+    def _move_all(self, nodes: list[int], old: NodeState, new: NodeState) -> None:
+        """``_move_class`` of each of ``nodes`` from ``old`` to ``new``, in one go."""
+        assert self._classes is not None and self._state_of is not None
+        self._version += len(nodes)
+        classes, owned, state_of = self._classes, self._classes_owned, self._state_of
+        members = classes[old]
+        if old not in owned:
+            members = classes[old] = dict(members)
+            owned.add(old)
+        emptied = len(members) == len(nodes)
+        if emptied:  # moved one by one, the first move would empty nothing before the last
+            del classes[old]
+            owned.discard(old)
+        joined = classes.get(new)
+        if joined is None:
+            joined = classes[new] = {}
+            owned.add(new)
+        elif new not in owned:
+            joined = classes[new] = dict(joined)
+            owned.add(new)
+        for node in nodes:
+            if not emptied:
+                del members[node]
+            joined[node] = None
+            state_of[node] = new
 
     def _move_class(self, node: int, old: NodeState, new: NodeState) -> None:
         """Move ``node`` from the class of state ``old`` to that of ``new``."""

@@ -9,14 +9,15 @@ run. For a whole-GPU job the scratch state is counts of whole free GPUs per node
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from itertools import repeat
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.plans import INF, Ending, Reservation
+from gpuadvisor.analysis.scheduling.unitwalk import GPU_ZERO as _GPU_ZERO
+from gpuadvisor.analysis.scheduling.unitwalk import instants as _instants
+from gpuadvisor.analysis.scheduling.unitwalk import unit_reservation
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
-
-_GPU_ZERO = (0,)  # the GPUs of a part on a node of one GPU
 
 
 def earliest_reservation(
@@ -38,6 +39,10 @@ def earliest_reservation(
     any other on a copy of the capacity (``capacity_reservation``); both decide alike.
     """
     if job.gpus and job.gpu_milli == MILLI_PER_GPU and not _constrained(job):
+        if capacity.unit_model is not None:  # one-GPU nodes: on counts (``unitwalk``)
+            answer = unit_reservation(job, estimate_s, now, capacity, running, started, earlier)
+            if answer is not None:
+                return answer
         walk = WholeGpuWalk(job, capacity, earlier)
         return walk.run(estimate_s, now, running, started)
     return capacity_reservation(job, estimate_s, now, capacity, running, started, earlier)
@@ -81,38 +86,6 @@ def capacity_reservation(
             if allocation is not None:
                 return Reservation(job, t, allocation), end
     return Reservation(job, INF, None), INF
-
-
-def _instants(
-    now: float,
-    running: Sequence[Ending],
-    started: Sequence[Ending],
-    earlier: Sequence[tuple[Reservation, float]],
-    release: Callable[[Job, Allocation], None],
-) -> Iterator[float]:
-    """The instants a reservation may start at, ascending and each once: now, every running
-    job's expected end (overdue ones included) and every later end of an earlier reservation.
-    Before an instant comes, ``release`` has been called for every job expected to end by it."""
-    extra = sorted({now} | {end for _, end in earlier if now < end < INF})
-    i = j = k = 0
-    n_run, n_new, n_extra = len(running), len(started), len(extra)
-    while True:
-        t = running[i].expected_end_s if i < n_run else INF
-        if j < n_new and started[j].expected_end_s < t:
-            t = started[j].expected_end_s
-        if k < n_extra and extra[k] < t:
-            t = extra[k]
-        if t == INF:
-            return
-        while i < n_run and running[i].expected_end_s <= t:
-            release(running[i].job, running[i].allocation)
-            i += 1
-        while j < n_new and started[j].expected_end_s <= t:
-            release(started[j].job, started[j].allocation)
-            j += 1
-        while k < n_extra and extra[k] <= t:
-            k += 1
-        yield t
 
 
 def _constrained(job: Job) -> bool:

@@ -20,7 +20,7 @@ from operator import attrgetter, is_
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.plans import Ending, Reservation
 from gpuadvisor.analysis.scheduling.reservations import earliest_reservation
-from gpuadvisor.model import Job
+from gpuadvisor.model import MILLI_PER_GPU, Job
 
 _MEMO_LIMIT = 256
 """Jobs whose last walk is kept at most (all dropped when full)."""
@@ -36,7 +36,7 @@ class Walked:
     job: Job
     estimate_s: float | None
     now_s: float
-    free: tuple[tuple[int, ...], ...]
+    free: tuple[object, ...]
     cpu: tuple[int, ...]
     mem: tuple[int, ...]
     running: tuple[Ending, ...]
@@ -69,7 +69,7 @@ class WalkMemo:
     ) -> tuple[Reservation, float]:
         """``earliest_reservation``'s answer, the last one for ``job`` where it must be the
         same."""
-        free = tuple(map(tuple, capacity.free_milli))
+        free = _free_state(capacity)
         cpu, mem = tuple(capacity.cpu_free), tuple(capacity.mem_free)
         last = self.walks.get(id(job))
         if (
@@ -104,6 +104,16 @@ class WalkMemo:
             answer,
         )
         return answer
+
+
+def _free_state(capacity: Capacity) -> tuple[object, ...]:
+    """The free GPUs per node, as a key: on one-GPU nodes with every GPU wholly busy or wholly
+    free, the wholly free GPU of each node says it all (a tagged tuple of 0s and 1s, which no
+    state with a GPU partly free is given); else every GPU's free milli."""
+    model = capacity.unit_model
+    if model is not None and capacity.free_total_milli == capacity.hist[model][1] * MILLI_PER_GPU:
+        return ("whole", *capacity.whole_free)
+    return tuple(map(tuple, capacity.free_milli))
 
 
 def _same(kept: tuple[Ending, ...], now: Sequence[Ending]) -> bool:

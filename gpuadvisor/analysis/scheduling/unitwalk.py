@@ -1,0 +1,155 @@
+"""The reservation walk on nodes of one GPU each, from counts (a real log's processors).
+
+Where every node has one GPU and every GPU is wholly busy or wholly free, a whole-GPU job
+fits where enough nodes are free, so the walk over the running jobs' expected ends counts the
+nodes they release instead of keeping per-node state; the earlier reservations that overlap
+an instant withhold their nodes. The nodes of the answer are worked out once, at the end:
+the released nodes first (busy now, so that what is idle now stays open to backfill), then
+the nodes free now, each lowest-numbered first, none withheld: what ``WholeGpuWalk`` gives on
+the same state (pinned by tests/analysis/test_one_gpu_nodes.py).
+
+Also here: the instants a walk visits (``instants``), shared with ``reservations``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from itertools import repeat
+
+from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.scheduling.plans import INF, Ending, Reservation
+from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
+
+GPU_ZERO = (0,)  # the GPUs of a part on a node of one GPU
+
+
+def instants(
+    now: float,
+    running: Sequence[Ending],
+    started: Sequence[Ending],
+    earlier: Sequence[tuple[Reservation, float]],
+    release: Callable[[Job, Allocation], None],
+) -> Iterator[float]:
+    """The instants a reservation may start at, ascending and each once: now, every running
+    job's expected end (overdue ones included) and every later end of an earlier reservation.
+    Before an instant comes, ``release`` has been called for every job expected to end by it."""
+    extra = sorted({now} | {end for _, end in earlier if now < end < INF})
+    i = j = k = 0
+    n_run, n_new, n_extra = len(running), len(started), len(extra)
+    while True:
+        t = running[i].expected_end_s if i < n_run else INF
+        if j < n_new and started[j].expected_end_s < t:
+            t = started[j].expected_end_s
+        if k < n_extra and extra[k] < t:
+            t = extra[k]
+        if t == INF:
+            return
+        while i < n_run and running[i].expected_end_s <= t:
+            release(running[i].job, running[i].allocation)
+            i += 1
+        while j < n_new and started[j].expected_end_s <= t:
+            release(started[j].job, started[j].allocation)
+            j += 1
+        while k < n_extra and extra[k] <= t:
+            k += 1
+        yield t
+
+
+class _SharedGpuError(Exception):
+    """A released job held part of a GPU: the counts cannot follow it."""
+
+
+def unit_reservation(
+    job: Job,
+    estimate_s: float | None,
+    now: float,
+    capacity: Capacity,
+    running: Sequence[Ending],
+    started: Sequence[Ending],
+    earlier: Sequence[tuple[Reservation, float]],
+) -> tuple[Reservation, float] | None:
+    """``earliest_reservation`` for a whole-GPU job without constraints on ``capacity`` of
+    one-GPU nodes of one model, or None where a GPU is partly free now or a job released on
+    the way holds part of one (then ``WholeGpuWalk`` decides)."""
+    model = capacity.unit_model
+    if model is None or job.gpus != 1:
+        return None
+    free_now = capacity.hist[model][1]
+    if capacity.free_total_milli != free_now * MILLI_PER_GPU:
+        return None
+    released: list[Allocation] = []
+    tally = [free_now]  # nodes wholly free at the walk's instant
+
+    def release(_: Job, allocation: Allocation) -> None:
+        if allocation.milli != MILLI_PER_GPU:
+            raise _SharedGpuError
+        released.append(allocation)
+        tally[0] += sum(1 for _, gpus in allocation.parts if gpus)
+
+    need = job.nodes
+    fits_now: bool | None = None
+    leave, join = -INF, -INF
+    overlap: tuple[int, ...] = ()
+    held: set[int] = set()
+    try:
+        for t in instants(now, running, started, earlier, release):
+            if tally[0] < need:
+                continue
+            if t == now:
+                if fits_now is None:
+                    fits_now = capacity.fits(job)
+                if not fits_now:
+                    continue
+            end = INF if estimate_s is None else t + estimate_s
+            if t >= leave or end > join:  # the earlier reservations overlapping may differ
+                overlap = tuple(
+                    n
+                    for n, (r, r_end) in enumerate(earlier)
+                    if r.allocation is not None and r.time_s < end and r_end > t
+                )
+                leave = min((earlier[n][1] for n in overlap), default=INF)
+                join = min(
+                    (
+                        r.time_s
+                        for n, (r, r_end) in enumerate(earlier)
+                        if r.allocation is not None and r_end > t and n not in overlap
+                    ),
+                    default=INF,
+                )
+                held = _held(earlier, overlap)
+            if held:
+                whole = capacity.whole_free
+                then = {node for a in released for node, gpus in a.parts if gpus}
+                withheld = sum(1 for node in held if whole[node] or node in then)
+                if tally[0] - withheld < need:
+                    continue
+            return Reservation(job, t, _place(capacity, released, held, need)), end
+    except _SharedGpuError:
+        return None
+    return Reservation(job, INF, None), INF
+
+
+def _held(earlier: Sequence[tuple[Reservation, float]], overlap: tuple[int, ...]) -> set[int]:
+    """The nodes where the overlapping reservations hold a GPU."""
+    held: set[int] = set()
+    for k in overlap:
+        allocation = earlier[k][0].allocation
+        assert allocation is not None
+        held.update(node for node, gpus in allocation.parts if gpus)
+    return held
+
+
+def _place(capacity: Capacity, released: list[Allocation], held: set[int], need: int) -> Allocation:
+    """The released nodes not withheld (busy now), then the nodes free now not withheld, each
+    lowest-numbered first: the first ``need`` of them."""
+    busy = [node for a in released for node, gpus in a.parts if gpus]
+    if held:
+        busy = [node for node in busy if node not in held]
+    busy.sort()
+    if len(busy) < need:
+        whole = capacity.whole_free
+        busy += [n for n in range(len(whole)) if whole[n] and n not in held]
+    chosen = busy[:need]
+    if need > 1:
+        return Allocation(tuple(zip(chosen, repeat(GPU_ZERO))), MILLI_PER_GPU)
+    return Allocation(((chosen[0], GPU_ZERO),), MILLI_PER_GPU)

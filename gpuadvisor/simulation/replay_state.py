@@ -1,0 +1,374 @@
+"""The state of one replay and its bookkeeping between scheduling passes: what waits, what
+runs and until when it is expected to (by the estimates and by the limits), what the predictor
+and the history have learnt, the per-node expected ends end-fit reads, and what a job's start,
+raise or end changes in them. ``simulation.engine`` drives it event by event and applies each
+pass's starts.
+
+Estimates change only when a job ends (the history and the predictor learn it), so each waiting
+job's estimate is kept until then. A light job's end moves when another job joins or leaves its
+GPU (``simulation.sharing``): a new completion event is pushed and the stale one skipped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
+
+from gpuadvisor.analysis.capacity import Capacity
+from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
+from gpuadvisor.analysis.fragmentation import WorkloadMix
+from gpuadvisor.analysis.prediction import RAISE_RULES, user_last_two
+from gpuadvisor.analysis.predictors import PREDICTORS
+from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
+from gpuadvisor.analysis.scheduling.corrected_limits import InflationHistory
+from gpuadvisor.analysis.scheduling.orders import ORDERS, Ending, Plan
+from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
+from gpuadvisor.analysis.scheduling.walkmemo import WalkMemo
+from gpuadvisor.model import Allocation, Cluster, Job
+from gpuadvisor.model.availability import Availability
+from gpuadvisor.simulation.config import SimulationConfig, prepare_jobs
+from gpuadvisor.simulation.endings import EndingList, bound_end
+from gpuadvisor.simulation.outages import NodeOutages
+from gpuadvisor.simulation.results import TimelinePoint, Totals
+from gpuadvisor.simulation.sharing import ShareRun
+from gpuadvisor.simulation.waiting import WaitingShapes
+
+COMPLETE, EXPIRE, ARRIVE, NODE_BACK, NODE_OUT = 0, 1, 2, 3, 4
+"""Event kinds, in the order a heap keyed (time, kind, job) takes one instant's events."""
+
+Events = list[tuple[float, int, int]]
+Progress = Callable[[int, int], None]
+Observer = Callable[[float, Plan], None]
+"""Called with (time, plan) after every scheduling pass: for tests and explanations."""
+
+
+class ReplayState:
+    """One replay's state, and what a job's arrival, start, raise or end changes in it
+    (``simulation.engine``'s event loop and passes run on it)."""
+
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        cluster: Cluster,
+        config: SimulationConfig,
+        mix: WorkloadMix | None,
+        progress: Progress | None,
+        observer: Observer | None = None,
+        prepared: tuple[Sequence[Job], Sequence[Job]] | None = None,
+    ) -> None:
+        self.observer = observer
+        self.config = config
+        self.cluster = cluster
+        if prepared is None:
+            self.jobs, self.rejected = prepare_jobs(jobs, cluster)
+        else:
+            self.jobs, self.rejected = list(prepared[0]), list(prepared[1])
+        # with a sharing mode, light jobs ask for what they hold of a GPU (and so does the mix)
+        self.share: ShareRun | None = None
+        if config.sharing.on:
+            self.jobs = [config.sharing.shared(job) for job in self.jobs]
+            self.share, mix = ShareRun(config.sharing, cluster.gpus), None
+        self.order = ORDERS[config.order]
+        self.placement = PLACEMENTS[config.placement_name]
+        rng = random.Random(config.seed)
+        self.ctx = PlacementContext(mix or WorkloadMix.of_jobs(self.jobs), rng)
+        self.capacity = Capacity(cluster)
+        self.history = RuntimeHistory()
+        self.predictor = PREDICTORS[config.predictor]() if config.estimates == "predicted" else None
+        self.at_submit = config.estimates == "user-last2"  # predicted once, at submission
+        if self.at_submit:
+            self.predictor = user_last_two()
+        self.raised: dict[int, int] = {}  # job index -> how many times it was raised
+        # each estimate since the last job ended, by estimate class (else job index)
+        self.estimates_now: dict[Hashable, float | None] = {}
+        self.unlearned: list[tuple[float, Job]] = []  # ended, not yet learnt (at_submit)
+        # with learned predictions the advisor backfills shortest expected runtime first
+        self.settings = (
+            replace(config.settings, fill_shortest_first=True)
+            if self.predictor is not None
+            else config.settings
+        )
+        self.raise_rule = RAISE_RULES[config.raise_rule]
+        self.progress = progress
+        n = len(self.jobs)
+        self.noise = [
+            math.exp(rng.gauss(0.0, config.estimate_noise)) if config.estimate_noise else 1.0
+            for _ in range(n)
+        ]
+        self.index = {id(job): i for i, job in enumerate(self.jobs)}
+        self.estimate_class: list[Hashable] = [None] * n  # set at arrival (``_arrive``)
+        # estimates that never change (a time limit, or the true runtime), else None
+        self.fixed_estimate: list[float | None] = [None] * n
+        for i, job in enumerate(self.jobs):
+            if config.estimates == "exact" or (
+                config.estimates == "limit" and job.time_limit_s is not None
+            ):
+                self.fixed_estimate[i] = self.estimate(job)
+        self.start_s: list[float] = [math.nan] * n
+        self.start_seq: list[int] = [0] * n  # the order in which jobs started (pass_per_event)
+        self.starts_made = 0
+        self.end_s: list[float] = [math.nan] * n
+        self.overtook: list[int] = [0] * n
+        self.estimate_at_start: list[float | None] = [None] * n
+        # the head's reservation: first promised start per job, and how far starts slipped
+        self.promised_s: dict[int, float] = {}
+        self.allocation: list[Allocation | None] = [None] * n
+        self.queue_key: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * n
+        # the queue in the order's sort order, and by fit key and estimate class
+        self.queue = PendingBuckets()
+        # the waiting jobs by shape, for the idle split at every event
+        self.waiting = WaitingShapes()
+        # per node, the running jobs' expected ends by job index, and the latest of them
+        self.node_ends: list[dict[int, float]] = [{} for _ in cluster.nodes]
+        self.busy_until: list[float] = [-math.inf] * len(cluster.nodes)
+        # running jobs by expected end; and by their limits, for passes that plan with bounds
+        self.running = EndingList()
+        self.bounded: EndingList | None = EndingList() if self.order.bounds_when_starved else None
+        # with predictions, passes with bounds may plan with history-corrected limits
+        # (``corrected_limits``): each running job's bound since it started or was last raised
+        window = config.settings.corrected_bounds_window
+        self.inflation = (
+            InflationHistory(window, config.settings.corrected_bounds_quantile)
+            if window and self.bounded is not None and self.predictor is not None
+            else None
+        )
+        self.bound_s: list[float | None] = [job.time_limit_s for job in self.jobs]
+        self.bounds_now: dict[int, float | None] = {}  # like estimates_now, for bounds
+        self.planned_with_bounds = False  # how the last pass planned
+        self.backlogged = False  # the regime of the last pass (``regime.decide``)
+        self.node_fragment = [
+            self.ctx.fragment(free, cluster.nodes[i].gpu_model)
+            for i, free in enumerate(self.capacity.free_milli)
+        ]
+        self.fragment_sum: float | None = None  # sum(node_fragment), until a node changes
+        # nodes of one GPU each and one model: F_n by the GPU's free milli (else None)
+        one_model = len({n.gpu_model for n in cluster.nodes}) == 1
+        unit = one_model and all(n.gpus == 1 for n in cluster.nodes)
+        self.unit_fragment: dict[int, float] | None = {} if unit else None
+        # bound_raises only where corrected bounds are on (None keeps old fingerprints)
+        self.totals = Totals(bound_raises=None if self.inflation is None else 0)
+        self.walks = WalkMemo()  # each waiting job's last reservation walk, across passes
+        self.last_plan: Plan | None = None
+        self.timeline: list[TimelinePoint] = []
+        self.outages: NodeOutages | None = None
+        # running jobs on a node out: listed as never ending, so that no pass counts on
+        # GPUs that stay out when they end
+        self.never_ends: set[int] = set()
+
+    def take_outages(self, availability: Availability) -> None:
+        """Replay with nodes out over ``availability``'s outages (before ``run``)."""
+        self.outages = NodeOutages(availability, self.cluster)
+        self.totals.missing_milli_s = 0.0
+
+    def estimate(self, job: Job) -> float | None:
+        """The runtime a pass plans ``job`` with. It changes only when a job ends (the history
+        and the predictor learn it), so it is kept per job until then: a pass asks for the
+        same waiting jobs' estimates again at every arrival. Jobs of one estimate class get
+        one estimate (``_estimate_class``), so it is kept per class once the job has one."""
+        i = self.index[id(job)]
+        fixed = self.fixed_estimate[i]
+        if fixed is not None:
+            return fixed
+        known = self.estimates_now
+        key = self.estimate_class[i]
+        if key is None:
+            key = i
+        if key in known:
+            return known[key]
+        if self.config.estimates == "exact":
+            base: float | None = job.runtime_s
+        elif self.predictor is not None:
+            base = self.predictor.estimate(job)
+        else:
+            base = estimate_runtime(job, self.history)
+        value = None if base is None else base * self.noise[i]
+        known[key] = value
+        return value
+
+    def _estimate_class(self, i: int) -> Hashable:
+        """Jobs of one class are planned with the same estimate at any time (``buckets``):
+        one fixed estimate, or the same user's history for the same shape."""
+        job = self.jobs[i]
+        fixed = self.fixed_estimate[i]
+        if fixed is not None:
+            return ("fixed", fixed)
+        if self.noise[i] == 1.0 and self.predictor is not None:
+            return self.predictor.class_of(job)
+        if self.noise[i] == 1.0:
+            return ("history", job.user, job.shape)
+        return ("job", i)
+
+    def _arrive(self, i: int) -> None:
+        job = self.jobs[i]
+        if self.at_submit:
+            self._learn_before(job.submit_time_s)
+            self.fixed_estimate[i] = self.estimate(job)
+        self.estimate_class[i] = self._estimate_class(i)
+        key = (*self.order.key(job, self.estimate(job)), i)
+        self.queue_key[i] = key
+        self.queue.add(key, job, self.estimate_class[i])
+        self.waiting.arrive(job)
+
+    def _leave_running(self, i: int) -> Ending:
+        """Take job ``i`` out of the running jobs kept by expected end."""
+        never = self.never_ends
+        if never and i in never:  # listed as never ending (a node of it is out)
+            never.discard(i)
+            return self.running.remove(i, math.inf)
+        return self.running.remove(i, self._expected_end(i))
+
+    def _bound_end(self, i: int) -> float:
+        """Job ``i``'s end by its (corrected) time limit, as listed in ``bounded``."""
+        if i in self.never_ends:
+            return math.inf
+        return bound_end(self.start_s[i], self.bound_s[i])
+
+    def bound(self, job: Job) -> float | None:
+        """The bound a pass with bounds plans ``job`` with: its time limit, or with
+        ``corrected_bounds_window`` its history-corrected limit (``corrected_limits``)."""
+        inflation = self.inflation
+        if inflation is None:
+            return job.time_limit_s
+        i = self.index[id(job)]
+        known = self.bounds_now
+        if i in known:
+            return known[i]
+        value = known[i] = inflation.bound(job, self.estimate(job))
+        return value
+
+    def _raise_past_bounds(self, now: float) -> bool:
+        """Running jobs that outlived their corrected bound are planned with their raw
+        limits again, like a prediction that was exceeded (``bound_raises``); whether any was."""
+        bounded = self.bounded
+        assert bounded is not None
+        past = [
+            (self.index[id(e.job)], e.expected_end_s)
+            for e in itertools.takewhile(lambda e: e.expected_end_s <= now, bounded.endings)
+        ]
+        raised = False
+        for i, end in past:
+            limit = self.jobs[i].time_limit_s
+            if self.bound_s[i] == limit:
+                continue  # ends now by its limit (its completion is due at this instant)
+            self.bound_s[i] = limit
+            bounded.move(i, end, self._bound_end(i))
+            self.totals.bound_raises = (self.totals.bound_raises or 0) + 1
+            raised = True
+        return raised
+
+    def _complete(self, i: int, now: float, events: Events) -> None:
+        job = self.jobs[i]
+        if self.share is not None:
+            self._move_ends(self.share.finish(i, job, self.start_s[i], now), events)
+        if self.bounded is not None:
+            self.bounded.remove(i, self._bound_end(i))
+        ending = self._leave_running(i)
+        self.capacity.release(job, ending.allocation)
+        outages = self.outages
+        if outages is not None and outages.nodes_out:
+            for node, _ in ending.allocation.parts:
+                if outages.is_out[node]:
+                    outages.hold_free(node, self.capacity)  # what it freed there stays out
+        self._refresh_fragment(ending)
+        node_ends, busy_until = self.node_ends, self.busy_until
+        for node, _ in ending.allocation.parts:
+            ends = node_ends[node]
+            del ends[i]
+            busy_until[node] = max(ends.values()) if ends else -math.inf
+        if job.runtime_s is not None:
+            self.estimates_now.clear()
+            self.history.record(job, job.runtime_s)
+            if self.inflation is not None:
+                self.bounds_now.clear()
+                self.inflation.record(job, job.runtime_s)
+            if self.at_submit:
+                self._learn_before(now)
+                self.unlearned.append((now, job))
+            elif self.predictor is not None:
+                self.predictor.record(job, job.runtime_s)
+
+    def _learn_before(self, now: float) -> None:
+        """Submit-time predictions learn the jobs that ended before ``now``: a job submitted
+        at the instant another ends is predicted without it, as Tsafrir et al. and pyss
+        order the two."""
+        unlearned = self.unlearned
+        assert self.predictor is not None
+        taken = 0
+        for ended_s, job in unlearned:
+            if ended_s >= now:
+                break
+            assert job.runtime_s is not None
+            self.predictor.record(job, job.runtime_s)
+            taken += 1
+        if taken:
+            del unlearned[:taken]
+            self.estimates_now.clear()
+
+    def _expire(self, i: int, now: float, events: Events) -> None:
+        """Job ``i`` outlived its prediction: plan it anew with the raise rule's runtime."""
+        job = self.jobs[i]
+        ending = self._leave_running(i)
+        elapsed = now - self.start_s[i]
+        raises = self.raised.get(i, 0)
+        self.estimate_at_start[i] = self.raise_rule(
+            elapsed, self.estimate_at_start[i] or 0.0, job.time_limit_s, raises
+        )
+        self.raised[i] = raises + 1
+        self.totals.prediction_raises += 1
+        self._run_until(i, ending.allocation, events)
+
+    def _run_until(self, i: int, allocation: Allocation, events: Events) -> Ending:
+        """Enter job ``i`` among the running jobs at its expected end; if it will outlive that
+        end (predicted estimates), an expiry event fires there. An expected end only grows (a
+        raise plans at least what the job has run), so each node's latest end is a running max."""
+        ending = Ending(self._expected_end(i), self.jobs[i], allocation)
+        outages = self.outages
+        if outages is not None and any(outages.is_out[n] for n, _ in allocation.parts):
+            self.never_ends.add(i)  # planned anew while a node of it is out
+            self.running.add(i, replace(ending, expected_end_s=math.inf))
+        else:
+            self.running.add(i, ending)
+        node_ends, busy_until, end = self.node_ends, self.busy_until, ending.expected_end_s
+        for node, _ in allocation.parts:
+            node_ends[node][i] = end
+            busy_until[node] = max(busy_until[node], end)
+        if self.predictor is not None and ending.expected_end_s < self.end_s[i]:
+            heapq.heappush(events, (ending.expected_end_s, EXPIRE, i))
+        return ending
+
+    def _expected_end(self, i: int) -> float:
+        estimate = self.estimate_at_start[i]
+        return math.inf if estimate is None else self.start_s[i] + estimate
+
+    def _move_ends(self, moved: list[tuple[int, float]], events: Events) -> None:
+        """Jobs whose GPU gained or lost a sharer end at a new time; their old completion
+        events go stale (``ShareRun.is_current``)."""
+        for j, end in moved:
+            self.end_s[j] = end
+            heapq.heappush(events, (end, COMPLETE, j))
+
+    def _refresh_node(self, node: int) -> None:
+        self.node_fragment[node] = self.ctx.fragment(
+            self.capacity.free_milli[node], self.cluster.nodes[node].gpu_model
+        )
+
+    def _refresh_fragment(self, ending: Ending) -> None:
+        free, nodes = self.capacity.free_milli, self.cluster.nodes
+        memo = self.unit_fragment
+        if memo is not None:
+            node_fragment = self.node_fragment
+            for node, _ in ending.allocation.parts:
+                value = memo.get(free[node][0])
+                if value is None:
+                    value = self.ctx.fragment(free[node], nodes[node].gpu_model)
+                    memo[free[node][0]] = value
+                node_fragment[node] = value
+            self.fragment_sum = None
+            return
+        for node, _ in ending.allocation.parts:
+            self.node_fragment[node] = self.ctx.fragment(free[node], nodes[node].gpu_model)
+        self.fragment_sum = None
