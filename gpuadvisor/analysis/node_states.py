@@ -124,46 +124,40 @@ class NodeStates:
         assert self._classes is not None and self._state_of is not None
         self._version += len(nodes)
         classes, owned, state_of = self._classes, self._classes_owned, self._state_of
-        members = classes[old]
-        if old not in owned:
-            members = classes[old] = dict(members)
-            owned.add(old)
+        members = self._own(old)
         emptied = len(members) == len(nodes)
         if emptied:  # moved one by one, the first move would empty nothing before the last
             del classes[old]
             owned.discard(old)
-        joined = classes.get(new)
-        if joined is None:
-            joined = classes[new] = {}
-            owned.add(new)
-        elif new not in owned:
-            joined = classes[new] = dict(joined)
-            owned.add(new)
+        joined = self._own(new)
         for node in nodes:
             if not emptied:
                 del members[node]
             joined[node] = None
             state_of[node] = new
 
+    def _own(self, state: NodeState) -> dict[int, None]:
+        """The members of ``state``'s class, this index's own to change (copied on first write
+        where a copy shares them; an empty one made where there is none)."""
+        assert self._classes is not None
+        classes, owned = self._classes, self._classes_owned
+        members = classes.get(state)
+        if members is None:
+            members = classes[state] = {}
+            owned.add(state)
+        elif state not in owned:
+            members = classes[state] = dict(members)
+            owned.add(state)
+        return members
+
     def _move_class(self, node: int, old: NodeState, new: NodeState) -> None:
         """Move ``node`` from the class of state ``old`` to that of ``new``."""
         assert self._classes is not None and self._state_of is not None
         self._version += 1
-        classes, owned = self._classes, self._classes_owned
-        members = classes[old]
-        if old not in owned:
-            members = classes[old] = dict(members)
-            owned.add(old)
+        members = self._own(old)
         del members[node]
         if not members:
-            del classes[old]
-            owned.discard(old)
-        joined = classes.get(new)
-        if joined is None:
-            joined = classes[new] = {}
-            owned.add(new)
-        elif new not in owned:
-            joined = classes[new] = dict(joined)
-            owned.add(new)
-        joined[node] = None
+            del self._classes[old]
+            self._classes_owned.discard(old)
+        self._own(new)[node] = None
         self._state_of[node] = new

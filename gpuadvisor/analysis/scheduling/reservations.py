@@ -16,7 +16,7 @@ from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.plans import INF, Ending, Reservation
 from gpuadvisor.analysis.scheduling.unitwalk import GPU_ZERO as _GPU_ZERO
 from gpuadvisor.analysis.scheduling.unitwalk import instants as _instants
-from gpuadvisor.analysis.scheduling.unitwalk import unit_reservation
+from gpuadvisor.analysis.scheduling.unitwalk import overlapping, unit_reservation
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 
@@ -227,20 +227,7 @@ class WholeGpuWalk:
                     continue
             end = INF if estimate_s is None else t + estimate_s
             if t >= leave or end > join:  # the earlier reservations overlapping may differ
-                overlap = tuple(
-                    n
-                    for n, (r, r_end) in enumerate(earlier)
-                    if r.allocation is not None and r.time_s < end and r_end > t
-                )
-                leave = min((earlier[n][1] for n in overlap), default=INF)
-                join = min(
-                    (
-                        r.time_s
-                        for n, (r, r_end) in enumerate(earlier)
-                        if r.allocation is not None and r_end > t and n not in overlap
-                    ),
-                    default=INF,
-                )
+                overlap, leave, join = overlapping(earlier, t, end)
                 if overlap != self.overlap:
                     self._withhold(overlap)
             if self.admitting + self.adjust < need:

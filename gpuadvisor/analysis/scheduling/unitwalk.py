@@ -8,7 +8,8 @@ the released nodes first (busy now, so that what is idle now stays open to backf
 the nodes free now, each lowest-numbered first, none withheld: what ``WholeGpuWalk`` gives on
 the same state (pinned by tests/analysis/test_one_gpu_nodes.py).
 
-Also here: the instants a walk visits (``instants``), shared with ``reservations``.
+Also here: the instants a walk visits (``instants``) and the earlier reservations that
+overlap one (``overlapping``), shared with ``reservations``.
 """
 
 from __future__ import annotations
@@ -102,20 +103,7 @@ def unit_reservation(
                     continue
             end = INF if estimate_s is None else t + estimate_s
             if t >= leave or end > join:  # the earlier reservations overlapping may differ
-                overlap = tuple(
-                    n
-                    for n, (r, r_end) in enumerate(earlier)
-                    if r.allocation is not None and r.time_s < end and r_end > t
-                )
-                leave = min((earlier[n][1] for n in overlap), default=INF)
-                join = min(
-                    (
-                        r.time_s
-                        for n, (r, r_end) in enumerate(earlier)
-                        if r.allocation is not None and r_end > t and n not in overlap
-                    ),
-                    default=INF,
-                )
+                overlap, leave, join = overlapping(earlier, t, end)
                 held = _held(earlier, overlap)
             if held:
                 whole = capacity.whole_free
@@ -127,6 +115,29 @@ def unit_reservation(
     except _SharedGpuError:
         return None
     return Reservation(job, INF, None), INF
+
+
+def overlapping(
+    earlier: Sequence[tuple[Reservation, float]], t: float, end: float
+) -> tuple[tuple[int, ...], float, float]:
+    """The earlier reservations (by index) that overlap a run over [``t``, ``end``), and until
+    when that answer holds: the first of their ends (``leave``), and the first start of another
+    one still to end after ``t`` (``join``; a run ending past it overlaps that one too)."""
+    overlap = tuple(
+        n
+        for n, (r, r_end) in enumerate(earlier)
+        if r.allocation is not None and r.time_s < end and r_end > t
+    )
+    leave = min((earlier[n][1] for n in overlap), default=INF)
+    join = min(
+        (
+            r.time_s
+            for n, (r, r_end) in enumerate(earlier)
+            if r.allocation is not None and r_end > t and n not in overlap
+        ),
+        default=INF,
+    )
+    return overlap, leave, join
 
 
 def _held(earlier: Sequence[tuple[Reservation, float]], overlap: tuple[int, ...]) -> set[int]:
