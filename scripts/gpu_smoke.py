@@ -362,7 +362,12 @@ def main() -> int:
     parser.add_argument("--idle-s", type=float, default=20.0)
     parser.add_argument("--load-s", type=float, default=25.0)
     parser.add_argument(
-        "--during-s", type=float, default=5.0, help="seconds after the load starts to scrape"
+        "--during-s",
+        type=float,
+        default=12.0,
+        help="seconds after the load starts to scrape; longer than two of the agent's GPM "
+        "windows (5 s) and a collect interval, so the GPM gauges read a window inside the load "
+        "(at 5 s the window could still hold the CUDA start-up, and SM activity read 0)",
     )
     parser.add_argument("--ready-s", type=float, default=60.0)
     parser.add_argument("--backend", default="nvml")
