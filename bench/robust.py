@@ -5,6 +5,7 @@
         [--policies easy,advisor,advisor@predicted] [--shape 32x8]
         [--jobs-parallel 1] [--output-json PATH] [--check]
         [--set corrected_bounds_window=20]   # numeric OrderSettings fields (floats: a dot)
+        [--null-jitter-s 60]   # also easy on the same jobs, each arrival up to 60 s later
 
 Every (model, mix, load, seed) is one trace of ``--jobs`` jobs from ``simulation.habits``,
 replayed side by side by ``compare`` under each policy (``easy``: EASY with the users' limits;
@@ -23,6 +24,11 @@ on the mean), for every policy but ``easy``: allocation >= easy's - 0.5 pp, and 
 easy's. Prints one row per trace with PASS/FAIL, then failures by policy and, per (model,
 mix, load), the failures and the worst seeds (a markdown table). Progress goes to stderr.
 A report: exits 0 unless ``--check`` is given and a row fails.
+
+``--null-jitter-s S`` adds a null row, ``easy~S s``: EASY itself on the same jobs with each
+arrival moved later by a uniform draw in [0, S] s (seeded by the trace's seed), judged against
+easy like any policy. Nothing an operator could notice changed, so its failures measure how
+often a per-seed line fails by chance: the noise floor of "max wait <= easy's on each seed".
 """
 
 from __future__ import annotations
@@ -176,31 +182,61 @@ def trace(case: Case, jobs: int, cluster: Cluster) -> list[Job]:
     )
 
 
+def null_label(jitter_s: float) -> str:
+    """The null row's name: EASY with arrivals jittered by up to ``jitter_s``."""
+    return f"{REFERENCE}~{jitter_s:g}s"
+
+
+def jittered(workload: Sequence[Job], seed: int, jitter_s: float) -> list[Job]:
+    """Every job of ``workload`` arriving a uniform [0, ``jitter_s``] s later, drawn from a
+    generator of its own (the trace's draws are untouched)."""
+    rng = random.Random(f"null-jitter-{seed}")
+    return [
+        replace(j, submit_time_s=j.submit_time_s + rng.uniform(0.0, jitter_s)) for j in workload
+    ]
+
+
+def _figures(metrics: dict[str, object]) -> Figures:
+    return Figures(
+        allocation_pct=100 * _number(metrics["allocation_ratio"]),
+        wait_mean_s=_number(metrics["wait_mean_s"]),
+        wait_max_s=_number(metrics["wait_max_s"]),
+        bsld=_number(metrics["bounded_slowdown_mean"]),
+    )
+
+
 def _number(value: object) -> float:
     if not isinstance(value, int | float):
         raise TypeError(f"expected a number, got {value!r}")
     return float(value)
 
 
-def replay(task: tuple[Case, int, str, tuple[str, ...], OrderSettings]) -> Row:
-    """Generate one case's trace and replay it under every policy (a worker's unit)."""
-    case, jobs, shape, policies, settings = task
+Task = tuple[Case, int, str, tuple[str, ...], OrderSettings, float | None]
+"""What a worker replays: the case, jobs, shape, policies, settings and the null's jitter."""
+
+
+def replay(task: Task) -> Row:
+    """Generate one case's trace and replay it under every policy (a worker's unit), and the
+    null row (EASY on jittered arrivals) where a jitter is given."""
+    case, jobs, shape, policies, settings, jitter_s = task
     started = time.process_time()
     cluster = Cluster.parse_shape(shape)
     workload = trace(case, jobs, cluster)
     base = SimulationConfig(seed=case.seed, settings=settings)
-    configs = [parse_policy(spec, base) for spec in policies]
-    figures = {}
-    for run in compare(workload, cluster, configs):
-        if run.label not in policies:
-            continue  # the strict-FIFO baseline compare adds
-        m = run.metrics
-        figures[run.label] = Figures(
-            allocation_pct=100 * _number(m["allocation_ratio"]),
-            wait_mean_s=_number(m["wait_mean_s"]),
-            wait_max_s=_number(m["wait_max_s"]),
-            bsld=_number(m["bounded_slowdown_mean"]),
+    null = null_label(jitter_s) if jitter_s is not None else None
+    configs = [parse_policy(spec, base) for spec in policies if spec != null]
+    figures = {
+        run.label: _figures(run.metrics)
+        for run in compare(workload, cluster, configs, baseline=False)
+    }
+    if jitter_s is not None and null is not None:
+        (run,) = compare(
+            jittered(workload, case.seed, jitter_s),
+            cluster,
+            [parse_policy(REFERENCE, base)],
+            baseline=False,
         )
+        figures[null] = _figures(run.metrics)
     top = MODELS[case.model].habits.limit_grid_s[-1]
     at_max = sum(1 for j in workload if j.time_limit_s == top) / len(workload)
     row = row_of(case, len(workload), at_max, figures)
@@ -214,10 +250,14 @@ def replay_all(
     policies: Sequence[str],
     parallel: int = 1,
     settings: OrderSettings | None = None,
+    null_jitter_s: float | None = None,
 ) -> list[Row]:
-    """Every case's row, in the order of ``cases``; progress on stderr."""
+    """Every case's row, in the order of ``cases``; progress on stderr. With
+    ``null_jitter_s``, ``policies`` holds ``null_label(null_jitter_s)`` for the null row."""
     fixed = settings or OrderSettings()
-    tasks = [(case, jobs, shape, tuple(policies), fixed) for case in cases]
+    tasks: list[Task] = [
+        (case, jobs, shape, tuple(policies), fixed, null_jitter_s) for case in cases
+    ]
     rows: dict[Case, Row] = {}
     started = time.monotonic()
 
@@ -440,6 +480,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--output-json", type=Path)
     parser.add_argument("--check", action="store_true", help="exit 1 if a row fails")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--null-jitter-s",
+        type=float,
+        metavar="S",
+        help="also replay easy with each arrival up to S s later (the per-seed noise floor)",
+    )
     args = parser.parse_args(argv)
     for model in args.models:
         if model not in MODELS:
@@ -454,6 +500,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             parse_policy(spec, SimulationConfig())
         except ModelError as err:
             parser.error(str(err))
+    if args.null_jitter_s is not None:
+        if not (math.isfinite(args.null_jitter_s) and args.null_jitter_s > 0):
+            parser.error("--null-jitter-s needs a positive number of seconds")
+        args.policies.append(null_label(args.null_jitter_s))
     if args.jobs < 1 or args.jobs_parallel < 1:
         parser.error("--jobs and --jobs-parallel need at least 1")
     try:
@@ -481,7 +531,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {model}: {MODELS[model].description}")
     started = time.monotonic()
     settings = settings_from(args.set)
-    rows = replay_all(cases, args.jobs, args.shape, args.policies, args.jobs_parallel, settings)
+    rows = replay_all(
+        cases,
+        args.jobs,
+        args.shape,
+        args.policies,
+        args.jobs_parallel,
+        settings,
+        args.null_jitter_s,
+    )
     wall_s = time.monotonic() - started
     for line in table(rows, args.policies):
         print(line)

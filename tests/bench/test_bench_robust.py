@@ -188,3 +188,48 @@ def test_set_passes_numeric_order_settings_and_refuses_others() -> None:
     for bad in ("backlog_signal=gang", "nope=1", "starvation_s=soon", "starvation_s", *bad_values):
         with pytest.raises(SystemExit, match="--set"):
             bench.settings_from([bad])
+
+
+def test_the_null_row_without_jitter_is_easy_to_the_digit() -> None:
+    """The null replays EASY on the same trace: with no jitter it cannot differ from easy."""
+    case = bench.Case("habits", "philly", 1.3, 2)
+    task = (case, 120, "4x8", ("easy", bench.null_label(0.0)), bench.OrderSettings(), 0.0)
+    row = bench.replay(task)
+    assert row.figures[bench.null_label(0.0)] == row.figures["easy"]
+    assert row.verdicts[bench.null_label(0.0)].passed
+
+
+def test_jitter_moves_each_arrival_later_by_at_most_its_bound_and_is_seeded() -> None:
+    case = bench.Case("habits", "multinode", 1.5, 3)
+    jobs = bench.trace(case, 80, Cluster.parse_shape("4x8"))
+    moved = bench.jittered(jobs, 3, 60.0)
+    shifts = [m.submit_time_s - j.submit_time_s for j, m in zip(jobs, moved, strict=True)]
+    assert all(0.0 <= s <= 60.0 for s in shifts) and len(set(shifts)) == len(shifts)
+    assert [m.job_id for m in moved] == [j.job_id for j in jobs]
+    assert bench.jittered(jobs, 3, 60.0) == moved
+    assert bench.jittered(jobs, 4, 60.0) != moved
+
+
+def test_null_jitter_adds_a_judged_row_named_for_its_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "null.json"
+    argv = [
+        "--seeds", "1-2", "--jobs", "80", "--loads", "1.5", "--models", "habits",
+        "--mixes", "philly", "--policies", "easy", "--shape", "4x8",
+        "--null-jitter-s", "60", "--output-json", str(out),
+    ]  # fmt: skip
+    assert bench.main(argv) == 0
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert document["meta"]["policies"] == ["easy", "easy~60s"]
+    for r in document["rows"]:
+        null, easy = r["policies"]["easy~60s"], r["policies"]["easy"]
+        assert null["verdict"] == (
+            "PASS"
+            if null["allocation_pct"] >= easy["allocation_pct"] - 0.5
+            and null["wait_max_s"] <= easy["wait_max_s"]
+            else "FAIL"
+        )
+    assert "easy~60s:" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--null-jitter-s", "0"])
