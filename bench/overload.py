@@ -8,6 +8,8 @@ allocation cut into equal windows of the arrival span and the drain tail after t
         --policies advisor@exact,easy-sjbf@exact --windows 0
     .venv/bin/python bench/overload.py --log KTH-SP2 --load 1.2 --policies advisor@predicted \\
         --set starvation_s=172800.0                      # an OrderSettings field (floats: a dot)
+    .venv/bin/python bench/overload.py --log CTC-SP2 --load 0 --policies easy --windows 0 \
+        --jitter-s 60 --jitter-seed 3       # the noise floor: every arrival up to 60 s later
 
 Per policy: one summary line (average bounded slowdown, mean, p95 and max wait, allocation over
 the arrival span as ``SimulationResult.metrics`` computes it, and the difference from the first
@@ -16,11 +18,16 @@ end, their processors and their work (processor-hours, by their run times) and t
 jobs submitted in it. The metrics' allocation counts only the arrival span, so a loss that shows
 in the last windows (big jobs postponed behind a growing queue of short ones) is a property of
 the finite log; one spread evenly over the windows is the order's steady state.
+
+``--jitter-s S`` moves every arrival later by a uniform [0, S] s draw (``--jitter-seed``) before
+any policy runs: EASY on the log and on the log so jittered differ only by chance, which says
+how far a figure of one replay (its max wait above all) moves with nothing that matters changed.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -33,7 +40,7 @@ from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job
 from gpuadvisor.simulation.compare import parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.simulation.results import BOUNDED_SLOWDOWN_TAU_S, SimulationResult
-from gpuadvisor.simulation.workload import scale_to_load
+from gpuadvisor.simulation.workload import jitter_arrivals, scale_to_load
 from gpuadvisor.sources.traces import swf
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "pwa"
@@ -170,9 +177,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=10, help="0: the summaries only")
     parser.add_argument("--set", action="append", default=[], help="OrderSettings KEY=VALUE")
     parser.add_argument("--traces", type=Path, default=TRACES, help="folder of the SWF logs")
+    parser.add_argument(
+        "--jitter-s", type=float, default=0.0, help="every arrival up to this many s later"
+    )
+    parser.add_argument("--jitter-seed", type=int, default=1, help="the jitter's seed")
     args = parser.parse_args(argv)
+    if not (0 <= args.jitter_s < float("inf")):
+        parser.error(f"--jitter-s needs a finite number of seconds >= 0, got {args.jitter_s}")
     path = args.traces / FILES[args.log] if args.log in FILES else Path(args.log)
     jobs, cluster = load(path, args.load)
+    if args.jitter_s:
+        jobs = jitter_arrivals(jobs, random.Random(args.jitter_seed), args.jitter_s)
+        print(f"arrivals jittered: each up to {args.jitter_s:g} s later (seed {args.jitter_seed})")
     base = SimulationConfig(settings=settings_from(args.set))
     reference: float | None = None
     for policy in args.policies.split(","):

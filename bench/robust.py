@@ -52,6 +52,7 @@ from gpuadvisor.simulation.compare import compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
 from gpuadvisor.simulation.generator import HOUR_S, MINUTE_S, MIXES
 from gpuadvisor.simulation.habits import Habits, generate_habitual_workload
+from gpuadvisor.simulation.workload import jitter_arrivals
 
 REFERENCE = "easy"
 POLICIES = ("easy", "advisor", "advisor@predicted")
@@ -188,12 +189,9 @@ def null_label(jitter_s: float) -> str:
 
 
 def jittered(workload: Sequence[Job], seed: int, jitter_s: float) -> list[Job]:
-    """Every job of ``workload`` arriving a uniform [0, ``jitter_s``] s later, drawn from a
-    generator of its own (the trace's draws are untouched)."""
-    rng = random.Random(f"null-jitter-{seed}")
-    return [
-        replace(j, submit_time_s=j.submit_time_s + rng.uniform(0.0, jitter_s)) for j in workload
-    ]
+    """``workload`` with its arrivals jittered by up to ``jitter_s``, from a generator of its
+    own (the trace's draws are untouched)."""
+    return jitter_arrivals(workload, random.Random(f"null-jitter-{seed}"), jitter_s)
 
 
 def _figures(metrics: dict[str, object]) -> Figures:

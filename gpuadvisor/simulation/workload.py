@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -34,3 +36,14 @@ def scale_to_load(jobs: Sequence[Job], cluster_gpus: int, load: float) -> list[J
     factor = current / load
     first = min(j.submit_time_s for j in jobs)
     return [replace(j, submit_time_s=first + (j.submit_time_s - first) * factor) for j in jobs]
+
+
+def jitter_arrivals(jobs: Sequence[Job], rng: random.Random, max_delay_s: float) -> list[Job]:
+    """Every job arriving a uniform [0, ``max_delay_s``] s later, in the order of ``jobs``:
+    the same workload moved by less than anyone would notice, to measure how much a figure of
+    one replay moves by chance (the noise floor of a per-trace comparison)."""
+    if not (math.isfinite(max_delay_s) and max_delay_s >= 0):
+        raise ModelError(
+            f"arrival jitter must be a finite number of seconds >= 0, got {max_delay_s}"
+        )
+    return [replace(j, submit_time_s=j.submit_time_s + rng.uniform(0.0, max_delay_s)) for j in jobs]

@@ -82,3 +82,16 @@ def test_main_prints_a_summary_and_a_window_table_per_policy(
     out = capsys.readouterr().out
     assert out.count("| tail | ") == 2
     assert "easy-sjbf: bsld " in out and "(+0.00 pp)" in out
+
+
+def test_jitter_moves_the_arrivals_before_every_policy_and_is_refused_below_zero(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--log", str(log), "--load", "0", "--policies", "easy", "--windows", "0"]
+    assert bench.main([*argv, "--jitter-s", "5", "--jitter-seed", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "arrivals jittered: each up to 5 s later (seed 2)" in out
+    assert bench.main(argv) == 0
+    assert "jittered" not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        bench.main([*argv, "--jitter-s", "-1"])
