@@ -112,6 +112,8 @@ class ReplayState:
                 config.estimates == "limit" and job.time_limit_s is not None
             ):
                 self.fixed_estimate[i] = self.estimate(job)
+        # the history is read only for jobs planned without a predictor nor a fixed estimate
+        self.reads_history = self.predictor is None and None in self.fixed_estimate
         self.start_s: list[float] = [math.nan] * n
         self.start_seq: list[int] = [0] * n  # the order in which jobs started (pass_per_event)
         self.starts_made = 0
@@ -289,7 +291,8 @@ class ReplayState:
             busy_until[node] = max(ends.values()) if ends else -math.inf
         if job.runtime_s is not None:
             self.forget_estimates(job)
-            self.history.record(job, job.runtime_s)
+            if self.reads_history:
+                self.history.record(job, job.runtime_s)
             if self.inflation is not None:
                 self.bounds_now.clear()
                 self.inflation.record(job, job.runtime_s)
