@@ -161,7 +161,7 @@ def _place(capacity: Capacity, released: list[Allocation], held: set[int], need:
     busy.sort()
     if len(busy) < need:
         whole = capacity.whole_free
-        free = compress(range(len(whole)), whole)  # ascending
+        free: Iterator[int] = compress(range(len(whole)), whole)  # ascending
         if held:
             free = (n for n in free if n not in held)
         busy += islice(free, need - len(busy))
