@@ -242,17 +242,21 @@ class Capacity(NodeStates):
                     found += 1
         return found >= need
 
-    def fits_withholding_units(self, job: Job, nodes: AbstractSet[int]) -> bool:
+    def fits_withholding_units(
+        self, job: Job, nodes: AbstractSet[int], lost: int | None = None
+    ) -> bool:
         """``fits_withholding`` on nodes of one GPU each for a whole-GPU job without CPU,
         memory or GPU-model constraints, given only the nodes that hold a withheld GPU
         (``withheld_nodes``): such a node admitted the job if its GPU is free, and admits
-        nothing with it withheld."""
+        nothing with it withheld. ``lost``: how many of ``nodes`` are free now, if known."""
         g, need = job.gpus, job.nodes
         found = 0
         for counts in (self.hist if need == 1 else self.idle_nodes).values():
             found += sum(counts[g:])
-        whole_free = self.whole_free
-        return found - sum([whole_free[node] for node in nodes]) >= need
+        if lost is None:
+            whole_free = self.whole_free
+            lost = sum([whole_free[node] for node in nodes])
+        return found - lost >= need
 
     # -- changes ------------------------------------------------------------------------
 

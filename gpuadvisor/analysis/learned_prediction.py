@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from gpuadvisor.analysis.prediction import Prediction, RuntimePredictor
 from gpuadvisor.errors import ModelError
@@ -112,6 +113,8 @@ class LearnedPredictor:
     _users: dict[str, _User] = field(default_factory=dict, repr=False)
     # predictions since the last record, by the job's identity (a pass asks many times)
     _memo: dict[int, tuple[Job, Prediction]] = field(default_factory=dict, repr=False)
+    learns_per_user: ClassVar[bool] = False
+    """A record moves the shared weights: every prediction may change."""
 
     def __post_init__(self) -> None:
         if not 0 < self.under_weight <= MAX_UNDER_WEIGHT:

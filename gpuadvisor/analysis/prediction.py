@@ -24,7 +24,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Job
@@ -85,6 +85,9 @@ class RuntimePredictor:
     whole_seconds: bool = False
     _recent: dict[_Key, deque[float]] = field(default_factory=dict, repr=False)
     _counts: dict[_Key, int] = field(default_factory=dict, repr=False)
+    learns_per_user: ClassVar[bool] = True
+    """A record changes only the predictions of the same user's jobs (every key holds the
+    user), so a replay may keep the other users' predictions across it."""
 
     def __post_init__(self) -> None:
         if self.last < 1:
@@ -108,22 +111,37 @@ class RuntimePredictor:
 
     def predict(self, job: Job) -> Prediction:
         limit = job.time_limit_s
+        found = self._similar(job)
+        if found is None:
+            return Prediction(limit, "limit" if limit is not None else "none", 0, limit)
+        level, key, recent = found
+        return Prediction(self._mean(recent, limit), level, self._counts[key], limit)
+
+    def estimate(self, job: Job) -> float | None:
+        """The predicted runtime alone (an ``Estimate`` for a scheduling pass):
+        ``predict(job).runtime_s``, without building the ``Prediction``."""
+        found = self._similar(job)
+        if found is None:
+            return job.time_limit_s
+        return self._mean(found[2], job.time_limit_s)
+
+    def _similar(self, job: Job) -> tuple[str, _Key, deque[float]] | None:
+        """The most specific level with history for ``job``: (level, key, recent runtimes)."""
         for level, key in zip(KEYS, _keys(job), strict=True):
             if key is None or level not in self.levels:
                 continue
             recent = self._recent.get(key)
             if recent and (not self.full_history or len(recent) == self.last):
-                value = sum(recent) / len(recent)
-                if self.whole_seconds:
-                    value = float(math.floor(value))
-                if limit is not None:
-                    value = min(value, limit)
-                return Prediction(value, level, self._counts[key], limit)
-        return Prediction(limit, "limit" if limit is not None else "none", 0, limit)
+                return level, key, recent
+        return None
 
-    def estimate(self, job: Job) -> float | None:
-        """The predicted runtime alone (an ``Estimate`` for a scheduling pass)."""
-        return self.predict(job).runtime_s
+    def _mean(self, recent: deque[float], limit: float | None) -> float:
+        value = sum(recent) / len(recent)
+        if self.whole_seconds:
+            value = float(math.floor(value))
+        if limit is not None:
+            value = min(value, limit)
+        return value
 
     def class_of(self, job: Job) -> tuple[object, ...]:
         """Jobs with one class always get the same prediction (for the pending buckets)."""
@@ -219,3 +237,7 @@ class Predictor(Protocol):
 
     def class_of(self, job: Job) -> tuple[object, ...]:
         """Jobs with one class always get the same prediction (for the pending buckets)."""
+
+    @property
+    def learns_per_user(self) -> bool:
+        """Whether a record changes only the predictions of the same user's jobs."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model.cluster import MILLI_PER_GPU
@@ -117,7 +117,25 @@ class Job:
         if node_gpus < 1:
             raise ModelError(f"job {self.job_id!r}: cannot spread over nodes without GPUs")
         nodes = -(-total // node_gpus)
-        return replace(self, gpus=-(-total // nodes), nodes=nodes)
+        # ``replace(self, gpus=..., nodes=...)`` spelled out: replace looks every field up by
+        # name, and a replay spreads most of a real log's jobs
+        return Job(
+            self.job_id,
+            self.submit_time_s,
+            self.runtime_s,
+            -(-total // nodes),
+            nodes,
+            self.gpu_milli,
+            self.user,
+            self.time_limit_s,
+            self.gpu_models,
+            self.cpu_milli,
+            self.memory_mib,
+            self.name,
+            self.account,
+            self.partition,
+            self.usage_milli,
+        )
 
 
 SIZE_CLASSES: tuple[str, ...] = ("1", "2", "4", "8", ">8")

@@ -83,8 +83,10 @@ class ReplayState:
         if self.at_submit:
             self.predictor = user_last_two()
         self.raised: dict[int, int] = {}  # job index -> how many times it was raised
-        # each estimate since the last job ended, by estimate class (else job index)
-        self.estimates_now: dict[Hashable, float | None] = {}
+        # per user, each estimate since the last of the user's jobs ended, by estimate class
+        # (else job index); with a predictor whose records change every prediction, since the
+        # last job ended (``forget_estimates``)
+        self.estimates_now: dict[str, dict[Hashable, float | None]] = {}
         self.unlearned: list[tuple[float, Job]] = []  # ended, not yet learnt (at_submit)
         # with learned predictions the advisor backfills shortest expected runtime first
         self.settings = (
@@ -92,6 +94,8 @@ class ReplayState:
             if self.predictor is not None
             else config.settings
         )
+        # the history and the predictors learn per user (the history's key holds the user)
+        self.per_user = self.predictor is None or self.predictor.learns_per_user
         self.raise_rule = RAISE_RULES[config.raise_rule]
         self.progress = progress
         n = len(self.jobs)
@@ -108,6 +112,8 @@ class ReplayState:
                 config.estimates == "limit" and job.time_limit_s is not None
             ):
                 self.fixed_estimate[i] = self.estimate(job)
+        # the history is read only for jobs planned without a predictor nor a fixed estimate
+        self.reads_history = self.predictor is None and None in self.fixed_estimate
         self.start_s: list[float] = [math.nan] * n
         self.start_seq: list[int] = [0] * n  # the order in which jobs started (pass_per_event)
         self.starts_made = 0
@@ -168,12 +174,16 @@ class ReplayState:
         """The runtime a pass plans ``job`` with. It changes only when a job ends (the history
         and the predictor learn it), so it is kept per job until then: a pass asks for the
         same waiting jobs' estimates again at every arrival. Jobs of one estimate class get
-        one estimate (``_estimate_class``), so it is kept per class once the job has one."""
+        one estimate (``_estimate_class``), so it is kept per class once the job has one. The
+        history and the ``recent`` predictor learn per user, so a job's end forgets only its
+        user's estimates (``forget_estimates``)."""
         i = self.index[id(job)]
         fixed = self.fixed_estimate[i]
         if fixed is not None:
             return fixed
-        known = self.estimates_now
+        known = self.estimates_now.get(job.user)
+        if known is None:
+            known = self.estimates_now[job.user] = {}
         key = self.estimate_class[i]
         if key is None:
             key = i
@@ -280,8 +290,9 @@ class ReplayState:
             del ends[i]
             busy_until[node] = max(ends.values()) if ends else -math.inf
         if job.runtime_s is not None:
-            self.estimates_now.clear()
-            self.history.record(job, job.runtime_s)
+            self.forget_estimates(job)
+            if self.reads_history:
+                self.history.record(job, job.runtime_s)
             if self.inflation is not None:
                 self.bounds_now.clear()
                 self.inflation.record(job, job.runtime_s)
@@ -303,9 +314,17 @@ class ReplayState:
                 break
             assert job.runtime_s is not None
             self.predictor.record(job, job.runtime_s)
+            self.forget_estimates(job)
             taken += 1
         if taken:
             del unlearned[:taken]
+
+    def forget_estimates(self, learnt: Job) -> None:
+        """The estimates that learning ``learnt``'s runtime may change: its user's, or every
+        one with a predictor that does not learn per user."""
+        if self.per_user:
+            self.estimates_now.pop(learnt.user, None)
+        else:
             self.estimates_now.clear()
 
     def _expire(self, i: int, now: float, events: Events) -> None:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
 from gpuadvisor.analysis.prediction import (
     RuntimePredictor,
     raise_by_doubling,
@@ -125,3 +126,39 @@ def test_never_above_the_limit_deterministic_and_blind_to_the_own_runtime(
             assert prediction.runtime_s is not None
             assert prediction.runtime_s <= job.time_limit_s
         assert a.predict(replace(job, runtime_s=None)) == prediction
+
+
+_settings = st.sampled_from(
+    [
+        RuntimePredictor(),
+        RuntimePredictor(levels=("user",), full_history=True, whole_seconds=True),
+        RuntimePredictor(last=3, levels=("limit", "user")),
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_settings, _rows, _rows, _rows)
+def test_estimate_is_the_prediction_and_a_record_moves_only_its_users_estimates(
+    kind: RuntimePredictor, history: list[Row], learnt: list[Row], queries: list[Row]
+) -> None:
+    """``estimate`` is ``predict(job).runtime_s`` (without building it); a record changes the
+    estimates of its own user's jobs only (``learns_per_user``: a replay keeps the other
+    users' estimates across a job's end, and the same history for ``RuntimeHistory``)."""
+    assert RuntimePredictor.learns_per_user
+    predictor = RuntimePredictor(kind.last, kind.levels, kind.full_history, kind.whole_seconds)
+    history_ = RuntimeHistory()
+    for job in _jobs(history):
+        assert job.runtime_s is not None
+        predictor.record(job, job.runtime_s)
+        history_.record(job, job.runtime_s)
+    asked = _jobs(queries)
+    for job in _jobs(learnt):
+        assert job.runtime_s is not None
+        before = [(predictor.estimate(q), estimate_runtime(q, history_)) for q in asked]
+        predictor.record(job, job.runtime_s)
+        history_.record(job, job.runtime_s)
+        for q, was in zip(asked, before, strict=True):
+            assert predictor.estimate(q) == predictor.predict(q).runtime_s
+            if q.user != job.user:
+                assert (predictor.estimate(q), estimate_runtime(q, history_)) == was

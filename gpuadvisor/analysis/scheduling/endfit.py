@@ -21,14 +21,19 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from itertools import compress
+from typing import TYPE_CHECKING, TypeVar
 
 from gpuadvisor.analysis.capacity import Capacity, tightest_group
 from gpuadvisor.analysis.scheduling.context import PlacementContext
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
+
 INF = math.inf
+_T = TypeVar("_T", bound="SupportsRichComparison")
 
 
 def end_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
@@ -77,10 +82,7 @@ def end_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation |
             options.append((whole, breaks, delay, spans, left, rank[n] if rank else n, n))
     if len(options) < job.nodes:
         return None
-    if job.nodes > 1:  # the same as sorted(options)[: job.nodes], without the full sort
-        chosen = [o[-1] for o in heapq.nsmallest(job.nodes, options)]
-    else:
-        chosen = [min(options)[-1]]
+    chosen = [o[-1] for o in _least(options, job.nodes)]  # sorted(options)[: job.nodes]
     if job.gpus and job.gpu_milli == MILLI_PER_GPU and capacity.cluster.max_node_gpus == 1:
         # one-GPU nodes (a real log's processors): an admitting node's only GPU is whole
         return Allocation.one_gpu_each(chosen)
@@ -90,8 +92,18 @@ def end_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation |
 def _first_ranked(nodes: Iterable[int], count: int, rank: Sequence[int] | None) -> list[int]:
     """The ``count`` nodes least by (rank, node), least first."""
     if not rank:
-        return [min(nodes)] if count == 1 else heapq.nsmallest(count, nodes)
-    return [n for _, n in heapq.nsmallest(count, ((rank[n], n) for n in nodes))]
+        if count == 1:
+            return [min(nodes)]
+        return _least(nodes if isinstance(nodes, Collection) else list(nodes), count)
+    return [n for _, n in _least([(rank[n], n) for n in nodes], count)]
+
+
+def _least(items: Collection[_T], count: int) -> list[_T]:
+    """``sorted(items)[:count]``, through ``heapq.nsmallest`` (the same list) where ``count``
+    is a small part of ``items``: its loop is Python's, the sort is C's."""
+    if count * 8 < len(items):
+        return heapq.nsmallest(count, items)
+    return sorted(items)[:count]
 
 
 def _static(capacity: Capacity, job: Job, node: int) -> tuple[float, float, float, float]:

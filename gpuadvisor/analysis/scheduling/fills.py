@@ -83,18 +83,30 @@ def fill(p: ScannedPass, deferred: Sequence[Job]) -> None:
     already failed against the same reservations is passed over without another try.
     Outside explain mode the jobs passed over are counted, not listed."""
     cap = p.capacity
-    example = {job.fit_key: job for job in deferred}
-    fitting = {k for k, job in example.items() if k not in p.unfit and cap.fits(job)}
-    for k in example:
-        if k not in fitting:
-            p.mark_unfit(k)
+    # the jobs by shape, in one go over the window (shapes in order of their first job)
     by_shape: dict[FitKey, list[Job]] = {}
     for job in deferred:
-        if job.fit_key in fitting:
-            by_shape.setdefault(job.fit_key, []).append(job)
-    p.pass_over([job for job in deferred if job.fit_key not in fitting])
+        same = by_shape.get(job.fit_key)
+        if same is None:
+            by_shape[job.fit_key] = [job]
+        else:
+            same.append(job)
+    unfit = p.unfit
+    fitting: dict[FitKey, list[Job]] = {}
+    left = 0  # jobs of shapes that fit nowhere
+    for k, jobs in by_shape.items():
+        if k not in unfit and cap.fits(jobs[0]):
+            fitting[k] = jobs
+        else:
+            p.mark_unfit(k)
+            left += len(jobs)
+    if left:
+        if p.settings.explain:  # listed in queue order
+            p.pass_over([job for job in deferred if job.fit_key not in fitting])
+        else:
+            p.count_passed_over(left)
     total = cap.total_milli
-    for shape, jobs in sorted(by_shape.items(), key=lambda kv: -kv[1][0].gpu_milli_total):
+    for shape, jobs in sorted(fitting.items(), key=lambda kv: -kv[1][0].gpu_milli_total):
         for i, job in enumerate(jobs):
             if shape in p.unfit or p.capacity.used_milli >= total:
                 p.pass_over(jobs[i:])

@@ -45,7 +45,7 @@ from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 _EXPECTED_END = attrgetter("expected_end_s")
 
 
-@dataclass
+@dataclass(slots=True)
 class SchedulingPass:
     """One scheduling pass. Mutable scratch state, private to ``Order.plan``; a bucket scan
     sees it as a ``ScannedPass`` and changes it only through its methods."""
@@ -55,26 +55,28 @@ class SchedulingPass:
     placement: Placement
     ctx: PlacementContext
     settings: OrderSettings
-    cap: Capacity | None = None  # lazily copied from view.capacity on the first start
-    # (view.capacity itself with view.in_place)
-    starts: list[Start] = field(default_factory=list)
-    started: list[Ending] = field(default_factory=list)  # this pass's starts by expected end
-    reservations: list[Reservation] = field(default_factory=list)
-    reservation_ends: list[float] = field(default_factory=list)
-    blocked: list[Job] = field(default_factory=list)
-    owed: list[Job] = field(default_factory=list)
-    passed_over: int = 0  # jobs passed over: counted, not listed (outside explain mode)
-    more_blocked: int = 0  # blocked jobs counted but not listed in ``blocked``
-    unfit: set[FitKey] = field(default_factory=set)
-    reservation_starts: list[float] = field(default_factory=list)  # sorted
-    reservations_by_start: list[Reservation] = field(default_factory=list)
-    masked_unfit: set[tuple[FitKey, int]] = field(default_factory=set)  # (shape, guard) failed
-    masked_cache: dict[int, Capacity] = field(default_factory=dict)
-    withheld_cache: dict[int, dict[int, set[int]]] = field(default_factory=dict)
-    withheld_nodes_cache: dict[int, set[int]] = field(default_factory=dict)  # one-GPU nodes
-    epoch: int = 0  # bumped whenever a reservation is added (every guard level may change)
-    busy_now: list[float] | None = None  # view.busy_until with this pass's starts applied
-    timed_ctx: PlacementContext | None = None
+    # scratch, empty at each pass; cap: view.capacity's copy from the first start (in place:
+    # view.capacity itself)
+    cap: Capacity | None = field(init=False, default=None)
+    starts: list[Start] = field(init=False, default_factory=list)
+    started: list[Ending] = field(init=False, default_factory=list)  # by expected end
+    reservations: list[Reservation] = field(init=False, default_factory=list)
+    reservation_ends: list[float] = field(init=False, default_factory=list)
+    blocked: list[Job] = field(init=False, default_factory=list)
+    owed: list[Job] = field(init=False, default_factory=list)
+    passed_over: int = field(init=False, default=0)  # counted, not listed (unless explaining)
+    more_blocked: int = field(init=False, default=0)  # blocked, counted but not listed
+    unfit: set[FitKey] = field(init=False, default_factory=set)
+    reservation_starts: list[float] = field(init=False, default_factory=list)  # sorted
+    reservations_by_start: list[Reservation] = field(init=False, default_factory=list)
+    masked_unfit: set[tuple[FitKey, int]] = field(init=False, default_factory=set)  # failed
+    masked_cache: dict[int, Capacity] = field(init=False, default_factory=dict)
+    withheld_cache: dict[int, dict[int, set[int]]] = field(init=False, default_factory=dict)
+    withheld_nodes_cache: dict[int, set[int]] = field(init=False, default_factory=dict)
+    withheld_free: dict[int, int] = field(init=False, default_factory=dict)  # of those nodes
+    epoch: int = field(init=False, default=0)  # bumped by every reservation added
+    busy_now: list[float] | None = field(init=False, default=None)  # with this pass's starts
+    timed_ctx: PlacementContext | None = field(init=False, default=None)
 
     @property
     def capacity(self) -> Capacity:
@@ -341,7 +343,12 @@ class SchedulingPass:
                 nodes = self.withheld_nodes_cache.get(guarded)
                 if nodes is None:
                     nodes = self.withheld_nodes_cache[guarded] = withheld_nodes(held)
-                return not held or cap.fits_withholding_units(job, nodes)
+                # how many of them are free: kept until the next start
+                lost = self.withheld_free.get(guarded)
+                if lost is None:
+                    whole_free = cap.whole_free
+                    lost = self.withheld_free[guarded] = sum([whole_free[n] for n in nodes])
+                return not held or cap.fits_withholding_units(job, nodes, lost)
             withheld = self.withheld_cache.get(guarded)
             if withheld is None:
                 withheld = self.withheld_cache[guarded] = withheld_gpus(held)
@@ -356,6 +363,7 @@ class SchedulingPass:
             self.cap = view.capacity if view.in_place else view.capacity.copy()
         self.cap.allocate(job, allocation)
         self.masked_cache.clear()
+        self.withheld_free.clear()
         estimate = self.view.estimate(job)
         ending = Ending(INF if estimate is None else self.view.now_s + estimate, job, allocation)
         at = bisect.bisect_right(self.started, ending.expected_end_s, key=_EXPECTED_END)
@@ -392,5 +400,6 @@ class SchedulingPass:
         self.masked_cache.clear()
         self.withheld_cache.clear()
         self.withheld_nodes_cache.clear()
+        self.withheld_free.clear()
         self.masked_unfit.clear()
         self.epoch += 1

@@ -82,7 +82,7 @@ class Plan:
     more_blocked: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class QueueView:
     """What a policy sees: the time, the queue in its order, running jobs by expected end.
 
@@ -95,7 +95,11 @@ class QueueView:
     ``rank``, when given, is what shortest-first backfill sorts by instead of ``estimate``: a
     pass that plans with the time limits (``plans_with_bounds``) still tries first the jobs
     that are expected to be short. ``walks``, when given, keeps each job's last reservation
-    walk across passes, to be given again while its inputs are unchanged (``walkmemo``)."""
+    walk across passes, to be given again while its inputs are unchanged (``walkmemo``).
+
+    A pass reads it and never changes it. Not frozen: the replay engine builds one per pass,
+    and a frozen dataclass is built attribute by attribute through ``object.__setattr__``
+    (about three times the cost)."""
 
     now_s: float
     pending: Sequence[Job]

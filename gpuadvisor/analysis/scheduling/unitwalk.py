@@ -15,13 +15,15 @@ overlap one (``overlapping``), shared with ``reservations``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from itertools import repeat
+from itertools import compress, islice, repeat
+from operator import itemgetter
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.plans import INF, Ending, Reservation
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 GPU_ZERO = (0,)  # the GPUs of a part on a node of one GPU
+_GPUS = itemgetter(1)  # of a part (node, GPUs)
 
 
 def instants(
@@ -85,7 +87,7 @@ def unit_reservation(
         if allocation.milli != MILLI_PER_GPU:
             raise _SharedGpuError
         released.append(allocation)
-        tally[0] += sum(1 for _, gpus in allocation.parts if gpus)
+        tally[0] += sum(map(bool, map(_GPUS, allocation.parts)))  # its parts that hold a GPU
 
     need = job.nodes
     fits_now: bool | None = None
@@ -159,7 +161,10 @@ def _place(capacity: Capacity, released: list[Allocation], held: set[int], need:
     busy.sort()
     if len(busy) < need:
         whole = capacity.whole_free
-        busy += [n for n in range(len(whole)) if whole[n] and n not in held]
+        free: Iterator[int] = compress(range(len(whole)), whole)  # ascending
+        if held:
+            free = (n for n in free if n not in held)
+        busy += islice(free, need - len(busy))
     chosen = busy[:need]
     if need > 1:
         return Allocation(tuple(zip(chosen, repeat(GPU_ZERO))), MILLI_PER_GPU)
