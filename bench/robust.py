@@ -442,12 +442,15 @@ def _floats(text: str) -> list[float]:
 
 
 def settings_from(pairs: Sequence[str]) -> OrderSettings:
-    """``KEY=VALUE`` numeric ``OrderSettings`` fields (a value with a dot is a float), the
-    boolean ones (``True``, ``False``) and ``priority`` (one of ``plans.PRIORITIES``)."""
+    """``KEY=VALUE`` numeric ``OrderSettings`` fields (a value with a dot is a float; ``None``
+    for the optional ones), the boolean ones (``True``, ``False``) and ``priority`` (one of
+    ``plans.PRIORITIES``)."""
     types = {f.name: f.type for f in fields(OrderSettings)}
-    known = {name for name, kind in types.items() if kind in ("int", "float", "bool")}
+    known = {
+        name for name, kind in types.items() if kind in ("int", "float", "bool", "float | None")
+    }
     known.add("priority")
-    values: dict[str, float | str] = {}
+    values: dict[str, float | str | None] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or key not in known:
@@ -457,6 +460,9 @@ def settings_from(pairs: Sequence[str]) -> OrderSettings:
             if text not in allowed:
                 raise SystemExit(f"--set {pair!r}: expected one of {', '.join(allowed)}")
             values[key] = text if key == "priority" else text == "True"
+            continue
+        if text == "None" and types[key] == "float | None":
+            values[key] = None
             continue
         try:
             values[key] = float(text) if "." in text else int(text)
