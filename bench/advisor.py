@@ -742,7 +742,7 @@ async def measure(
         worker_peak = children_peak_rss_mib()
     finally:
         advisor.close()
-        worker.close()
+        await worker.aclose()
         await client.close()
     return {
         "timings": timings[warmup:],

@@ -91,10 +91,16 @@ class BuildWorker:
     answers are big (``sources/prometheus/live/state.py``, ``OFF_LOOP_BYTES``): orjson holds the GIL
     through a whole decode (a 30 MB answer: over a second), so a thread would still stall the
     event loop and ``/-/healthy`` with it. Started at the first big cycle (``spawn``: nothing of
-    the running loop is copied into it); a worker that died is replaced at the next one."""
+    the running loop is copied into it); a worker that died is replaced at the next one.
+
+    ``aclose`` waits, off the event loop, until the pool's manager thread is done: a pool
+    left shutting down when the interpreter exits races CPython's own exit hook, which writes
+    to the manager's wake-up pipe while the thread closes it (CPython gh-125451, fixed in 3.12.8
+    and 3.13.1, not in 3.11): a traceback on stderr ("Bad file descriptor") at every such exit."""
 
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
+        self._retired: list[ProcessPoolExecutor] = []
 
     async def __call__(self, build: Callable[[], LiveBuild]) -> LiveBuild:
         if self._pool is None:
@@ -103,17 +109,27 @@ class BuildWorker:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._pool, build)
         except BrokenExecutor:
-            self.close()
+            self._retire()
             raise
 
     @property
     def started(self) -> bool:
         return self._pool is not None
 
-    def close(self) -> None:
+    def _retire(self) -> None:
+        """Give the pool no more work; ``aclose`` shuts it down. (Not ``shutdown(wait=False)``
+        here: the pool would forget its manager thread, and nothing could join it later.)"""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._retired.append(self._pool)
             self._pool = None
+
+    async def aclose(self) -> None:
+        """Shut the worker down and wait for it, off the event loop: pending builds are
+        cancelled, one under way finishes first."""
+        self._retire()
+        pools, self._retired = self._retired, []
+        for pool in pools:
+            await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
 
 
 BUILD_WORKER = web.AppKey("build_worker", BuildWorker)
@@ -290,7 +306,7 @@ async def _closing(app: web.Application) -> AsyncIterator[None]:
     the Prometheus client."""
     yield
     app[ADVISOR].close()
-    app[BUILD_WORKER].close()
+    await app[BUILD_WORKER].aclose()
     client = app.get(PROMETHEUS)
     if client is not None:
         await client.close()
@@ -355,7 +371,7 @@ async def run_once(
         if parts.client is not None:
             await parts.client.close()
         parts.advisor.close()
-        parts.worker.close()
+        await parts.worker.aclose()
     body = status_json(status)
     findings = status.findings
     if findings is not None and findings.trusted:
