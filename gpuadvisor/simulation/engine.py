@@ -225,9 +225,9 @@ class _Engine(ReplayState):
                 pending, now, settings, by_submit=self.order.submit_ordered, capacity=self.capacity
             )
             settings = regime.settings
-            if regime.backlogged != self.backlogged:
-                arrived_only = None  # the last plan was made under the other regime
-                self.backlogged = regime.backlogged
+            if regime.name != self.regime:
+                arrived_only = None  # the last plan was made under another regime
+                self.regime = regime.name
         bounds = self.bounded is not None and plans_with_bounds(pending[0], now, settings)
         if bounds:
             # the oldest job starved: plan with the limits, ranked by the estimates (no

@@ -27,6 +27,7 @@ from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
 from gpuadvisor.analysis.scheduling.corrected_limits import InflationHistory
 from gpuadvisor.analysis.scheduling.orders import ORDERS, Ending, Plan
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
+from gpuadvisor.analysis.scheduling.regime import DRAINS
 from gpuadvisor.analysis.scheduling.walkmemo import WalkMemo
 from gpuadvisor.model import Allocation, Cluster, Job
 from gpuadvisor.model.availability import Availability
@@ -145,7 +146,7 @@ class ReplayState:
         self.bound_s: list[float | None] = [job.time_limit_s for job in self.jobs]
         self.bounds_now: dict[int, float | None] = {}  # like estimates_now, for bounds
         self.planned_with_bounds = False  # how the last pass planned
-        self.backlogged = False  # the regime of the last pass (``regime.decide``)
+        self.regime = DRAINS  # the regime of the last pass (``regime.decide``)
         self.node_fragment = [
             self.ctx.fragment(free, cluster.nodes[i].gpu_model)
             for i, free in enumerate(self.capacity.free_milli)

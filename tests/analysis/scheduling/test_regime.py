@@ -6,6 +6,7 @@ says which regime it planned in.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -16,6 +17,7 @@ from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise
 from gpuadvisor.analysis.scheduling.orders import OrderSettings, plans_with_bounds
 from gpuadvisor.analysis.scheduling.regime import (
     BACKLOG,
+    DEEP,
     DRAINS,
     applies,
     decide,
@@ -23,7 +25,7 @@ from gpuadvisor.analysis.scheduling.regime import (
     needs_whole_nodes,
     starved_jobs,
 )
-from gpuadvisor.model import Allocation, Cluster, ClusterSnapshot, Job, RunningJob
+from gpuadvisor.model import Allocation, Cluster, ClusterSnapshot, Job, Recommendation, RunningJob
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from tests.builders import make_capacity, make_cluster, make_job, on, single_node
 
@@ -361,3 +363,128 @@ def test_live_advice_applies_the_default_regime_only_with_predictions() -> None:
         assert dict(recommendation.evidence)["regime"].startswith(
             "backlog: 1 job(s) needing whole nodes of several GPUs waited over 6 h"
         )
+
+
+# -- the depth of the queue: the drain's starvation bound --------------------------------------
+
+DEPTH = OrderSettings(
+    backlog_starved_jobs=0,
+    backlog_signal="starved",
+    drain_starvation_s=36 * HOUR_S,
+    deep_queue_jobs=3,
+    explain=True,
+)
+"""The depth switch alone (no backlog regime): jobs starve after 36 h while fewer than three
+waited the day, after the day from three on."""
+
+
+def _one_gpu_queue(*submits_s: float) -> list[Job]:
+    return [
+        make_job(f"k{i}", at=at, gpus=1, nodes=4, runtime=HOUR_S) for i, at in enumerate(submits_s)
+    ]
+
+
+def test_while_the_queue_drains_jobs_starve_later_and_the_limits_still_come_after_a_day() -> None:
+    now_s = 2 * DAY_S
+    # two jobs waited over a day, one 30 h: fewer than three
+    queue = _one_gpu_queue(now_s - 30 * HOUR_S, now_s - 25 * HOUR_S, now_s - HOUR_S)
+    regime = decide(queue, now_s, DEPTH, by_submit=True)
+    assert (regime.name, regime.waited_jobs) == (DRAINS, 2)
+    assert regime.settings.starvation_s == 36 * HOUR_S
+    assert regime.settings.bounds_from_s == DAY_S  # the limits still from the day on
+    assert plans_with_bounds(queue[0], now_s, regime.settings)
+    assert regime.evidence() == (
+        "queue drains: 2 job(s) waited over 24 h (deep from 3), so jobs starve after 36 h"
+    )
+    # the replay asks at every pass: one settings object, not one per pass
+    assert decide(queue, now_s, DEPTH, by_submit=False).settings is regime.settings
+
+
+def test_a_deep_queue_keeps_the_days_bound() -> None:
+    now_s = 3 * DAY_S
+    queue = _one_gpu_queue(0.0, 10.0, 20.0, DAY_S, 2 * DAY_S)
+    regime = decide(queue, now_s, DEPTH, by_submit=True)
+    assert (regime.name, regime.waited_jobs) == (DEEP, 3)  # counted up to the threshold
+    assert regime.settings is DEPTH
+    assert not regime.backlogged
+    assert regime.evidence().endswith(
+        "3 job(s) waited over 24 h (deep from 3), so jobs starve after 24 h"
+    )
+    assert regime.evidence().startswith("deep queue: ")
+
+
+def test_the_backlog_decides_before_the_depth() -> None:
+    both = replace(
+        DEPTH, backlog_starved_jobs=1, backlog_signal="starved", backlog_predicted_only=False
+    )
+    regime = decide(_one_gpu_queue(0.0), 2 * DAY_S, both, by_submit=True)
+    assert regime.name == BACKLOG
+    assert regime.settings.starvation_s == both.backlog_starvation_s
+
+
+@given(
+    st.lists(st.floats(0.0, 10 * DAY_S, allow_nan=False), max_size=40),
+    st.floats(0.0, 12 * DAY_S, allow_nan=False),
+    st.integers(1, 8),
+)
+def test_the_depth_counted_in_queue_order_or_not_is_the_same(
+    submits_s: list[float], now_s: float, deep: int
+) -> None:
+    settings = replace(DEPTH, deep_queue_jobs=deep)
+    queue = _one_gpu_queue(*sorted(submits_s))
+    ordered = decide(queue, now_s, settings, by_submit=True)
+    scanned = decide(queue[::-1], now_s, settings, by_submit=False)
+    assert (ordered.name, ordered.waited_jobs) == (scanned.name, scanned.waited_jobs)
+    waited = sum(1 for t in submits_s if t <= now_s - DAY_S)
+    assert ordered.waited_jobs == min(waited, deep)
+    assert ordered.name == (DEEP if waited >= deep else DRAINS)
+
+
+def test_without_the_drain_bound_the_depth_is_not_counted() -> None:
+    off = replace(DEPTH, drain_starvation_s=None)
+    regime = decide(_one_gpu_queue(0.0), 2 * DAY_S, off, by_submit=True)
+    assert (regime.name, regime.waited_jobs, regime.settings) == (DRAINS, None, off)
+    assert regime.evidence().endswith("normal settings")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("drain_starvation_s", 0.0, "drain_starvation_s must be finite and > 0"),
+        ("drain_starvation_s", math.inf, "drain_starvation_s must be finite and > 0"),
+        ("deep_queue_jobs", 0, "deep_queue_jobs must be >= 1"),
+    ],
+)
+def test_the_depth_settings_are_checked(field: str, value: float, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        OrderSettings(**{field: value})  # type: ignore[arg-type]
+
+
+def test_the_depth_switch_changes_a_replay_on_one_processor_nodes_and_the_advice_says_so() -> None:
+    off = replace(OFF, drain_starvation_s=None)
+    drains = replace(
+        off, backlog_starved_jobs=1, backlog_signal="gang", drain_starvation_s=36 * HOUR_S
+    )
+    assert _unit_replay(replace(drains, deep_queue_jobs=10**6)) != _unit_replay(off)
+    # a queue where every job is deep: the day's bound, as without the switch
+    assert _unit_replay(replace(drains, deep_queue_jobs=1, drain_starvation_s=DAY_S)) == (
+        _unit_replay(off)
+    )
+
+
+def test_live_advice_says_how_deep_the_queue_is() -> None:
+    settings = AdviceSettings(order_settings=DEPTH)
+
+    def advice(now_s: float) -> tuple[Recommendation, ...]:
+        return advise(
+            _snapshot(now_s), lambda job: job.time_limit_s, settings=settings, predicted=True
+        )
+
+    limits = advise(_snapshot(2 * DAY_S), lambda job: job.time_limit_s, settings=settings)
+    assert limits and all("regime" not in dict(r.evidence) for r in limits)
+    for recommendation in advice(2 * DAY_S):
+        assert dict(recommendation.evidence)["regime"] == (
+            "deep queue: 3 job(s) waited over 24 h (deep from 3), so jobs starve after 24 h"
+        )
+    for recommendation in advice(HOUR_S):
+        assert dict(recommendation.evidence)["regime"].endswith("so jobs starve after 36 h")
