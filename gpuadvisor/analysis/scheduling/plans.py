@@ -135,12 +135,13 @@ class OrderSettings:
     backlog regime a job starves once its wait reaches that share of the oldest pending job's
     wait (at least ``backlog_starvation_s``), so the oldest are served in queue order and the
     rest shortest first, whatever the backlog's depth.
-    ``drain_starvation_s`` (None: off): a pass that decides its regime and is not backlogged lets
-    jobs wait this long before they starve while the queue drains, that is while fewer than
-    ``deep_queue_jobs`` pending jobs have waited ``starvation_s``; it still plans with the time
-    limits from ``bounds_from_s`` on. In a queue that drains a job that waited a day is a
-    transient, and serving it in queue order makes the short jobs behind it wait (the real logs
-    at their recorded load); in a deep queue the day's bound applies (``regime.decide``).
+    ``drain_starvation_factor`` (1.0: off): a pass that decides its regime and is not
+    backlogged lets jobs wait that many times ``starvation_s`` before they starve while the
+    queue drains, that is while fewer than ``deep_queue_jobs`` pending jobs have waited
+    ``starvation_s``; it still plans with the time limits from ``bounds_from_s`` on. In a
+    queue that drains a job that waited a day is a transient, and serving it in queue order
+    makes the short jobs behind it wait (the real logs at their recorded load); in a deep queue
+    the bound itself applies (``regime.decide``).
     ``explain`` computes reservations
     even when nothing could start (the live advisor wants them, the simulator does not).
     ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime first
@@ -174,7 +175,7 @@ class OrderSettings:
     backlog_signal: str = "gang"
     backlog_predicted_only: bool = True
     adaptive_starvation_ratio: float = 0.0
-    drain_starvation_s: float | None = None
+    drain_starvation_factor: float = 1.0
     deep_queue_jobs: int = 50
     corrected_bounds_window: int = 0
     corrected_bounds_quantile: float = 1.0
@@ -191,9 +192,9 @@ class OrderSettings:
         weight = self.lxf_wait_weight_per_h
         if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"lxf_wait_weight_per_h must be finite and >= 0; got {weight!r}")
-        drain_s = self.drain_starvation_s
-        if drain_s is not None and not (math.isfinite(drain_s) and drain_s > 0):
-            raise ValueError(f"drain_starvation_s must be finite and > 0, or None; got {drain_s!r}")
+        factor = self.drain_starvation_factor
+        if not (math.isfinite(factor) and factor >= 1.0):
+            raise ValueError(f"drain_starvation_factor must be finite and >= 1; got {factor!r}")
         if self.deep_queue_jobs < 1:
             raise ValueError(f"deep_queue_jobs must be >= 1; got {self.deep_queue_jobs!r}")
 

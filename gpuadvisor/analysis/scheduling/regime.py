@@ -25,8 +25,9 @@ has the measurements that chose it), for passes that plan with runtime predictio
 (``applies``).
 
 Outside the backlog, the depth of the queue sets the starvation bound
-(``OrderSettings.drain_starvation_s``): while fewer than ``deep_queue_jobs`` pending jobs have
-waited ``starvation_s`` the queue drains, and jobs starve only after ``drain_starvation_s``;
+(``OrderSettings.drain_starvation_factor``): while fewer than ``deep_queue_jobs`` pending jobs
+have waited ``starvation_s`` the queue drains, and jobs starve only after that factor times
+``starvation_s``;
 from that many on the queue is deep and ``starvation_s`` applies. This signal counts every job,
 so it works on nodes of one GPU too. On the real logs at their recorded load 50 jobs that
 waited a day are rare (under 1 % of the arrivals find them), with arrivals compressed to an
@@ -66,7 +67,7 @@ class Regime:
     settings: OrderSettings
     decided_from: OrderSettings
     waited_jobs: int | None = None
-    """Outside the backlog, with ``drain_starvation_s``: how many pending jobs waited
+    """Outside the backlog, with ``drain_starvation_factor``: how many pending jobs waited
     ``starvation_s`` (the depth of the queue; counted up to ``deep_queue_jobs``)."""
 
     @property
@@ -205,12 +206,12 @@ def signalling_jobs(
 
 def applies(settings: OrderSettings, *, predicted: bool) -> bool:
     """Whether a pass decides its regime at all: a switch is on (the backlog's,
-    ``backlog_starved_jobs`` > 0, or the depth's, ``drain_starvation_s``) and, with
+    ``backlog_starved_jobs`` > 0, or the depth's, ``drain_starvation_factor`` > 1) and, with
     ``backlog_predicted_only``, the pass plans with runtime predictions (``predicted``). With
     the users' limits the advisor fills idle GPUs largest first, which packs whole nodes by
     itself; with predictions it fills shortest first, and short jobs spread over partly used
     nodes, which is what the backlog's reservations gather back."""
-    switched = settings.backlog_starved_jobs > 0 or settings.drain_starvation_s is not None
+    switched = settings.backlog_starved_jobs > 0 or settings.drain_starvation_factor > 1.0
     return switched and (predicted or not settings.backlog_predicted_only)
 
 
@@ -251,25 +252,28 @@ def _by_depth(
     *,
     by_submit: bool,
 ) -> Regime:
-    """The regime of a pass outside the backlog: the queue drains (``drain_starvation_s``
+    """The regime of a pass outside the backlog: the queue drains (``drain_starvation_factor``
     applies) or is deep (``starvation_s`` applies), from how many jobs waited ``starvation_s``."""
-    drain_s = settings.drain_starvation_s
-    if drain_s is None:
+    if settings.drain_starvation_factor <= 1.0:
         return Regime(DRAINS, starved, counted_s, settings, settings)
     waited = _count_waited(
         pending, now_s, settings.starvation_s, settings.deep_queue_jobs, by_submit
     )
     if waited >= settings.deep_queue_jobs:
         return Regime(DEEP, starved, counted_s, settings, settings, waited)
-    return Regime(DRAINS, starved, counted_s, _drain_settings(settings, drain_s), settings, waited)
+    return Regime(DRAINS, starved, counted_s, _drain_settings(settings), settings, waited)
 
 
 @functools.lru_cache(maxsize=16)
-def _drain_settings(settings: OrderSettings, drain_s: float) -> OrderSettings:
-    """``settings`` starving jobs after ``drain_s``, the time limits still planned with from
-    ``bounds_from_s``; one object per settings (a replay asks at every pass, and ``replace``
-    costs twenty times the lookup)."""
-    return replace(settings, starvation_s=drain_s, bounds_after_s=settings.bounds_from_s)
+def _drain_settings(settings: OrderSettings) -> OrderSettings:
+    """``settings`` starving jobs after ``drain_starvation_factor`` × ``starvation_s``, the time
+    limits still planned with from ``bounds_from_s``; one object per settings (a replay asks at
+    every pass, and ``replace`` costs twenty times the lookup)."""
+    return replace(
+        settings,
+        starvation_s=settings.drain_starvation_factor * settings.starvation_s,
+        bounds_after_s=settings.bounds_from_s,
+    )
 
 
 def _count_waited(
