@@ -129,15 +129,16 @@ class OrderSettings:
     whole nodes of several GPUs, ``"fragmented"`` those that besides cannot start although the
     free GPUs would hold them by count (``regime``'s docstring gives the reason). By default
     the backlog regime holds while one job that needs whole nodes of several GPUs has waited
-    6 h: never on clusters of one-GPU nodes (the real logs keep the normal settings), and
-    (``backlog_predicted_only``) only for passes that plan with runtime predictions.
+    6 h: never on clusters of one-GPU nodes (the real logs), and (``backlog_predicted_only``)
+    only for passes that plan with runtime predictions; outside it, such passes starve jobs
+    after 1.5 × ``starvation_s`` until 50 jobs have waited ``starvation_s`` (below).
     ``adaptive_starvation_ratio`` (0: off; an experiment of issue 18's compressed loads): in the
     backlog regime a job starves once its wait reaches that share of the oldest pending job's
     wait (at least ``backlog_starvation_s``), so the oldest are served in queue order and the
     rest shortest first, whatever the backlog's depth.
-    ``drain_starvation_factor`` (1.0: off): a pass that decides its regime and is not
-    backlogged lets jobs wait that many times ``starvation_s`` before they starve while the
-    queue drains, that is while fewer than ``deep_queue_jobs`` pending jobs have waited
+    ``drain_starvation_factor`` (1.0: off; by default 1.5): a pass that decides its regime and
+    is not backlogged lets jobs wait that many times ``starvation_s`` before they starve while
+    the queue drains, that is while fewer than ``deep_queue_jobs`` pending jobs have waited
     ``starvation_s``; it still plans with the time limits from ``bounds_from_s`` on. In a
     queue that drains a job that waited a day is a transient, and serving it in queue order
     makes the short jobs behind it wait (the real logs at their recorded load); in a deep queue
@@ -175,7 +176,7 @@ class OrderSettings:
     backlog_signal: str = "gang"
     backlog_predicted_only: bool = True
     adaptive_starvation_ratio: float = 0.0
-    drain_starvation_factor: float = 1.0
+    drain_starvation_factor: float = 1.5
     deep_queue_jobs: int = 50
     corrected_bounds_window: int = 0
     corrected_bounds_quantile: float = 1.0

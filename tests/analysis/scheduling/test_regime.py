@@ -31,12 +31,13 @@ from tests.builders import make_capacity, make_cluster, make_job, on, single_nod
 
 HOUR_S = 3600.0
 DAY_S = 24 * HOUR_S
-OFF = OrderSettings(backlog_starved_jobs=0)
+OFF = OrderSettings(backlog_starved_jobs=0, drain_starvation_factor=1.0)
 SWITCHED = OrderSettings(
     backlog_starved_jobs=2,
     backlog_signal="starved",
     backlog_counts_s=None,
     backlog_predicted_only=False,
+    drain_starvation_factor=1.0,
     explain=True,
 )
 
@@ -48,6 +49,8 @@ def _queue(*submits_s: float) -> list[Job]:
 def test_by_default_the_backlog_is_one_gang_job_that_waited_6_h() -> None:
     s = OrderSettings()
     assert (s.backlog_starved_jobs, s.backlog_signal, s.backlog_counts_s) == (1, "gang", 6 * HOUR_S)
+    # and outside it, the queue drains (jobs starve after 36 h) until 50 jobs waited the day
+    assert (s.drain_starvation_factor * s.starvation_s, s.deep_queue_jobs) == (36 * HOUR_S, 50)
     assert s.backlog_predicted_only
     assert applies(s, predicted=True) and not applies(s, predicted=False)
     assert applies(SWITCHED, predicted=False) and not applies(OFF, predicted=True)
@@ -289,7 +292,9 @@ def test_on_one_processor_nodes_the_gang_signals_replay_exactly_as_without_a_reg
     assert _unit_replay(count) != base
     for signal in ("gang", "fragmented"):
         assert _unit_replay(replace(count, backlog_signal=signal)) == base
-    assert _unit_replay(OrderSettings()) == base  # the default: the real logs keep their figures
+    # the default too: its gang signal never fires on these nodes, and the depth switch leaves
+    # this saturated queue as it is (test_the_depth_switch_changes_a_replay_... has one it moves)
+    assert _unit_replay(OrderSettings()) == base
 
 
 def test_on_nodes_of_eight_gpus_the_gang_signal_changes_the_replay() -> None:
