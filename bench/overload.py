@@ -7,7 +7,7 @@ allocation cut into equal windows of the arrival span and the drain tail after t
     .venv/bin/python bench/overload.py --log KTH-SP2 --load 1.2 \\
         --policies advisor@exact,easy-sjbf@exact --windows 0
     .venv/bin/python bench/overload.py --log KTH-SP2 --load 1.2 --policies advisor@predicted \\
-        --set starvation_s=172800.0                      # an OrderSettings field (floats: a dot)
+        --set starvation_s=172800                        # any OrderSettings field (config.order)
     .venv/bin/python bench/overload.py --log CTC-SP2 --load 0 --policies easy --windows 0 \
         --jitter-s 60 --jitter-seed 3       # the noise floor: every arrival up to 60 s later
 
@@ -30,12 +30,13 @@ import argparse
 import random
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from gpuadvisor.analysis.scheduling.plans import PRIORITIES, OrderSettings
-from gpuadvisor.analysis.scheduling.regime import SIGNALS
+from gpuadvisor.analysis.scheduling.plans import OrderSettings
+from gpuadvisor.config.order import order_settings
+from gpuadvisor.errors import ConfigError
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job
 from gpuadvisor.simulation.compare import parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
@@ -115,29 +116,12 @@ def windows(result: SimulationResult, parts: int) -> list[Window]:
 
 
 def settings_from(pairs: Sequence[str]) -> OrderSettings:
-    """``key=value`` OrderSettings fields (a value with a dot is a float, else an int; ``None``,
-    ``True`` and ``False`` as written; ``backlog_signal`` one of ``regime.SIGNALS``, ``priority``
-    one of ``plans.PRIORITIES``)."""
-    known = {f.name for f in fields(OrderSettings)}
-    values: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or key not in known:
-            raise SystemExit(f"--set {pair!r}: expected KEY=VALUE with KEY one of {sorted(known)}")
-        words: dict[str, object] = {"None": None, "True": True, "False": False}
-        named = {"backlog_signal": SIGNALS, "priority": PRIORITIES}.get(key)
-        if named is not None:
-            if text not in named:
-                raise SystemExit(f"--set {pair!r}: expected one of {', '.join(named)}")
-            values[key] = text
-            continue
-        try:
-            values[key] = (
-                words[text] if text in words else float(text) if "." in text else int(text)
-            )
-        except ValueError:
-            raise SystemExit(f"--set {pair!r}: {text!r} is not a number") from None
-    return OrderSettings(**values)  # type: ignore[arg-type]
+    """``--set KEY=VALUE`` pairs as ``OrderSettings`` (``config.order``), or exit naming the bad
+    pair."""
+    try:
+        return order_settings(pairs)
+    except ConfigError as exc:
+        raise SystemExit(f"--set {exc}") from None
 
 
 def summary(result: SimulationResult, reference: float | None) -> str:

@@ -4,7 +4,7 @@
         [--models habits,model2-24u,model2-96u] [--mixes multinode,philly]
         [--policies easy,advisor,advisor@predicted] [--shape 32x8]
         [--jobs-parallel 1] [--output-json PATH] [--check]
-        [--set corrected_bounds_window=20]   # numeric OrderSettings fields (floats: a dot)
+        [--set corrected_bounds_window=20]   # any OrderSettings field by name (config.order)
         [--null-jitter-s 60]   # also easy on the same jobs, each arrival up to 60 s later
 
 Every (model, mix, load, seed) is one trace of ``--jobs`` jobs from ``simulation.habits``,
@@ -42,11 +42,12 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from gpuadvisor.analysis.scheduling.plans import PRIORITIES, OrderSettings
-from gpuadvisor.errors import ModelError
+from gpuadvisor.analysis.scheduling.plans import OrderSettings
+from gpuadvisor.config.order import order_settings
+from gpuadvisor.errors import ConfigError, ModelError
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.simulation.compare import compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
@@ -442,33 +443,12 @@ def _floats(text: str) -> list[float]:
 
 
 def settings_from(pairs: Sequence[str]) -> OrderSettings:
-    """``KEY=VALUE`` numeric ``OrderSettings`` fields (a value with a dot is a float; ``None``
-    for the optional ones), the boolean ones (``True``, ``False``) and ``priority`` (one of
-    ``plans.PRIORITIES``)."""
-    types = {f.name: f.type for f in fields(OrderSettings)}
-    known = {
-        name for name, kind in types.items() if kind in ("int", "float", "bool", "float | None")
-    }
-    known.add("priority")
-    values: dict[str, float | str | None] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or key not in known:
-            raise SystemExit(f"--set {pair!r}: expected KEY=VALUE with KEY one of {sorted(known)}")
-        if key == "priority" or types[key] == "bool":
-            allowed = PRIORITIES if key == "priority" else ("True", "False")
-            if text not in allowed:
-                raise SystemExit(f"--set {pair!r}: expected one of {', '.join(allowed)}")
-            values[key] = text if key == "priority" else text == "True"
-            continue
-        if text == "None" and types[key] == "float | None":
-            values[key] = None
-            continue
-        try:
-            values[key] = float(text) if "." in text else int(text)
-        except ValueError:
-            raise SystemExit(f"--set {pair!r}: {text!r} is not a number") from None
-    return OrderSettings(**values)  # type: ignore[arg-type]
+    """``--set KEY=VALUE`` pairs as ``OrderSettings`` (``config.order``), or exit naming the bad
+    pair."""
+    try:
+        return order_settings(pairs)
+    except ConfigError as exc:
+        raise SystemExit(f"--set {exc}") from None
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

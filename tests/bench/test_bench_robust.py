@@ -179,15 +179,16 @@ def test_seed_ranges() -> None:
     assert bench.parse_seeds("5") == [5]
 
 
-def test_set_passes_numeric_order_settings_and_refuses_others() -> None:
+def test_set_passes_order_settings_by_name_and_refuses_bad_ones() -> None:
     settings = bench.settings_from(["corrected_bounds_window=20", "starvation_s=3600.0"])
     assert (settings.corrected_bounds_window, settings.starvation_s) == (20, 3600.0)
     lxf = bench.settings_from(["priority=lxf", "lxf_wait_weight_per_h=0.1", "explain=False"])
     assert (lxf.priority, lxf.lxf_wait_weight_per_h, lxf.explain) == ("lxf", 0.1, False)
     bounds = bench.settings_from(["bounds_after_s=86400.0"]).bounds_after_s
     assert (bounds, bench.settings_from(["bounds_after_s=None"]).bounds_after_s) == (86400.0, None)
+    assert bench.settings_from(["backlog_signal=starved"]).backlog_signal == "starved"
     bad_values = ("priority=fastest", "lxf_starved_first=yes", "starvation_s=None")
-    for bad in ("backlog_signal=gang", "nope=1", "starvation_s=soon", "starvation_s", *bad_values):
+    for bad in ("backlog_signal=wide", "nope=1", "starvation_s=soon", "starvation_s", *bad_values):
         with pytest.raises(SystemExit, match="--set"):
             bench.settings_from([bad])
 
