@@ -56,6 +56,6 @@ def _value(pair: str, key: str, text: str) -> object:
     except ValueError:
         what = "a whole number" if kind == "int" else "a number"
         raise ConfigError(f"{pair!r}: {text!r} is not {what}") from None
-    if not math.isfinite(number) and kind != "int":
+    if not math.isfinite(number):
         raise ConfigError(f"{pair!r}: {text!r} is not a finite number")
     return number
