@@ -257,10 +257,9 @@ def _by_depth(
     applies) or is deep (``starvation_s`` applies), from how many jobs waited ``starvation_s``."""
     if settings.drain_starvation_factor <= 1.0:
         return Regime(DRAINS, starved, counted_s, settings, settings)
-    waited = _count_waited(
-        pending, now_s, settings.starvation_s, settings.deep_queue_jobs, by_submit
-    )
-    if waited >= settings.deep_queue_jobs:
+    deep = settings.deep_queue_jobs
+    waited = min(deep, starved_jobs(pending, now_s, settings.starvation_s, by_submit=by_submit))
+    if waited >= deep:
         return Regime(DEEP, starved, counted_s, settings, settings, waited)
     return Regime(DRAINS, starved, counted_s, _drain_settings(settings), settings, waited)
 
@@ -275,17 +274,3 @@ def _drain_settings(settings: OrderSettings) -> OrderSettings:
         starvation_s=settings.drain_starvation_factor * settings.starvation_s,
         bounds_after_s=settings.bounds_from_s,
     )
-
-
-def _count_waited(
-    pending: Sequence[Job], now_s: float, waited_s: float, up_to: int, by_submit: bool
-) -> int:
-    """How many of ``pending`` waited at least ``waited_s``, counted up to ``up_to``."""
-    if by_submit:
-        return min(up_to, starved_jobs(pending, now_s, waited_s, by_submit=True))
-    found = 0
-    for _ in _waited(pending, now_s, waited_s, by_submit=False):
-        found += 1
-        if found >= up_to:
-            break
-    return found
