@@ -248,15 +248,19 @@ class Capacity(NodeStates):
         """``fits_withholding`` on nodes of one GPU each for a whole-GPU job without CPU,
         memory or GPU-model constraints, given only the nodes that hold a withheld GPU
         (``withheld_nodes``): such a node admitted the job if its GPU is free, and admits
-        nothing with it withheld. ``lost``: how many of ``nodes`` are free now, if known."""
+        nothing with it withheld. ``lost``: ``free_units(nodes)``, if known."""
         g, need = job.gpus, job.nodes
         found = 0
         for counts in (self.hist if need == 1 else self.idle_nodes).values():
             found += sum(counts[g:])
         if lost is None:
-            whole_free = self.whole_free
-            lost = sum([whole_free[node] for node in nodes])
+            lost = self.free_units(nodes)
         return found - lost >= need
+
+    def free_units(self, nodes: AbstractSet[int]) -> int:
+        """How many of ``nodes`` (nodes of one GPU each) have their GPU wholly free."""
+        whole_free = self.whole_free
+        return sum([whole_free[node] for node in nodes])
 
     # -- changes ------------------------------------------------------------------------
 

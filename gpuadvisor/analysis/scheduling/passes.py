@@ -346,8 +346,7 @@ class SchedulingPass:
                 # how many of them are free: kept until the next start
                 lost = self.withheld_free.get(guarded)
                 if lost is None:
-                    whole_free = cap.whole_free
-                    lost = self.withheld_free[guarded] = sum([whole_free[n] for n in nodes])
+                    lost = self.withheld_free[guarded] = cap.free_units(nodes)
                 return not held or cap.fits_withholding_units(job, nodes, lost)
             withheld = self.withheld_cache.get(guarded)
             if withheld is None:
