@@ -3,7 +3,7 @@ is luck, and does the advisor beat the field's policies on the same copy?
 
     .venv/bin/python bench/jitter.py --logs SDSC-SP2 --seeds 0-19 --jobs-parallel 2
     .venv/bin/python bench/jitter.py --logs CTC-SP2,KTH-SP2 --seeds 0-9 \\
-        --policies advisor@predicted --set drain_starvation_factor=3.0
+        --policies advisor@predicted --vary drain_starvation_factor=1.5,3.0
 
 Copy 0 is the log as recorded (``bench/pwa.py``'s: the literature's filter, one unit per
 processor); copy k > 0 moves every arrival later by a uniform [0, ``--jitter-s``] s draw of
@@ -11,7 +11,8 @@ processor); copy k > 0 moves every arrival later by a uniform [0, ``--jitter-s``
 than anyone would notice. On each copy run our ``easy`` (the engine's default mode: the lines
 "no worse than our EASY"), the field's policies as they were published (``--field``, EASY-SJBF
 and EASY++, replayed in pyss's order, ``per-event``, which reproduces the published figures on
-copy 0) and each candidate (``--policies``, as ``simulate`` replays it).
+copy 0) and each candidate (``--policies``, as ``simulate`` replays it; with ``--set``'s
+``OrderSettings``, and once per value of ``--vary``'s field: a trade-off curve on the same copies).
 
 Per copy and candidate: average bsld (tau = 10 s), mean and max wait as multiples of ``easy``'s
 on the same copy, and which of the lines it meets: ``pub`` bsld <= the published line (the
@@ -193,15 +194,40 @@ def tasks_for(
     logs: Sequence[str],
     seeds: Sequence[int],
     policies: Sequence[str],
-    settings: OrderSettings | None,
+    variants: Sequence[OrderSettings | None],
 ) -> list[Task]:
+    """Per copy: ``easy``, the field, and each candidate policy with each of ``variants``."""
     tasks = []
     for log in logs:
         for seed in seeds:
             tasks.append(Task(log, seed, REFERENCE, False, None))
             tasks += [Task(log, seed, p, True, None) for p in FIELD]
-            tasks += [Task(log, seed, p, False, settings) for p in policies]
+            tasks += [Task(log, seed, p, False, v) for p in policies for v in variants]
     return tasks
+
+
+def variants_of(base: Sequence[str], vary: str | None) -> list[tuple[str, OrderSettings | None]]:
+    """The candidates' settings: ``--set``'s pairs, and with ``--vary KEY=V1,V2`` one variant
+    per value (each labelled by its pair); exits naming a bad pair."""
+    pairs = [[]] if vary is None else [[f"{vary.partition('=')[0]}={v}"] for v in _values(vary)]
+    try:
+        return [
+            (
+                " ".join(extra),
+                order_settings([*base, *extra]) if base or extra else None,
+            )
+            for extra in pairs
+        ]
+    except ConfigError as exc:
+        raise SystemExit(f"--set {exc}") from None
+
+
+def _values(vary: str) -> list[str]:
+    key, sep, values = vary.partition("=")
+    out = [v.strip() for v in values.split(",") if v.strip()]
+    if not (key.strip() and sep and out):
+        raise SystemExit(f"--vary {vary!r}: expected KEY=VALUE,VALUE,...")
+    return out
 
 
 def run(tasks: Sequence[Task], traces: Path, jitter_s: float, parallel: int) -> list[Figures]:
@@ -240,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FIELD=VALUE",
         help="an OrderSettings field of the candidates (config.order)",
     )
+    parser.add_argument(
+        "--vary",
+        metavar="FIELD=V1,V2",
+        help="the candidates once per value of this OrderSettings field (a trade-off curve)",
+    )
     parser.add_argument("--jitter-s", type=float, default=60.0, help="the most an arrival moves")
     parser.add_argument("--jobs-parallel", type=int, default=1, metavar="N")
     parser.add_argument("--traces", type=Path, default=TRACES, help="folder of the SWF logs")
@@ -250,27 +281,26 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown logs {unknown}; choose from {', '.join(FILES)}")
     if args.jobs_parallel < 1 or not (math.isfinite(args.jitter_s) and args.jitter_s >= 0):
         parser.error("--jobs-parallel needs at least 1, --jitter-s a finite number >= 0")
-    try:
-        settings = order_settings(args.set) if args.set else None
-    except ConfigError as exc:
-        raise SystemExit(f"--set {exc}") from None
+    variants = variants_of(args.set, args.vary)
     if not args.traces.is_dir():
         print(f"skipped: {args.traces} is absent (../shared not here)")
         return 0
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     seeds = seeds_of(args.seeds)
-    tasks = tasks_for(logs, seeds, policies, settings)
+    tasks = tasks_for(logs, seeds, policies, [v for _, v in variants])
     done = {f.task: f for f in run(tasks, args.traces, args.jitter_s, args.jobs_parallel)}
     print(f"copies {args.seeds}, arrivals jittered by up to {args.jitter_s:g} s; set: {args.set}")
     for log in logs:
         for policy in policies:
-            verdicts = []
-            for seed in seeds:
-                easy = done[Task(log, seed, REFERENCE, False, None)]
-                field = [done[Task(log, seed, p, True, None)] for p in FIELD]
-                candidate = done[Task(log, seed, policy, False, settings)]
-                verdicts.append(judge(log, seed, candidate, easy, field))
-            print("\n".join(report(log, policy, verdicts)), flush=True)
+            for label, settings in variants:
+                verdicts = []
+                for seed in seeds:
+                    easy = done[Task(log, seed, REFERENCE, False, None)]
+                    field = [done[Task(log, seed, p, True, None)] for p in FIELD]
+                    candidate = done[Task(log, seed, policy, False, settings)]
+                    verdicts.append(judge(log, seed, candidate, easy, field))
+                name = f"{policy} ({label})" if label else policy
+                print("\n".join(report(log, name, verdicts)), flush=True)
     return 0
 
 

@@ -94,3 +94,23 @@ def test_bad_settings_and_logs_are_refused(traces: Path) -> None:
         bench.main(["--traces", str(traces), "--set", "starvation_s=soon"])
     with pytest.raises(SystemExit):
         bench.main(["--traces", str(traces), "--logs", "NOPE"])
+
+
+def test_vary_replays_the_candidates_once_per_value(
+    traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--logs", "KTH-SP2", "--seeds", "0,1", "--traces", str(traces)]
+    vary = ["--vary", "drain_starvation_factor=1.0,3.0", "--set", "starvation_s=60"]
+    assert bench.main([*argv, "--policies", "advisor@predicted", *vary]) == 0
+    out = capsys.readouterr().out
+    for value in ("1.0", "3.0"):
+        assert f"KTH-SP2, advisor@predicted (drain_starvation_factor={value}) (published" in out
+    (label, settings), _ = bench.variants_of(["starvation_s=60"], "drain_starvation_factor=1,3")
+    assert label == "drain_starvation_factor=1"
+    assert (settings.starvation_s, settings.drain_starvation_factor) == (60, 1)
+    assert bench.variants_of([], None) == [("", None)]
+    for bad in ("drain_starvation_factor", "=1,2", "drain_starvation_factor="):
+        with pytest.raises(SystemExit, match="--vary"):
+            bench.variants_of([], bad)
+    with pytest.raises(SystemExit, match="--set"):
+        bench.variants_of([], "drain_starvation_factor=0.5")
