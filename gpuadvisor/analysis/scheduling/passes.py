@@ -362,7 +362,7 @@ class SchedulingPass:
             self.cap = view.capacity if view.in_place else view.capacity.copy()
         self.cap.allocate(job, allocation)
         self.masked_cache.clear()
-        self.withheld_free.clear()
+        self._withheld_started(allocation)
         estimate = self.view.estimate(job)
         ending = Ending(INF if estimate is None else self.view.now_s + estimate, job, allocation)
         at = bisect.bisect_right(self.started, ending.expected_end_s, key=_EXPECTED_END)
@@ -373,6 +373,23 @@ class SchedulingPass:
                 busy[node] = max(busy[node], ending.expected_end_s)
         overtakes = len(self.blocked) + self.more_blocked + self.passed_over + ahead
         self.starts.append(Start(job, allocation, overtakes=overtakes))
+
+    def _withheld_started(self, allocation: Allocation) -> None:
+        """Keep the count of free withheld nodes per guard in step with a start: on one-GPU
+        nodes a whole-GPU start takes the only GPU of each of its nodes (it was wholly free:
+        ``Capacity.allocate`` checks it), so each count falls by the withheld nodes among them.
+        Counting the start's few parts is cheaper than recounting a reservation's hundreds of
+        nodes at the next guarded try; any other start clears the counts."""
+        free = self.withheld_free
+        if not free:
+            return
+        if self.capacity.unit_model is None or allocation.milli != MILLI_PER_GPU:
+            free.clear()
+            return
+        taken = [node for node, gpus in allocation.parts if gpus]
+        for guarded, lost in free.items():
+            nodes = self.withheld_nodes_cache[guarded]
+            free[guarded] = lost - sum(1 for node in taken if node in nodes)
 
     def _reserve(self, job: Job) -> None:
         """Find the earliest expected time ``job`` fits, honouring earlier reservations."""
