@@ -39,6 +39,7 @@ from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 __all__ = [
     "PLACEMENTS",
+    "TIMED_PLACEMENTS",
     "Placement",
     "PlacementContext",
     "advisor",
@@ -329,3 +330,8 @@ PLACEMENTS: dict[str, Placement] = {
     "advisor": advisor,
     "end-fit": end_fit,
 }
+
+TIMED_PLACEMENTS = frozenset({"end-fit"})
+"""The placements that read the running jobs' expected ends (``PlacementContext.timing``): a
+replay gives its passes the per-node ends only for these (the others would have a timed
+context built and the ends of each start written, per pass, for nothing)."""
