@@ -163,14 +163,20 @@ def test_first_fit_on_one_gpu_nodes_takes_the_lowest_numbered_free_nodes(
     nodes: int, data: st.DataObject
 ) -> None:
     capacity = Capacity(one_gpu_nodes(nodes))
+    general = Capacity(one_gpu_nodes(nodes, two_models=True))  # through the node states
     busy = data.draw(st.lists(st.integers(0, nodes - 1), unique=True))
     if busy:
         capacity.allocate(make_job("busy", gpus=1, nodes=len(busy)), spread(busy))
+        general.allocate(make_job("busy", gpus=1, nodes=len(busy)), spread(busy))
     width = data.draw(st.integers(1, nodes))
     job = make_job("j", gpus=1, nodes=width)
     free = [n for n in range(nodes) if n not in busy]
     expected = spread(free[:width]) if len(free) >= width else None
     assert first_fit(capacity, job, PlacementContext()) == expected
+    assert first_fit(general, job, PlacementContext()) == expected
+    # a node rank (the general path on these nodes too) that ranks by number
+    assert first_fit(capacity, job, PlacementContext(node_rank=tuple(range(nodes)))) == expected
+    assert first_fit(capacity, make_job("two", gpus=2), PlacementContext()) is None
     placed = end_fit(capacity, job, PlacementContext())
     if expected is None:
         assert placed is None

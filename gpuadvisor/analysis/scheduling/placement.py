@@ -30,6 +30,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
+from itertools import compress, islice
 
 from gpuadvisor.analysis.capacity import Capacity, tightest_group
 from gpuadvisor.analysis.fragmentation import modelled_cpu_free
@@ -199,6 +200,19 @@ def _topology_gpus(
 
 
 def first_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
+    if (
+        capacity.unit_model is not None
+        and job.gpus == 1
+        and job.gpu_milli == MILLI_PER_GPU
+        and not (job.cpu_milli or job.memory_mib or job.gpu_models or ctx.node_rank)
+    ):
+        # One-GPU nodes of one model without CPU or memory (a real log's processors): the
+        # admitting nodes are the wholly free ones, every one of cost 0, so first-fit takes
+        # the lowest-numbered free nodes. Found by a scan in C over the free counts rather than
+        # through the node-state classes (sorting every free node of a multi-node start).
+        whole = capacity.whole_free
+        nodes = list(islice(compress(range(len(whole)), whole), job.nodes))
+        return Allocation.one_gpu_each(nodes) if len(nodes) == job.nodes else None
     nodes = _choose(capacity, job, ctx, "first-fit", lambda c, j, n, x: (0.0,))
     if nodes is not None and job.gpus and job.gpu_milli == MILLI_PER_GPU and _one_gpu(capacity):
         # one-GPU nodes (a real log's processors): an admitting node's only GPU is whole
