@@ -15,7 +15,7 @@ overlap one (``overlapping``), shared with ``reservations``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from itertools import compress, islice, repeat
+from itertools import compress, islice
 from operator import itemgetter
 
 from gpuadvisor.analysis.capacity import Capacity
@@ -166,7 +166,5 @@ def _place(capacity: Capacity, released: list[Allocation], held: set[int], need:
         if held:
             free = (n for n in free if n not in held)
         busy += islice(free, need - len(busy))
-    chosen = busy[:need]
-    if need > 1:
-        return Allocation(tuple(zip(chosen, repeat(GPU_ZERO))), MILLI_PER_GPU)
-    return Allocation(((chosen[0], GPU_ZERO),), MILLI_PER_GPU)
+    # (the shared parts: picked in C, where spelling them out built a tuple per node)
+    return Allocation.one_gpu_each(busy[:need])
