@@ -211,8 +211,8 @@ def first_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation
         # the lowest-numbered free nodes. Found by a scan in C over the free counts rather than
         # through the node-state classes (sorting every free node of a multi-node start).
         whole = capacity.whole_free
-        nodes = list(islice(compress(range(len(whole)), whole), job.nodes))
-        return Allocation.one_gpu_each(nodes) if len(nodes) == job.nodes else None
+        free = list(islice(compress(range(len(whole)), whole), job.nodes))
+        return Allocation.one_gpu_each(free) if len(free) == job.nodes else None
     nodes = _choose(capacity, job, ctx, "first-fit", lambda c, j, n, x: (0.0,))
     if nodes is not None and job.gpus and job.gpu_milli == MILLI_PER_GPU and _one_gpu(capacity):
         # one-GPU nodes (a real log's processors): an admitting node's only GPU is whole
