@@ -235,3 +235,28 @@ def test_end_fit_places_by_the_expected_ends() -> None:
         Allocation(((1, (1,)),)),
     }
     assert "end-fit" in TIMED_PLACEMENTS
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrivals=st.lists(jobs, min_size=1, max_size=25), ends=st.lists(st.booleans()))
+def test_first_fit_places_alike_with_a_kept_index_and_a_rebuilt_one(
+    arrivals: list[Job], ends: list[bool]
+) -> None:
+    """A pass's masks on one-GPU nodes go without the node-state index under first-fit
+    (``SchedulingPass._masks_indexed``): a job placed on one rebuilds it in node order, where
+    the kept index holds its classes in the order of the changes. First-fit must not care."""
+    cluster = Cluster(
+        (Node("a", 4, cpu_milli=8000), Node("b", 2, cpu_milli=16000), Node("c", 1, cpu_milli=4000))
+    )
+    capacity = Capacity(cluster)
+    capacity.state_classes()  # kept up to date from here on
+    running: list[tuple[Job, Allocation]] = []
+    ctx = PlacementContext(WHOLE_MIX, random.Random(1))
+    for j, end in zip(arrivals, ends + [False] * len(arrivals), strict=False):
+        allocation = PLACEMENTS["first-fit"](capacity, j, ctx)
+        assert PLACEMENTS["first-fit"](capacity.copy(index=False), j, ctx) == allocation
+        if allocation is not None:
+            capacity.allocate(j, allocation)
+            running.append((j, allocation))
+        if end and running:
+            capacity.release(*running.pop(0))
