@@ -389,13 +389,19 @@ class ReplayState:
         memo = self.unit_fragment
         if memo is not None:
             node_fragment = self.node_fragment
+            changed = False
             for node, _ in ending.allocation.parts:
                 value = memo.get(free[node][0])
                 if value is None:
                     value = self.ctx.fragment(free[node], nodes[node].gpu_model)
                     memo[free[node][0]] = value
-                node_fragment[node] = value
-            self.fragment_sum = None
+                if node_fragment[node] != value:
+                    node_fragment[node] = value
+                    changed = True
+            if changed:
+                # (else the sum stands: on a real log's processors F_n is mostly 0 busy or
+                # free, and summing every node again at the next event was 1 % of a replay)
+                self.fragment_sum = None
             return
         for node, _ in ending.allocation.parts:
             self.node_fragment[node] = self.ctx.fragment(free[node], nodes[node].gpu_model)
