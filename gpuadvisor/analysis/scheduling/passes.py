@@ -25,7 +25,7 @@ from gpuadvisor.analysis.capacity import Capacity, withheld_gpus, withheld_nodes
 from gpuadvisor.analysis.scheduling import fills
 from gpuadvisor.analysis.scheduling.buckets import FitKey
 from gpuadvisor.analysis.scheduling.context import Placement, PlacementContext, Timing
-from gpuadvisor.analysis.scheduling.placement import first_fit
+from gpuadvisor.analysis.scheduling.placement import end_fit, first_fit
 from gpuadvisor.analysis.scheduling.plans import (
     INF,
     LXF,
@@ -44,6 +44,8 @@ from gpuadvisor.analysis.scheduling.scan import Scan
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 _EXPECTED_END = attrgetter("expected_end_s")
+# the placements that place a real log's jobs by counts (``endfit.counted``)
+_COUNTED_PLACEMENTS = (first_fit, end_fit)
 
 
 @dataclass(slots=True)
@@ -312,11 +314,12 @@ class SchedulingPass:
     @property
     def _masks_indexed(self) -> bool:
         """Whether a masked copy carries the node-state index (built on the capacity it is
-        copied from, if it has none yet). First-fit on one-GPU nodes places a real log's jobs
-        without the index (``first_fit``), and its choice does not depend on the index's order
-        (another job rebuilds it on the copy): without it, the replay's capacity never builds
-        one, and no start or end restates its nodes in it (3-5 % of a CTC-SP2 easy replay)."""
-        return self.placement is not first_fit or self.capacity.unit_model is None
+        copied from, if it has none yet). First-fit and end-fit on one-GPU nodes place a real
+        log's jobs without the index (``endfit.counted``), and their choices do not depend on
+        the index's order (another job rebuilds it on the copy): without it, the replay's
+        capacity never builds one, and no start or end restates its nodes in it (3-5 % of a
+        CTC-SP2 replay)."""
+        return self.placement not in _COUNTED_PLACEMENTS or self.capacity.unit_model is None
 
     def _ctx(self) -> PlacementContext:
         """The placement context, with the running jobs' expected ends when the view has them."""

@@ -30,12 +30,11 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from itertools import compress, islice
 
 from gpuadvisor.analysis.capacity import Capacity, tightest_group
 from gpuadvisor.analysis.fragmentation import modelled_cpu_free
 from gpuadvisor.analysis.scheduling.context import Cost, Placement, PlacementContext
-from gpuadvisor.analysis.scheduling.endfit import end_fit
+from gpuadvisor.analysis.scheduling.endfit import counted, end_fit, lowest_free
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 __all__ = [
@@ -200,19 +199,10 @@ def _topology_gpus(
 
 
 def first_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
-    if (
-        capacity.unit_model is not None
-        and job.gpus == 1
-        and job.gpu_milli == MILLI_PER_GPU
-        and not (job.cpu_milli or job.memory_mib or job.gpu_models or ctx.node_rank)
-    ):
-        # One-GPU nodes of one model without CPU or memory (a real log's processors): the
-        # admitting nodes are the wholly free ones, every one of cost 0, so first-fit takes
-        # the lowest-numbered free nodes. Found by a scan in C over the free counts rather than
-        # through the node-state classes (sorting every free node of a multi-node start).
-        whole = capacity.whole_free
-        free = list(islice(compress(range(len(whole)), whole), job.nodes))
-        return Allocation.one_gpu_each(free) if len(free) == job.nodes else None
+    if counted(capacity, job, ctx):
+        # one-GPU nodes (a real log's processors): every admitting node is wholly free and of
+        # first-fit's cost 0, so the lowest-numbered free nodes go
+        return lowest_free(capacity, job.nodes)
     nodes = _choose(capacity, job, ctx, "first-fit", lambda c, j, n, x: (0.0,))
     if nodes is not None and job.gpus and job.gpu_milli == MILLI_PER_GPU and _one_gpu(capacity):
         # one-GPU nodes (a real log's processors): an admitting node's only GPU is whole
