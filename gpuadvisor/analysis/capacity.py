@@ -283,7 +283,11 @@ class Capacity(NodeStates):
             # one-GPU nodes: a whole free GPU is taken whole, a busy one stays as it is (a
             # GPU shared now goes the general way, part by part)
             nodes = [node for node, gpus in allocation.parts if gpus]
-            if all(free_milli[node][0] in (0, MILLI_PER_GPU) for node in nodes):
+            # (where every GPU is wholly busy or wholly free, as a real log's always are, the
+            # histogram says so at once: no node of the reservation's hundreds to check)
+            if self.free_total_milli == self.hist[model][1] * MILLI_PER_GPU or all(
+                free_milli[node][0] in (0, MILLI_PER_GPU) for node in nodes
+            ):
                 self._withhold_units(nodes, model)
                 return
         for node, gpus in allocation.parts:

@@ -40,6 +40,18 @@ class Shape:
         return cls(job.gpus, job.nodes, milli, job.gpu_models, job.cpu_milli)
 
 
+def _shape_counts(jobs: Iterable[Job], *, gpu_only: bool) -> Counter[Shape]:
+    """``Counter(Shape.of(j) for j in jobs)`` (``gpu_only``: jobs with GPUs only), counted by
+    the shape's fields with one ``Shape`` built per distinct shape: a replay builds the mix of
+    a real log's 100 k jobs, which have a few hundred shapes."""
+    fields: Counter[tuple[int, int, int, frozenset[str], int]] = Counter(
+        (j.gpus, j.nodes, j.gpu_milli if j.gpus else MILLI_PER_GPU, j.gpu_models, j.cpu_milli)
+        for j in jobs
+        if j.gpus > 0 or not gpu_only
+    )
+    return Counter({Shape(*key): n for key, n in fields.items()})
+
+
 def _shape_key(s: Shape) -> tuple[int, int, int, int, tuple[str, ...]]:
     return (s.cpu_milli, s.milli if s.gpus else 0, s.gpus, s.nodes, tuple(sorted(s.gpu_models)))
 
@@ -53,13 +65,13 @@ class WorkloadMix:
     @classmethod
     def of_jobs(cls, jobs: Iterable[Job]) -> WorkloadMix:
         """Every GPU job's shape, weighted by frequency (jobs without GPUs are left out)."""
-        return cls._weighted(Counter(Shape.of(j) for j in jobs if j.gpus > 0), coverage=1.0)
+        return cls._weighted(_shape_counts(jobs, gpu_only=True), coverage=1.0)
 
     @classmethod
     def typical(cls, jobs: Iterable[Job], coverage: float = 0.95) -> WorkloadMix:
         """FGD's "typical pods": the most frequent shapes (CPU-only ones included) until they
         cover ``coverage`` of all jobs, re-weighted to sum to 1."""
-        return cls._weighted(Counter(Shape.of(j) for j in jobs), coverage)
+        return cls._weighted(_shape_counts(jobs, gpu_only=False), coverage)
 
     @classmethod
     def _weighted(cls, counts: Counter[Shape], coverage: float) -> WorkloadMix:

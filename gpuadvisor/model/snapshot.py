@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
+from operator import itemgetter
 
 from gpuadvisor.model.cluster import MILLI_PER_GPU, Cluster
 from gpuadvisor.model.job import Job
@@ -22,13 +23,12 @@ class Allocation:
         """The whole only GPU of each of ``nodes`` (nodes of one GPU: a real log's
         processors). Equal to spelling the parts out, but every ``(node, (0,))`` is one shared
         tuple: a replay of SDSC-BLUE keeps 9.6 million parts, 0.7 GB spelled out."""
-        table = _one_gpu_parts(1024)
-        parts = []
-        for node in nodes:
-            if node >= len(table):
-                table = _one_gpu_parts(1 << node.bit_length())
-            parts.append(table[node])
-        return Allocation(tuple(parts), MILLI_PER_GPU)
+        listed = list(nodes)
+        try:
+            parts = _pick(listed, _one_gpu_parts(1024))
+        except IndexError:  # a node past the first table (a cluster of over 1024 nodes)
+            parts = _pick(listed, _one_gpu_parts(1 << max(listed).bit_length()))
+        return Allocation(parts, MILLI_PER_GPU)
 
     @property
     def nodes(self) -> tuple[int, ...]:
@@ -50,6 +50,17 @@ def _one_gpu_parts(count: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
 
 
 _ONLY_GPU = (0,)
+
+
+def _pick(
+    nodes: list[int], table: tuple[tuple[int, tuple[int, ...]], ...]
+) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """``table``'s parts of ``nodes``, picked in C (for a real log's wide jobs, hundreds of
+    nodes, a third of the time of a loop; itemgetter of one index gives the item itself)."""
+    if len(nodes) > 1:
+        parts: tuple[tuple[int, tuple[int, ...]], ...] = itemgetter(*nodes)(table)
+        return parts
+    return (table[nodes[0]],) if nodes else ()
 
 
 @dataclass(frozen=True, slots=True)

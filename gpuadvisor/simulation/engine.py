@@ -241,7 +241,7 @@ class _Engine(ReplayState):
                 self.capacity,
                 time_limit if self.inflation is None else self.bound,
                 None,
-                self.busy_until,
+                self.view_busy_until,
                 in_place=True,
                 rank=self.estimate,
                 walks=self.walks,
@@ -254,7 +254,7 @@ class _Engine(ReplayState):
                 self.capacity,
                 self.estimate,
                 self.queue,
-                self.busy_until,
+                self.view_busy_until,
                 in_place=True,  # the pass allocates each start on self.capacity
                 walks=self.walks,
             )

@@ -26,7 +26,11 @@ from gpuadvisor.analysis.predictors import PREDICTORS
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
 from gpuadvisor.analysis.scheduling.corrected_limits import InflationHistory
 from gpuadvisor.analysis.scheduling.orders import ORDERS, Ending, Plan
-from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
+from gpuadvisor.analysis.scheduling.placement import (
+    PLACEMENTS,
+    TIMED_PLACEMENTS,
+    PlacementContext,
+)
 from gpuadvisor.analysis.scheduling.regime import DRAINS
 from gpuadvisor.analysis.scheduling.walkmemo import WalkMemo
 from gpuadvisor.model import Allocation, Cluster, Job
@@ -132,6 +136,10 @@ class ReplayState:
         # per node, the running jobs' expected ends by job index, and the latest of them
         self.node_ends: list[dict[int, float]] = [{} for _ in cluster.nodes]
         self.busy_until: list[float] = [-math.inf] * len(cluster.nodes)
+        # what a pass sees of them: only a placement that places by time reads them
+        self.view_busy_until = (
+            self.busy_until if config.placement_name in TIMED_PLACEMENTS else None
+        )
         # running jobs by expected end; and by their limits, for passes that plan with bounds
         self.running = EndingList()
         self.bounded: EndingList | None = EndingList() if self.order.bounds_when_starved else None
@@ -381,13 +389,19 @@ class ReplayState:
         memo = self.unit_fragment
         if memo is not None:
             node_fragment = self.node_fragment
+            changed = False
             for node, _ in ending.allocation.parts:
                 value = memo.get(free[node][0])
                 if value is None:
                     value = self.ctx.fragment(free[node], nodes[node].gpu_model)
                     memo[free[node][0]] = value
-                node_fragment[node] = value
-            self.fragment_sum = None
+                if node_fragment[node] != value:
+                    node_fragment[node] = value
+                    changed = True
+            if changed:
+                # (else the sum stands: on a real log's processors F_n is mostly 0 busy or
+                # free, and summing every node again at the next event was 1 % of a replay)
+                self.fragment_sum = None
             return
         for node, _ in ending.allocation.parts:
             self.node_fragment[node] = self.ctx.fragment(free[node], nodes[node].gpu_model)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -82,6 +84,38 @@ def test_mix_of_jobs_leaves_out_jobs_without_gpus() -> None:
     mix = WorkloadMix.of_jobs([job(), job(gpus=0)])
     assert [(s.gpus, p) for s, p in mix.shapes] == [(1, 1.0)]
     assert not WorkloadMix.of_jobs([])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),
+            st.integers(1, 3),
+            st.sampled_from([250, 500, 1000]),
+            st.sampled_from([frozenset(), frozenset({"a100"}), frozenset({"a100", "h100"})]),
+            st.sampled_from([0, 4000]),
+        ),
+        max_size=30,
+    ),
+    st.floats(0.1, 1.0),
+)
+def test_mixes_equal_the_shapes_of_the_jobs_counted_one_by_one(
+    specs: list[tuple[int, int, int, frozenset[str], int]], coverage: float
+) -> None:
+    """The mixes count shapes by their fields (one ``Shape`` per distinct shape): the same
+    mix as building ``Shape.of`` for every job."""
+    jobs = [
+        Job("j", 0.0, None, g, nodes=n, gpu_milli=m, cpu_milli=c, gpu_models=models)
+        for g, n, m, models, c in specs
+        if m == 1000 or (g == 1 and n == 1)  # a share of a GPU: one GPU on one node
+    ]
+    gpu_jobs = [j for j in jobs if j.gpus > 0]
+    assert WorkloadMix.of_jobs(jobs) == WorkloadMix._weighted(
+        Counter(Shape.of(j) for j in gpu_jobs), coverage=1.0
+    )
+    assert WorkloadMix.typical(jobs, coverage) == WorkloadMix._weighted(
+        Counter(Shape.of(j) for j in jobs), coverage
+    )
 
 
 def test_cluster_fragmentation_sums_nodes_and_reports_ratios() -> None:

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuadvisor.analysis.capacity import Capacity, withheld_nodes
+from gpuadvisor.analysis.scheduling.context import Timing
 from gpuadvisor.analysis.scheduling.placement import PlacementContext, end_fit, first_fit
 from gpuadvisor.analysis.scheduling.plans import Ending, Reservation
 from gpuadvisor.analysis.scheduling.reservations import WholeGpuWalk, capacity_reservation
@@ -163,20 +164,27 @@ def test_first_fit_on_one_gpu_nodes_takes_the_lowest_numbered_free_nodes(
     nodes: int, data: st.DataObject
 ) -> None:
     capacity = Capacity(one_gpu_nodes(nodes))
+    general = Capacity(one_gpu_nodes(nodes, two_models=True))  # through the node states
     busy = data.draw(st.lists(st.integers(0, nodes - 1), unique=True))
     if busy:
         capacity.allocate(make_job("busy", gpus=1, nodes=len(busy)), spread(busy))
+        general.allocate(make_job("busy", gpus=1, nodes=len(busy)), spread(busy))
     width = data.draw(st.integers(1, nodes))
     job = make_job("j", gpus=1, nodes=width)
     free = [n for n in range(nodes) if n not in busy]
     expected = spread(free[:width]) if len(free) >= width else None
     assert first_fit(capacity, job, PlacementContext()) == expected
-    placed = end_fit(capacity, job, PlacementContext())
-    if expected is None:
-        assert placed is None
-    else:  # end-fit chooses other nodes (it spares wholly free ones), each on its only GPU
-        assert placed is not None and len(placed.parts) == width
-        assert all(gpus == (0,) and n in free for n, gpus in placed.parts)
+    assert first_fit(general, job, PlacementContext()) == expected
+    # a node rank (the general path on these nodes too) that ranks by number
+    assert first_fit(capacity, job, PlacementContext(node_rank=tuple(range(nodes)))) == expected
+    assert first_fit(capacity, make_job("two", gpus=2), PlacementContext()) is None
+    # every admitting node is wholly free: end-fit spares none, and ranks them by number
+    assert end_fit(capacity, job, PlacementContext()) == expected
+    assert end_fit(general, job, PlacementContext()) == expected
+    ranked = PlacementContext(node_rank=tuple(range(nodes)))
+    assert end_fit(capacity, job, ranked) == expected
+    timing = Timing(0.0, lambda j: 10.0, [5.0 * (n % 3) for n in range(nodes)].__getitem__)
+    assert end_fit(general, job, PlacementContext().timed(timing)) == expected
 
 
 @st.composite

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Collection, Iterable, Sequence
-from itertools import compress
+from itertools import compress, islice
 from typing import TYPE_CHECKING, TypeVar
 
 from gpuadvisor.analysis.capacity import Capacity, tightest_group
@@ -36,8 +36,35 @@ INF = math.inf
 _T = TypeVar("_T", bound="SupportsRichComparison")
 
 
+def counted(capacity: Capacity, job: Job, ctx: PlacementContext) -> bool:
+    """Whether first-fit and end-fit place ``job`` by counts alone: a whole GPU per node
+    without constraints or a node rank, on one-GPU nodes of one model without CPU or memory (a
+    real log's processors). The admitting nodes are then the wholly free ones, alike in every
+    score of either placement, so both take the lowest-numbered free nodes
+    (``lowest_free``)."""
+    return (
+        capacity.unit_model is not None
+        and job.gpus == 1
+        and job.gpu_milli == MILLI_PER_GPU
+        and not (job.cpu_milli or job.memory_mib or job.gpu_models or ctx.node_rank)
+    )
+
+
+def lowest_free(capacity: Capacity, count: int) -> Allocation | None:
+    """The only GPU of each of the ``count`` lowest-numbered wholly free nodes (one-GPU nodes),
+    or None where fewer are free: found by a scan in C over the free counts rather than
+    through the node-state classes, whose multi-node choice sorted every free node."""
+    whole = capacity.whole_free
+    free = list(islice(compress(range(len(whole)), whole), count))
+    return Allocation.one_gpu_each(free) if len(free) == count else None
+
+
 def end_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
     """The node (or nodes) a job delays least from becoming wholly free (see module notes)."""
+    if counted(capacity, job, ctx):
+        # every admitting node wholly free: none delays the job's end, none breaks or spans,
+        # so the first-ranked go (by node number)
+        return lowest_free(capacity, job.nodes)
     timing = ctx.timing
     end = -INF  # without timing every node delays the job's end by nothing
     if timing is not None:

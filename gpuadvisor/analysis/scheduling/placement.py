@@ -34,11 +34,12 @@ from collections.abc import Callable, Sequence
 from gpuadvisor.analysis.capacity import Capacity, tightest_group
 from gpuadvisor.analysis.fragmentation import modelled_cpu_free
 from gpuadvisor.analysis.scheduling.context import Cost, Placement, PlacementContext
-from gpuadvisor.analysis.scheduling.endfit import end_fit
+from gpuadvisor.analysis.scheduling.endfit import counted, end_fit, lowest_free
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 __all__ = [
     "PLACEMENTS",
+    "TIMED_PLACEMENTS",
     "Placement",
     "PlacementContext",
     "advisor",
@@ -198,6 +199,10 @@ def _topology_gpus(
 
 
 def first_fit(capacity: Capacity, job: Job, ctx: PlacementContext) -> Allocation | None:
+    if counted(capacity, job, ctx):
+        # one-GPU nodes (a real log's processors): every admitting node is wholly free and of
+        # first-fit's cost 0, so the lowest-numbered free nodes go
+        return lowest_free(capacity, job.nodes)
     nodes = _choose(capacity, job, ctx, "first-fit", lambda c, j, n, x: (0.0,))
     if nodes is not None and job.gpus and job.gpu_milli == MILLI_PER_GPU and _one_gpu(capacity):
         # one-GPU nodes (a real log's processors): an admitting node's only GPU is whole
@@ -329,3 +334,8 @@ PLACEMENTS: dict[str, Placement] = {
     "advisor": advisor,
     "end-fit": end_fit,
 }
+
+TIMED_PLACEMENTS = frozenset({"end-fit"})
+"""The placements that read the running jobs' expected ends (``PlacementContext.timing``): a
+replay gives its passes the per-node ends only for these (the others would have a timed
+context built and the ends of each start written, per pass, for nothing)."""

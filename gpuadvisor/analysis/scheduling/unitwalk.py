@@ -15,15 +15,13 @@ overlap one (``overlapping``), shared with ``reservations``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from itertools import compress, islice, repeat
-from operator import itemgetter
+from itertools import compress, islice
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.plans import INF, Ending, Reservation
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Job
 
 GPU_ZERO = (0,)  # the GPUs of a part on a node of one GPU
-_GPUS = itemgetter(1)  # of a part (node, GPUs)
 
 
 def instants(
@@ -80,14 +78,14 @@ def unit_reservation(
     free_now = capacity.hist[model][1]
     if capacity.free_total_milli != free_now * MILLI_PER_GPU:
         return None
-    released: list[Allocation] = []
-    tally = [free_now]  # nodes wholly free at the walk's instant
+    # the nodes whose GPU the jobs ended by the walk's instant release (busy now): with the
+    # nodes free now, those wholly free then
+    released: list[int] = []
 
     def release(_: Job, allocation: Allocation) -> None:
         if allocation.milli != MILLI_PER_GPU:
             raise _SharedGpuError
-        released.append(allocation)
-        tally[0] += sum(map(bool, map(_GPUS, allocation.parts)))  # its parts that hold a GPU
+        released.extend([node for node, gpus in allocation.parts if gpus])
 
     need = job.nodes
     fits_now: bool | None = None
@@ -96,7 +94,7 @@ def unit_reservation(
     held: set[int] = set()
     try:
         for t in instants(now, running, started, earlier, release):
-            if tally[0] < need:
+            if free_now + len(released) < need:
                 continue
             if t == now:
                 if fits_now is None:
@@ -109,9 +107,9 @@ def unit_reservation(
                 held = _held(earlier, overlap)
             if held:
                 whole = capacity.whole_free
-                then = {node for a in released for node, gpus in a.parts if gpus}
+                then = set(released)
                 withheld = sum(1 for node in held if whole[node] or node in then)
-                if tally[0] - withheld < need:
+                if free_now + len(released) - withheld < need:
                     continue
             return Reservation(job, t, _place(capacity, released, held, need)), end
     except _SharedGpuError:
@@ -152,12 +150,11 @@ def _held(earlier: Sequence[tuple[Reservation, float]], overlap: tuple[int, ...]
     return held
 
 
-def _place(capacity: Capacity, released: list[Allocation], held: set[int], need: int) -> Allocation:
+def _place(capacity: Capacity, released: list[int], held: set[int], need: int) -> Allocation:
     """The released nodes not withheld (busy now), then the nodes free now not withheld, each
     lowest-numbered first: the first ``need`` of them."""
-    busy = [node for a in released for node, gpus in a.parts if gpus]
-    if held:
-        busy = [node for node in busy if node not in held]
+    # (``released`` is the walk's scratch list, over once the nodes are chosen)
+    busy = [node for node in released if node not in held] if held else released
     busy.sort()
     if len(busy) < need:
         whole = capacity.whole_free
@@ -165,7 +162,5 @@ def _place(capacity: Capacity, released: list[Allocation], held: set[int], need:
         if held:
             free = (n for n in free if n not in held)
         busy += islice(free, need - len(busy))
-    chosen = busy[:need]
-    if need > 1:
-        return Allocation(tuple(zip(chosen, repeat(GPU_ZERO))), MILLI_PER_GPU)
-    return Allocation(((chosen[0], GPU_ZERO),), MILLI_PER_GPU)
+    # (the shared parts: picked in C, where spelling them out built a tuple per node)
+    return Allocation.one_gpu_each(busy[:need])

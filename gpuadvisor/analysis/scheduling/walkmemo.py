@@ -108,11 +108,12 @@ class WalkMemo:
 
 def _free_state(capacity: Capacity) -> tuple[object, ...]:
     """The free GPUs per node, as a key: on one-GPU nodes with every GPU wholly busy or wholly
-    free, the wholly free GPU of each node says it all (a tagged tuple of 0s and 1s, which no
-    state with a GPU partly free is given); else every GPU's free milli."""
+    free, the wholly free GPU of each node says it all (a tuple of 0s and 1s, tagged: no
+    state with a GPU partly free is given one; copied whole, not unpacked into the tag's
+    tuple, which costs twice as much); else every GPU's free milli."""
     model = capacity.unit_model
     if model is not None and capacity.free_total_milli == capacity.hist[model][1] * MILLI_PER_GPU:
-        return ("whole", *capacity.whole_free)
+        return ("whole", tuple(capacity.whole_free))
     return tuple(map(tuple, capacity.free_milli))
 
 

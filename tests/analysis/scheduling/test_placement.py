@@ -11,7 +11,11 @@ from hypothesis import strategies as st
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.fragmentation import Shape, WorkloadMix
 from gpuadvisor.analysis.scheduling.context import Timing
-from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext
+from gpuadvisor.analysis.scheduling.placement import (
+    PLACEMENTS,
+    TIMED_PLACEMENTS,
+    PlacementContext,
+)
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job, Node
 
 WHOLE_MIX = WorkloadMix(((Shape(1), 1.0),))
@@ -187,3 +191,72 @@ def test_a_timed_context_is_replace_with_the_timing_and_shares_the_caches() -> N
     expected = dataclasses.replace(ctx, timing=timing)
     for f in dataclasses.fields(PlacementContext):
         assert getattr(timed, f.name) is getattr(expected, f.name), f.name
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrivals=st.lists(jobs, min_size=1, max_size=25),
+    ends=st.lists(st.floats(-10.0, 100.0), min_size=3, max_size=3),
+    seed=st.integers(0, 1000),
+)
+def test_only_the_timed_placements_place_by_the_expected_ends(
+    arrivals: list[Job], ends: list[float], seed: int
+) -> None:
+    """A replay gives its passes the running jobs' expected ends only for ``TIMED_PLACEMENTS``:
+    every other placement places the same with them as without them; end-fit does not (so this
+    would catch a placement that starts reading them without being listed)."""
+    cluster = Cluster(
+        (Node("a", 4, cpu_milli=8000), Node("b", 2, cpu_milli=16000), Node("c", 1, cpu_milli=4000))
+    )
+    timing = Timing(0.0, lambda j: 10.0, ends.__getitem__)
+    for name, placement in PLACEMENTS.items():
+        capacity = Capacity(cluster)
+        mix = WorkloadMix.typical(arrivals)
+        plain = PlacementContext(mix, random.Random(seed))
+        timed = PlacementContext(mix, random.Random(seed)).timed(timing)
+        for j in arrivals:
+            allocation = placement(capacity, j, plain)
+            if name not in TIMED_PLACEMENTS:
+                assert placement(capacity, j, timed) == allocation, name
+            if allocation is not None:
+                capacity.allocate(j, allocation)
+
+
+def test_end_fit_places_by_the_expected_ends() -> None:
+    """The other side of the test above: end-fit is listed because the ends move it."""
+    capacity = Capacity(Cluster.uniform(2, 2))
+    capacity.allocate(job(), Allocation(((0, (0,)),)))
+    capacity.allocate(job(), Allocation(((1, (0,)),)))
+    ctx = PlacementContext(WHOLE_MIX, random.Random(1))
+    ends_first_on_0 = ctx.timed(Timing(0.0, lambda j: 30.0, [10.0, 50.0].__getitem__))
+    ends_first_on_1 = ctx.timed(Timing(0.0, lambda j: 30.0, [50.0, 10.0].__getitem__))
+    assert {place("end-fit", capacity, job(), c) for c in (ends_first_on_0, ends_first_on_1)} == {
+        Allocation(((0, (1,)),)),
+        Allocation(((1, (1,)),)),
+    }
+    assert "end-fit" in TIMED_PLACEMENTS
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrivals=st.lists(jobs, min_size=1, max_size=25), ends=st.lists(st.booleans()))
+def test_first_fit_places_alike_with_a_kept_index_and_a_rebuilt_one(
+    arrivals: list[Job], ends: list[bool]
+) -> None:
+    """A pass's masks on one-GPU nodes go without the node-state index under first-fit
+    (``SchedulingPass._masks_indexed``): a job placed on one rebuilds it in node order, where
+    the kept index holds its classes in the order of the changes. First-fit must not care."""
+    cluster = Cluster(
+        (Node("a", 4, cpu_milli=8000), Node("b", 2, cpu_milli=16000), Node("c", 1, cpu_milli=4000))
+    )
+    capacity = Capacity(cluster)
+    capacity.state_classes()  # kept up to date from here on
+    running: list[tuple[Job, Allocation]] = []
+    ctx = PlacementContext(WHOLE_MIX, random.Random(1))
+    for j, end in zip(arrivals, ends + [False] * len(arrivals), strict=False):
+        allocation = PLACEMENTS["first-fit"](capacity, j, ctx)
+        assert PLACEMENTS["first-fit"](capacity.copy(index=False), j, ctx) == allocation
+        if allocation is not None:
+            capacity.allocate(j, allocation)
+            running.append((j, allocation))
+        if end and running:
+            capacity.release(*running.pop(0))
