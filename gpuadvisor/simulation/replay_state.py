@@ -380,9 +380,11 @@ class ReplayState:
             heapq.heappush(events, (end, COMPLETE, j))
 
     def _refresh_node(self, node: int) -> None:
+        """``node`` went out or came back: its fragmentation, and so the sum's, changed."""
         self.node_fragment[node] = self.ctx.fragment(
             self.capacity.free_milli[node], self.cluster.nodes[node].gpu_model
         )
+        self.fragment_sum = None
 
     def _refresh_fragment(self, ending: Ending) -> None:
         free, nodes = self.capacity.free_milli, self.cluster.nodes

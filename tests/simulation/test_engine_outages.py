@@ -106,6 +106,19 @@ def test_the_replay_ends_with_its_last_job_not_with_the_last_outage() -> None:
     assert result.end_s == (100,)
 
 
+def test_a_node_out_stops_its_fragmentation_from_counting_until_it_is_back() -> None:
+    # one GPU busy on node-0 leaves 3 free that a 4-GPU job cannot use: node-0 is fragmented
+    # from 0 until the last arrival at 1000, except while it is out [100, 200), when its free
+    # GPUs are missing, not fragmented (the cached sum of the nodes' fragments once stood there)
+    jobs = [make_job("busy", at=0, gpus=1, runtime=2000), make_job("whole", at=1000, gpus=4)]
+    config = SimulationConfig(order="fifo")
+    always = simulate(jobs, TWO, config).metrics()["fragmentation_ratio_mean"]
+    out = simulate(jobs, TWO, config, availability=drained("node-0", 100, 200))
+    assert isinstance(always, float) and always > 0
+    assert nodes_of(out, "busy") == (0,)
+    assert out.metrics()["fragmentation_ratio_mean"] == pytest.approx(0.9 * always)
+
+
 def test_without_outages_the_replay_is_unchanged() -> None:
     jobs = [make_job(f"j{i}", at=7 * i, gpus=1 + i % 4, runtime=90 + 13 * i) for i in range(20)]
     for order in ("fifo", "easy", "advisor"):
