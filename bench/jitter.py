@@ -99,9 +99,8 @@ def copy_of(path: Path, seed: int, jitter_s: float) -> tuple[list[Job], Cluster]
 def replay(task: Task, traces: Path, jitter_s: float) -> Figures:
     jobs, cluster = copy_of(traces / FILES[task.log], task.seed, jitter_s)
     started = time.process_time()
-    base = SimulationConfig(pass_per_event=task.per_event)
-    if task.settings is not None:
-        base = SimulationConfig(pass_per_event=task.per_event, settings=task.settings)
+    settings = task.settings or OrderSettings()
+    base = SimulationConfig(pass_per_event=task.per_event, settings=settings)
     metrics = simulate(jobs, cluster, parse_policy(task.policy, base)).metrics()
     bsld, mean, worst = (
         metrics["bounded_slowdown_mean"],
