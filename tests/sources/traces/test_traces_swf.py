@@ -113,6 +113,8 @@ def test_a_literature_log_is_the_filtered_jobs_on_the_machine_of_its_header(
         ("1 0 5 100 4 -1 -1 4 200", "9 fields, an SWF record has 18", "requested_memory"),
         ("1 0 5 1e 4 -1 -1 4 200 -1 1 7 3 11 1 2 -1 -1", "not a number: '1e'", "run_time"),
         ("1 0 5 nan 4 -1 -1 4 200 -1 1 7 3 11 1 2 -1 -1", "not a number", "run_time"),
+        ("1 0 5 9 4 -1 -1 4 200 -1 1 7 3 11 1 2 -1 inf", "not a number: 'inf'", "think_time"),
+        ("1 0 -inf 9 4 -1 -1 4 200 -1 1 7 3 11 1 2 -1 inf", "not a number", "wait_time"),
         ("1.5 0 5 9 4 -1 -1 4 200 -1 1 7 3 11 1 2 -1 -1", "whole number", "job_number"),
         ("1 0 5 9 4 -1 -1 2.5 200 -1 1 7 3 11 1 2 -1 -1", "whole number", "requested_processors"),
         ("1 0 5 9 4 -1 -1 4 200 -1 1 7 3 11 1 2 -1 -1 0", "19 fields", None),
@@ -125,6 +127,15 @@ def test_a_bad_record_names_its_line_and_field(
         swf.read(write(tmp_path, HEADER + line + "\n"))
     assert failed.value.line == 6
     assert failed.value.column == column
+
+
+def test_values_whose_sum_overflows_still_read(tmp_path: Path) -> None:
+    """A record is checked for numbers in one go (their sum is finite); finite values whose sum
+    overflows are looked at one by one and read."""
+    trace = swf.read(
+        write(tmp_path, HEADER + "1 0 1e308 9 4 1e308 -1 4 200 -1 1 7 3 11 1 2 -1 -1\n")
+    )
+    assert [(j.job_id, j.runtime_s, j.gpus) for j in trace.jobs] == [("1", 9.0, 4)]
 
 
 def test_a_repeated_job_number_and_an_endless_line_fail(tmp_path: Path) -> None:
