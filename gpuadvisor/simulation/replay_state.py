@@ -25,7 +25,7 @@ from gpuadvisor.analysis.prediction import RAISE_RULES, user_last_two
 from gpuadvisor.analysis.predictors import PREDICTORS
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
 from gpuadvisor.analysis.scheduling.corrected_limits import InflationHistory
-from gpuadvisor.analysis.scheduling.orders import ORDERS, Ending, Plan
+from gpuadvisor.analysis.scheduling.orders import ORDERS, Ending, Plan, with_predictions
 from gpuadvisor.analysis.scheduling.placement import (
     PLACEMENTS,
     TIMED_PLACEMENTS,
@@ -95,9 +95,7 @@ class ReplayState:
         self.unlearned: list[tuple[float, Job]] = []  # ended, not yet learnt (at_submit)
         # with learned predictions the advisor backfills shortest expected runtime first
         self.settings = (
-            replace(config.settings, fill_shortest_first=True)
-            if self.predictor is not None
-            else config.settings
+            with_predictions(config.settings) if self.predictor is not None else config.settings
         )
         # the history and the predictors learn per user (the history's key holds the user)
         self.per_user = self.predictor is None or self.predictor.learns_per_user

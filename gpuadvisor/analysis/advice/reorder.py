@@ -29,6 +29,7 @@ from gpuadvisor.analysis.scheduling.orders import (
     plans_with_bounds,
     submit_key,
     time_limit,
+    with_predictions,
 )
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext, first_fit
 from gpuadvisor.analysis.scheduling.priority import LXF, lxf_evidence, lxf_ranked
@@ -99,6 +100,8 @@ def advise(
     pending = list(snapshot.pending)
     order = ORDERS[settings.order]
     order_settings = settings.order_settings
+    if predicted:  # as the replay's ``advisor@predicted`` plans
+        order_settings = with_predictions(order_settings)
     regime = None
     if order.bounds_when_starved and applies(order_settings, predicted=predicted):
         # the same decision as the replay's, from the live queue (in the scheduler's order)

@@ -44,6 +44,7 @@ from gpuadvisor.analysis.scheduling.plans import (
     Start,
     plans_with_bounds,
     time_limit,
+    with_predictions,
 )
 from gpuadvisor.analysis.scheduling.reservations import reservation_placement
 from gpuadvisor.model import Job
@@ -65,6 +66,7 @@ __all__ = [
     "shortest_key",
     "submit_key",
     "time_limit",
+    "with_predictions",
 ]
 
 DEFAULT_SETTINGS = OrderSettings()

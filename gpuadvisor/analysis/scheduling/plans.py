@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from gpuadvisor.analysis.capacity import Capacity
@@ -203,6 +203,14 @@ class OrderSettings:
     def bounds_from_s(self) -> float:
         """How long the oldest job waits before a pass plans with the time limits."""
         return self.starvation_s if self.bounds_after_s is None else self.bounds_after_s
+
+
+def with_predictions(settings: OrderSettings) -> OrderSettings:
+    """``settings`` for a pass that plans with runtimes predicted from history: the advisor
+    fills idle GPUs shortest predicted runtime first (``fill_shortest_first``: EASY++'s
+    shortest-job backfilled first; with the users' limits, largest first packs better). The
+    replay (``advisor@predicted``) and the live advice both take them from here."""
+    return settings if settings.fill_shortest_first else replace(settings, fill_shortest_first=True)
 
 
 def time_limit(job: Job) -> float | None:

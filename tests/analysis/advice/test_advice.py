@@ -104,3 +104,22 @@ def test_the_scheduler_order_is_the_fifo_order_not_the_submit_time() -> None:
     assert [r.job_id for r in advise(snapshot, estimate_runtime) if r.kind is Kind.START_NOW] == [
         "5"
     ]
+
+
+def test_with_predictions_the_jobs_predicted_shortest_are_tried_first() -> None:
+    """As the replay's ``advisor@predicted`` does (``plans.with_predictions``): with runtimes
+    learned from history the advisor tries the jobs predicted shortest first, so job 4
+    (predicted 5 minutes, 1 GPU) takes one of the two idle GPUs before job 5 (predicted 20
+    minutes, 2 GPUs) could take both; with limits it fills the largest first (job 5)."""
+    predicted = {"1": 120 * MIN, "2": 60 * MIN, "3": 240 * MIN, "4": 5 * MIN, "5": 20 * MIN}
+
+    def starts(*, with_predictions: bool) -> list[str]:
+        advice = advise(
+            head_of_line_snapshot(),
+            lambda job: predicted[job.job_id],
+            predicted=with_predictions,
+        )
+        return [r.job_id for r in advice if r.kind is Kind.START_NOW]
+
+    assert starts(with_predictions=True) == ["4"]
+    assert starts(with_predictions=False) == ["5"]
