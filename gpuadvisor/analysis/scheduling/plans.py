@@ -142,7 +142,11 @@ class OrderSettings:
     ``starvation_s``; it still plans with the time limits from ``bounds_from_s`` on. In a
     queue that drains a job that waited a day is a transient, and serving it in queue order
     makes the short jobs behind it wait (the real logs at their recorded load); in a deep queue
-    the bound itself applies (``regime.decide``).
+    the bound itself applies (``regime.decide``). ``deep_queue_packs`` (on by default): in a
+    deep queue such a pass also fills idle GPUs largest first, as the advisor does with the
+    users' limits, instead of shortest predicted first: a backlog is short of allocation, and
+    shortest-first leaves it fewer small jobs to fill the holes around the head's reservation
+    (docs/benchmarks.md, "A deep queue packs").
     ``explain`` computes reservations
     even when nothing could start (the live advisor wants them, the simulator does not).
     ``fill_shortest_first``: the advisor fills idle GPUs shortest expected runtime first
@@ -178,6 +182,7 @@ class OrderSettings:
     adaptive_starvation_ratio: float = 0.0
     drain_starvation_factor: float = 1.5
     deep_queue_jobs: int = 50
+    deep_queue_packs: bool = True
     corrected_bounds_window: int = 0
     corrected_bounds_quantile: float = 1.0
     priority: str = SUBMIT

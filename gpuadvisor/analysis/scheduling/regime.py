@@ -32,7 +32,10 @@ counts every job, so it works on nodes of one GPU too. On the real logs at their
 50 jobs that waited a day are rare (under 1 % of the arrivals find them); with arrivals
 compressed to an offered load of 1.2 or 1.5 they are the rule (over 92 %). By default the
 factor is 1.5 (36 h from a day's bound) and the queue is deep from 50 jobs: docs/benchmarks.md,
-"The starvation bound from the depth of the queue", has the measurements that chose it.
+"The starvation bound from the depth of the queue", has the measurements that chose it. A deep
+queue also packs (``OrderSettings.deep_queue_packs``): a pass that fills shortest predicted
+first fills largest first there instead, as with the users' limits, since a backlog is short of
+allocation ("A deep queue packs" in the same file).
 """
 
 from __future__ import annotations
@@ -93,10 +96,15 @@ class Regime:
         if self.waited_jobs is None:
             parts.append("normal settings")
         else:
+            packs = (
+                " and idle GPUs are filled largest first"
+                if s.fill_shortest_first and not self.settings.fill_shortest_first
+                else ""
+            )
             parts.append(
                 f"{self.waited_jobs} job(s) waited over {s.starvation_s / 3600.0:g} h "
                 f"(deep from {s.deep_queue_jobs}), so jobs starve after "
-                f"{self.settings.starvation_s / 3600.0:g} h"
+                f"{self.settings.starvation_s / 3600.0:g} h{packs}"
             )
         name = "deep queue" if self.name == DEEP else "queue drains"
         return f"{name}: " + "; ".join(parts)
@@ -260,8 +268,17 @@ def _by_depth(
     deep = settings.deep_queue_jobs
     waited = min(deep, starved_jobs(pending, now_s, settings.starvation_s, by_submit=by_submit))
     if waited >= deep:
-        return Regime(DEEP, starved, counted_s, settings, settings, waited)
+        return Regime(DEEP, starved, counted_s, _deep_settings(settings), settings, waited)
     return Regime(DRAINS, starved, counted_s, _drain_settings(settings), settings, waited)
+
+
+@functools.lru_cache(maxsize=16)
+def _deep_settings(settings: OrderSettings) -> OrderSettings:
+    """``settings`` in a deep queue: the day's bound, and with ``deep_queue_packs`` idle GPUs
+    filled largest first (``fill_shortest_first`` off); one object per settings."""
+    if not (settings.deep_queue_packs and settings.fill_shortest_first):
+        return settings
+    return replace(settings, fill_shortest_first=False)
 
 
 @functools.lru_cache(maxsize=16)

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise
-from gpuadvisor.analysis.scheduling.orders import OrderSettings, plans_with_bounds
+from gpuadvisor.analysis.scheduling.orders import OrderSettings, plans_with_bounds, with_predictions
 from gpuadvisor.analysis.scheduling.regime import (
     BACKLOG,
     DEEP,
@@ -418,6 +418,28 @@ def test_a_deep_queue_keeps_the_days_bound() -> None:
     assert regime.evidence().startswith("deep queue: ")
 
 
+def test_a_deep_queue_packs_a_pass_that_fills_shortest_first() -> None:
+    """With predictions (``fill_shortest_first``) a deep queue fills largest first, as the
+    advisor does with the users' limits; a queue that drains keeps shortest first; with
+    ``deep_queue_packs`` off the deep queue keeps it too."""
+    predicted = with_predictions(DEPTH)
+    now_s = 3 * DAY_S
+    deep_queue = _one_gpu_queue(0.0, 10.0, 20.0, DAY_S, 2 * DAY_S)
+    deep = decide(deep_queue, now_s, predicted, by_submit=True)
+    assert deep.name == DEEP
+    assert not deep.settings.fill_shortest_first
+    assert deep.settings == replace(predicted, fill_shortest_first=False)
+    assert deep.evidence().endswith(
+        "so jobs starve after 24 h and idle GPUs are filled largest first"
+    )
+    assert decide(deep_queue, now_s, predicted, by_submit=False).settings is deep.settings
+    drains = decide(deep_queue[3:], now_s, predicted, by_submit=True)
+    assert drains.name == DRAINS
+    assert drains.settings.fill_shortest_first
+    kept = replace(predicted, deep_queue_packs=False)
+    assert decide(deep_queue, now_s, kept, by_submit=True).settings is kept
+
+
 def test_the_backlog_decides_before_the_depth() -> None:
     both = replace(
         DEPTH, backlog_starved_jobs=1, backlog_signal="starved", backlog_predicted_only=False
@@ -487,7 +509,8 @@ def test_live_advice_says_how_deep_the_queue_is() -> None:
     assert limits and all("regime" not in dict(r.evidence) for r in limits)
     for recommendation in advice(2 * DAY_S):
         assert dict(recommendation.evidence)["regime"] == (
-            "deep queue: 3 job(s) waited over 24 h (deep from 3), so jobs starve after 24 h"
+            "deep queue: 3 job(s) waited over 24 h (deep from 3), so jobs starve after 24 h "
+            "and idle GPUs are filled largest first"
         )
     for recommendation in advice(HOUR_S):
         assert dict(recommendation.evidence)["regime"].endswith("so jobs starve after 36 h")
