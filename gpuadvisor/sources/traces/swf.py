@@ -183,13 +183,7 @@ def _job(text: str, path: str, line: int) -> Job:
             line=line,
             column=column,
         )
-    try:
-        values = list(map(float, cells))  # every cell at once: a real log has 100,000s of lines
-    except ValueError:
-        values = []
-    total = sum(values) if values else math.nan  # nan or inf if any cell is (or overflow)
-    if not math.isfinite(total):  # a cell is no number, or not finite: find the first one
-        _check_numbers(cells, path, line)
+    values = _numbers(cells, path, line)
     if not values[0].is_integer() or values[0] < 0:
         raise InputError(
             f"a job number is a whole number >= 0, got {cells[0][:40]!r}",
@@ -218,8 +212,16 @@ def _job(text: str, path: str, line: int) -> Job:
         raise InputError(str(exc), path=path, line=line) from exc
 
 
-def _check_numbers(cells: list[str], path: str, line: int) -> None:
-    """Fail on the first cell that is not a finite number, naming its field."""
+def _numbers(cells: list[str], path: str, line: int) -> list[float]:
+    """The record's cells as numbers, or a failure naming the field of the first cell that is
+    not a finite number. All at once (a real log has 100,000s of lines); one by one only when
+    their sum is not finite (a cell is nan or infinite, or finite values overflow the sum)."""
+    try:
+        values = list(map(float, cells))
+    except ValueError:
+        values = []
+    if values and math.isfinite(sum(values)):
+        return values
     for field, cell in zip(FIELDS, cells, strict=True):
         try:
             value = float(cell)
@@ -227,6 +229,7 @@ def _check_numbers(cells: list[str], path: str, line: int) -> None:
             value = math.nan
         if not math.isfinite(value):
             raise InputError(f"not a number: {cell[:40]!r}", path=path, line=line, column=field)
+    return values  # finite values whose sum overflowed
 
 
 def _whole(value: float, cell: str, path: str, line: int, index: int) -> int:
