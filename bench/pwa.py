@@ -16,8 +16,9 @@ EASY) with our difference in percent. ``--peer`` and ``--python2`` run the peer 
 ``dinesh121991/predictsim``) with EASY on the same filtered log and ours (``gpuadvisor
 simulate --policies easy --no-baseline``, the whole process), alternated, best of 2, and
 print each one's user+sys CPU seconds (``os.wait4``'s rusage of that child alone) and peak RSS
-and the ratio. ``--speed`` prints only that, for each of ``--speed-policies`` (default easy,
-advisor, advisor@predicted, each in its own process, the peer and ours alternated), against
+and the ratio; each runs once untimed first, with its bytecode written, as installed.
+``--speed`` prints only that, for each of ``--speed-policies`` (default easy, advisor,
+advisor@predicted, each in its own process, the peer and ours alternated), against
 issue 18's target: CPU no more than the peer's EASY, peak RSS at most 300 MB; ``--baseline``
 times ours with the strict-FIFO baseline. The peer's code is run, never copied: fetch
 ``dinesh121991/predictsim`` and extract ``simulation/pyss`` (``git archive HEAD
@@ -203,8 +204,16 @@ PEER_CONFIG = (
 
 
 def timed(argv: list[str], cwd: Path | None = None) -> tuple[float, float]:
-    """Run ``argv`` to completion: (user+sys CPU seconds, peak RSS MB) of that process."""
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    """Run ``argv`` to completion: (user+sys CPU seconds, peak RSS MB) of that process.
+
+    Each program runs as installed: it may write its bytecode (``PYTHONDONTWRITEBYTECODE``
+    is dropped from its environment, as ``pip install`` compiles a package's modules), and
+    the caller runs it once untimed first, so neither side compiles its sources in a timed
+    run."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
@@ -239,6 +248,8 @@ def time_peer(
         ours = {p: ours_argv(path, p, baseline=baseline) for p in policies}
         theirs_runs: list[tuple[float, float]] = []
         ours_runs: dict[str, list[tuple[float, float]]] = {p: [] for p in policies}
+        timed(peer_argv, cwd=peer)  # untimed: each side's bytecode written (see ``timed``)
+        timed(ours[policies[0]])
         for _ in range(tries):
             theirs_runs.append(timed(peer_argv, cwd=peer))
             for policy, argv in ours.items():

@@ -32,6 +32,7 @@ class Capacity(NodeStates):
         "mem_free",
         "model_of",
         "size_of",
+        "total_milli",
         "used_milli",
         "whole_free",
     )
@@ -39,6 +40,7 @@ class Capacity(NodeStates):
     def __init__(self, cluster: Cluster) -> None:
         nodes = cluster.nodes
         self.cluster = cluster
+        self.total_milli: int = cluster.gpus * MILLI_PER_GPU  # (read by every fit check)
         self.free_milli: list[list[int]] = [[MILLI_PER_GPU] * n.gpus for n in nodes]
         # Copy-on-write: a node's GPU list may be shared with copies until one side writes it.
         self._owned = bytearray(b"\x01") * len(nodes)
@@ -94,6 +96,7 @@ class Capacity(NodeStates):
         use (rebuilt on first use), for scratch copies that only answer fit checks."""
         new = Capacity.__new__(Capacity)
         new.cluster = self.cluster
+        new.total_milli = self.total_milli
         new.free_milli = list(self.free_milli)  # per-node lists shared until written
         new._owned = bytearray(len(self.free_milli))
         self._owned = bytearray(len(self.free_milli))
@@ -139,10 +142,6 @@ class Capacity(NodeStates):
         return self._unit_model
 
     # -- totals -------------------------------------------------------------------------
-
-    @property
-    def total_milli(self) -> int:
-        return self.cluster.gpus * MILLI_PER_GPU
 
     @property
     def free_total_milli(self) -> int:

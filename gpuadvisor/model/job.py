@@ -42,6 +42,8 @@ class Job:
     partition: str = ""
     usage_milli: int | None = None
     total_gpus: int = field(init=False, compare=False, repr=False)
+    gpu_milli_total: int = field(init=False, compare=False, repr=False)
+    """GPU capacity held while running, in milli-GPUs (a field: every fit check reads it)."""
     fit_key: tuple[int, int, int, frozenset[str], int, int] = field(
         init=False, compare=False, repr=False
     )
@@ -68,6 +70,7 @@ class Job:
         if self.time_limit_s is not None and not self.time_limit_s > 0:
             raise bad(f"time limit must be > 0, got {self.time_limit_s}")
         object.__setattr__(self, "total_gpus", self.gpus * self.nodes)
+        object.__setattr__(self, "gpu_milli_total", self.gpus * self.nodes * self.gpu_milli)
         object.__setattr__(
             self,
             "fit_key",
@@ -80,11 +83,6 @@ class Job:
                 self.memory_mib,
             ),
         )
-
-    @property
-    def gpu_milli_total(self) -> int:
-        """GPU capacity held while running, in milli-GPUs."""
-        return self.total_gpus * self.gpu_milli
 
     @property
     def fractional(self) -> bool:

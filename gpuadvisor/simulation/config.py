@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.prediction import RAISE_RULES
 from gpuadvisor.analysis.predictors import DEFAULT_PREDICTOR, PREDICTORS
+from gpuadvisor.analysis.scheduling.buckets import FitKey
 from gpuadvisor.analysis.scheduling.orders import DEFAULT_PLACEMENT, ORDERS, OrderSettings
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS
 from gpuadvisor.errors import ModelError
@@ -88,9 +89,13 @@ def prepare_jobs(jobs: Sequence[Job], cluster: Cluster) -> tuple[list[Job], list
     width = cluster.max_node_gpus
     runnable: list[Job] = []
     rejected: list[Job] = []
+    fits: dict[FitKey, bool] = {}  # where a job fits depends on its fit key alone
     for job in jobs:
         if job.runtime_s is None:
             raise ModelError(f"job {job.job_id!r} has no runtime; a replay needs one per job")
         spread = job.spread(width)
-        (runnable if empty.fits(spread) else rejected).append(spread)
+        fit = fits.get(spread.fit_key)
+        if fit is None:
+            fit = fits[spread.fit_key] = empty.fits(spread)
+        (runnable if fit else rejected).append(spread)
     return runnable, rejected

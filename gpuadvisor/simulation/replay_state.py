@@ -25,6 +25,7 @@ from gpuadvisor.analysis.prediction import RAISE_RULES, user_last_two
 from gpuadvisor.analysis.predictors import PREDICTORS
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
 from gpuadvisor.analysis.scheduling.corrected_limits import InflationHistory
+from gpuadvisor.analysis.scheduling.endfit import counted
 from gpuadvisor.analysis.scheduling.orders import ORDERS, Ending, Plan, with_predictions
 from gpuadvisor.analysis.scheduling.placement import (
     PLACEMENTS,
@@ -33,7 +34,7 @@ from gpuadvisor.analysis.scheduling.placement import (
 )
 from gpuadvisor.analysis.scheduling.regime import DRAINS
 from gpuadvisor.analysis.scheduling.walkmemo import WalkMemo
-from gpuadvisor.model import Allocation, Cluster, Job
+from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job
 from gpuadvisor.model.availability import Availability
 from gpuadvisor.simulation.config import SimulationConfig, prepare_jobs
 from gpuadvisor.simulation.endings import EndingList, bound_end
@@ -131,12 +132,17 @@ class ReplayState:
         self.queue = PendingBuckets()
         # the waiting jobs by shape, for the idle split at every event
         self.waiting = WaitingShapes()
-        # per node, the running jobs' expected ends by job index, and the latest of them
+        # per node, the running jobs' expected ends by job index, and the latest of them (kept
+        # only where a placement by time or outages read them: ``_run_until``)
         self.node_ends: list[dict[int, float]] = [{} for _ in cluster.nodes]
         self.busy_until: list[float] = [-math.inf] * len(cluster.nodes)
-        # what a pass sees of them: only a placement that places by time reads them
+        # what a pass sees of them: only a placement that places by time reads them, and not
+        # where it places every job by counts alone (``counted``: a real log's processors)
         self.view_busy_until = (
-            self.busy_until if config.placement_name in TIMED_PLACEMENTS else None
+            self.busy_until
+            if config.placement_name in TIMED_PLACEMENTS
+            and not all(counted(self.capacity, job, self.ctx) for job in self.jobs)
+            else None
         )
         # running jobs by expected end; and by their limits, for passes that plan with bounds
         self.running = EndingList()
@@ -291,11 +297,12 @@ class ReplayState:
                 if outages.is_out[node]:
                     outages.hold_free(node, self.capacity)  # what it freed there stays out
         self._refresh_fragment(ending)
-        node_ends, busy_until = self.node_ends, self.busy_until
-        for node, _ in ending.allocation.parts:
-            ends = node_ends[node]
-            del ends[i]
-            busy_until[node] = max(ends.values()) if ends else -math.inf
+        if self.view_busy_until is not None or outages is not None:  # else none reads them
+            node_ends, busy_until = self.node_ends, self.busy_until
+            for node, _ in ending.allocation.parts:
+                ends = node_ends[node]
+                del ends[i]
+                busy_until[node] = max(ends.values()) if ends else -math.inf
         if job.runtime_s is not None:
             self.forget_estimates(job)
             if self.reads_history:
@@ -358,10 +365,12 @@ class ReplayState:
             self.running.add(i, replace(ending, expected_end_s=math.inf))
         else:
             self.running.add(i, ending)
-        node_ends, busy_until, end = self.node_ends, self.busy_until, ending.expected_end_s
-        for node, _ in allocation.parts:
-            node_ends[node][i] = end
-            busy_until[node] = max(busy_until[node], end)
+        if self.view_busy_until is not None or outages is not None:
+            # the ends per node: read by a placement that places by time, and by outages
+            node_ends, busy_until, end = self.node_ends, self.busy_until, ending.expected_end_s
+            for node, _ in allocation.parts:
+                node_ends[node][i] = end
+                busy_until[node] = max(busy_until[node], end)
         if self.predictor is not None and ending.expected_end_s < self.end_s[i]:
             heapq.heappush(events, (ending.expected_end_s, EXPIRE, i))
         return ending
@@ -388,6 +397,14 @@ class ReplayState:
         free, nodes = self.capacity.free_milli, self.cluster.nodes
         memo = self.unit_fragment
         if memo is not None:
+            if (
+                ending.allocation.milli == MILLI_PER_GPU
+                and (busy := memo.get(0)) is not None
+                and busy == memo.get(MILLI_PER_GPU)
+            ):
+                # a whole GPU's node goes from wholly free to wholly busy or back, and F_n
+                # is the same at both (each node's F_n is always that of its free milli)
+                return
             node_fragment = self.node_fragment
             changed = False
             for node, _ in ending.allocation.parts:

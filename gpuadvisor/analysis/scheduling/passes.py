@@ -207,7 +207,8 @@ class SchedulingPass:
         Returns how many jobs of ``window`` it went through, or None if it stopped because
         nothing that needs a GPU can start any more."""
         view, settings = self.view, self.settings
-        total = self.capacity.total_milli
+        cap = self.capacity  # (until a start: it may then be the pass's copy)
+        total = cap.total_milli
         unfit, explain = self.unfit, settings.explain
         may_reserve = True
         done = 0
@@ -215,15 +216,18 @@ class SchedulingPass:
             if not may_reserve and hand_over:
                 return done
             done += 1
-            if self.capacity.used_milli >= total and job.gpus and not explain:
+            if cap.used_milli >= total and job.gpus and not explain:
                 return None  # nothing behind can start: the rest is not looked at
-            if not may_reserve and job.fit_key in unfit:
-                self.passed_over += 1
-                continue
-            allocation = self.try_start(job)
-            if allocation is not None:
-                self.start(job, allocation)
-                continue
+            if job.fit_key in unfit:  # fits nowhere: ``try_start`` would say so first
+                if not may_reserve:
+                    self.passed_over += 1
+                    continue
+            else:
+                allocation = self.try_start(job)
+                if allocation is not None:
+                    self.start(job, allocation)
+                    cap = self.capacity
+                    continue
             nth = len(self.blocked) + self.more_blocked + self.passed_over
             self.blocked.append(job)
             if not may_reserve:
@@ -415,7 +419,9 @@ class SchedulingPass:
             self.capacity,
             view.running,
             self.started,
-            list(zip(self.reservations, self.reservation_ends, strict=True)),
+            list(zip(self.reservations, self.reservation_ends, strict=True))
+            if self.reservations
+            else [],
         )
         self._add_reservation(reservation, end)
 

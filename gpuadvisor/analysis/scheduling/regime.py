@@ -41,9 +41,8 @@ allocation ("A deep queue packs" in the same file).
 from __future__ import annotations
 
 import bisect
-import functools
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
 
@@ -272,20 +271,41 @@ def _by_depth(
     return Regime(DRAINS, starved, counted_s, _drain_settings(settings), settings, waited)
 
 
-@functools.lru_cache(maxsize=16)
+def _per_settings(
+    derive: Callable[[OrderSettings], OrderSettings],
+) -> Callable[[OrderSettings], OrderSettings]:
+    """``derive`` worked out once per settings object: a replay asks at every pass, where
+    ``replace`` costs twenty times a look-up, and a look-up by value hashes and compares every
+    field of the settings (2 % of a replay). Keyed by identity; each kept settings is held, so
+    its id is not reused while it is kept."""
+    kept: dict[int, tuple[OrderSettings, OrderSettings]] = {}
+
+    def derived(settings: OrderSettings) -> OrderSettings:
+        hit = kept.get(id(settings))
+        if hit is not None and hit[0] is settings:
+            return hit[1]
+        if len(kept) >= 16:
+            kept.clear()
+        out = derive(settings)
+        kept[id(settings)] = (settings, out)
+        return out
+
+    return derived
+
+
+@_per_settings
 def _deep_settings(settings: OrderSettings) -> OrderSettings:
     """``settings`` in a deep queue: the day's bound, and with ``deep_queue_packs`` idle GPUs
-    filled largest first (``fill_shortest_first`` off); one object per settings."""
+    filled largest first (``fill_shortest_first`` off)."""
     if not (settings.deep_queue_packs and settings.fill_shortest_first):
         return settings
     return replace(settings, fill_shortest_first=False)
 
 
-@functools.lru_cache(maxsize=16)
+@_per_settings
 def _drain_settings(settings: OrderSettings) -> OrderSettings:
     """``settings`` starving jobs after ``drain_starvation_factor`` × ``starvation_s``, the time
-    limits still planned with from ``bounds_from_s``; one object per settings (a replay asks at
-    every pass, and ``replace`` costs twenty times the lookup)."""
+    limits still planned with from ``bounds_from_s``."""
     return replace(
         settings,
         starvation_s=settings.drain_starvation_factor * settings.starvation_s,

@@ -123,6 +123,8 @@ def overlapping(
     """The earlier reservations (by index) that overlap a run over [``t``, ``end``), and until
     when that answer holds: the first of their ends (``leave``), and the first start of another
     one still to end after ``t`` (``join``; a run ending past it overlaps that one too)."""
+    if not earlier:  # the head's walk under EASY: no generator built for nothing
+        return (), INF, INF
     overlap = tuple(
         n
         for n, (r, r_end) in enumerate(earlier)
