@@ -166,16 +166,28 @@ class SchedulingPass:
         """The pass at an instant when jobs only arrived since ``previous``: the previous
         reservations stand, and only ``arrived`` are tried (see ``Order.plan_arrivals``)."""
         view = self.view
+        position = {id(job): i for i, job in enumerate(arrived)}
+        key = self.order.key
+        candidates = sorted(arrived, key=lambda j: (*key(j, view.estimate(j)), position[id(j)]))
+        shortest_first = (
+            self._shortest_first_fill or self.order.backfill_shortest_first or self._by_priority
+        )
+        if not shortest_first and not any(map(view.capacity.fits, arrived)):
+            # None of them fits the free capacity: none starts and the previous plan stands,
+            # what is below spelled out. Each is tried and left waiting, listed in the order's
+            # order; a fill passes their shapes over, listed so only when explaining.
+            if self.order.fill_largest_first and not self.settings.explain:
+                blocked = previous.blocked
+            else:
+                blocked = previous.blocked + tuple(candidates)
+            return Plan((), previous.reservations, blocked, previous.owed, previous.more_blocked)
         for reservation in previous.reservations:
             estimate = view.estimate(reservation.job)
             self._add_reservation(reservation, reservation.end_s(estimate))
         self.owed = list(previous.owed)
         self.blocked = list(previous.blocked)
         self.more_blocked = previous.more_blocked
-        position = {id(job): i for i, job in enumerate(arrived)}
-        key = self.order.key
-        candidates = sorted(arrived, key=lambda j: (*key(j, view.estimate(j)), position[id(j)]))
-        if self._shortest_first_fill or self.order.backfill_shortest_first or self._by_priority:
+        if shortest_first:
             # (under LXF&W, jobs that arrive together have one priority: shortest first)
             fills.shortest_first(self, candidates)
         elif self.order.fill_largest_first:

@@ -229,3 +229,36 @@ def test_end_fit_sees_the_jobs_started_earlier_in_the_same_pass() -> None:
 def test_the_advisor_order_places_with_end_fit_by_default() -> None:
     assert DEFAULT_PLACEMENT["advisor"] == "end-fit"
     assert DEFAULT_PLACEMENT["easy"] == "first-fit"
+
+
+def test_an_arrival_pass_where_no_arrival_fits_keeps_the_previous_plan() -> None:
+    """Jobs that arrive wider than the free capacity start nowhere: the pass keeps the
+    previous reservations and lists the arrivals as tried (in the order's order) where each
+    is tried, and where a fill passes their shape over only when explaining."""
+    arrivals = [make_job("wide-b", at=5, gpus=4), make_job("wide-a", at=5, gpus=3)]
+    for order, explain, listed in (
+        ("easy", False, ["wide-b", "wide-a"]),
+        ("advisor", False, []),
+        ("advisor", True, ["wide-b", "wide-a"]),
+    ):
+        settings = OrderSettings(explain=explain)
+        rules, placement = ORDERS[order], PLACEMENTS[DEFAULT_PLACEMENT[order]]
+        before = blocked_view(now=5.0)
+        previous = rules.plan(before, placement, PlacementContext(), settings)
+        after = blocked_view(*arrivals, now=5.0)
+        plan = rules.plan_arrivals(
+            after, arrivals, previous, placement, PlacementContext(), settings
+        )
+        assert plan.starts == ()
+        assert plan.reservations == previous.reservations and plan.owed == previous.owed
+        assert [j.job_id for j in plan.blocked] == [
+            *(j.job_id for j in previous.blocked),
+            *listed,
+        ], (order, explain)
+    # one that fits is tried against the reservation, as before: it ends in time and starts
+    fits = make_job("fits", at=5, gpus=2, runtime=100)
+    previous = ORDERS["easy"].plan(blocked_view(now=5.0), first_fit, PlacementContext())
+    plan = ORDERS["easy"].plan_arrivals(
+        blocked_view(fits, now=5.0), [fits], previous, first_fit, PlacementContext()
+    )
+    assert [s.job.job_id for s in plan.starts] == ["fits"]
