@@ -29,12 +29,16 @@ from pathlib import Path
 from gpuadvisor.sources.traces import swf
 
 PWA = Path(__file__).resolve().parents[2] / "shared" / "traces" / "pwa"
-FILES = {
-    "KTH-SP2": "KTH-SP2-1996-2.1-cln.swf.gz",
-    "CTC-SP2": "CTC-SP2-1996-3.1-cln.swf.gz",
-    "SDSC-SP2": "SDSC-SP2-1998-4.2-cln.swf.gz",
-    "SDSC-BLUE": "SDSC-BLUE-2000-4.2-cln.swf.gz",
-}
+LOGS = ("KTH-SP2", "CTC-SP2", "SDSC-SP2", "SDSC-BLUE")
+
+
+def log_path(name: str) -> Path:
+    """The cleaned log of that name in ../shared/traces/pwa (``<name>-<year>-<version>-cln``)."""
+    found = sorted(PWA.glob(f"{name}-[0-9]*-cln.swf.gz"))
+    if not found:
+        raise SystemExit(f"no {name} log in {PWA}")
+    return found[0]
+
 
 # what each counted run executes: build the jobs, then replay them unless told not to
 _RUN = """
@@ -60,20 +64,27 @@ def instructions(tree: Path, data: Path, policy: str) -> int:
     done = subprocess.run(
         argv, cwd=data.parent, env=env, capture_output=True, text=True, check=False
     )
-    found = _COLLECTED.search(done.stderr)
-    if done.returncode or found is None:
+    if done.returncode:
         raise SystemExit(f"counted run failed ({done.returncode}): {done.stderr[-2000:]}")
+    return collected(done.stderr)
+
+
+def collected(report: str) -> int:
+    """The instruction count in callgrind's report (its standard error)."""
+    found = _COLLECTED.search(report)
+    if found is None:
+        raise SystemExit(f"no instruction count in callgrind's report: {report[-2000:]}")
     return int(found.group(1))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("log", choices=sorted(FILES))
+    parser.add_argument("log", choices=LOGS)
     parser.add_argument("policies", help="comma-separated, simulate's grammar")
     parser.add_argument("--jobs", type=int, default=6000, help="the log's first N records")
     parser.add_argument("--trees", default=".", help="comma-separated source trees")
     args = parser.parse_args()
-    log = swf.read_literature_log(PWA / FILES[args.log])
+    log = swf.read_literature_log(log_path(args.log))
     jobs = list(log.trace.jobs)[: args.jobs]
     names = [f.name for f in fields(jobs[0]) if f.init]
     rows = [{name: getattr(job, name) for name in names} for job in jobs]
