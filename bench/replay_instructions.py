@@ -11,7 +11,9 @@ one that only builds the same jobs), and the ratio to the first tree's. The log 
 ../shared/traces/pwa's, filtered as the literature filters it (one unit per processor); its
 first ``--jobs`` records are handed to each run as plain fields, so each tree builds its own
 ``Job``s. Needs ``valgrind`` on the PATH; each run takes about 50 times its CPU time.
-Instructions are a proxy: a change that saves calls saves less time than instructions.
+Instructions are a proxy: a change that saves calls saves less time than instructions. Each
+tree's modules are compiled to bytecode first (``compileall``), or the first counted run would
+count the compiler too.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ def instructions(tree: Path, data: Path, policy: str) -> int:
     (run from ``data``'s folder, so that the working directory's is not imported), string
     hashing seeded alike in every run."""
     env = {**os.environ, "PYTHONPATH": str(tree.resolve()), "PYTHONHASHSEED": "0"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
     argv += [sys.executable, "-c", _RUN, str(data), policy]
     done = subprocess.run(
@@ -89,6 +92,15 @@ def main() -> None:
     names = [f.name for f in fields(jobs[0]) if f.init]
     rows = [{name: getattr(job, name) for name in names} for job in jobs]
     trees = [Path(t) for t in args.trees.split(",")]
+    for tree in trees:  # each tree's bytecode first: no counted run compiles a module
+        compiled = subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(tree / "gpuadvisor")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if compiled.returncode:
+            raise SystemExit(f"cannot compile {tree}: {compiled.stdout[-2000:]}")
     print(f"{args.log}, first {len(jobs)} jobs: millions of instructions of the replay alone")
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "jobs.pkl"

@@ -44,6 +44,7 @@ from gpuadvisor.simulation.sharing import ShareRun
 from gpuadvisor.simulation.waiting import WaitingShapes
 
 COMPLETE, EXPIRE, ARRIVE, NODE_BACK, NODE_OUT = 0, 1, 2, 3, 4
+_UNKNOWN = float("nan")  # no estimate kept for a job (told apart by identity: no kept one is it)
 """Event kinds, in the order a heap keyed (time, kind, job) takes one instant's events."""
 
 Events = list[tuple[float, int, int]]
@@ -93,6 +94,10 @@ class ReplayState:
         # (else job index); with a predictor whose records change every prediction, since the
         # last job ended (``forget_estimates``)
         self.estimates_now: dict[str, dict[Hashable, float | None]] = {}
+        # each job's learnt estimate (by index) while it stands, and per user the jobs whose
+        # estimate its next learnt runtime may change
+        self.estimate_of: dict[int, float | None] = {}
+        self.kept_of_user: dict[str, list[int]] = {}
         self.unlearned: list[tuple[float, Job]] = []  # ended, not yet learnt (at_submit)
         # with learned predictions the advisor backfills shortest expected runtime first
         self.settings = (
@@ -118,6 +123,8 @@ class ReplayState:
                 self.fixed_estimate[i] = self.estimate(job)
         # the history is read only for jobs planned without a predictor nor a fixed estimate
         self.reads_history = self.predictor is None and None in self.fixed_estimate
+        # whether any estimate is learnt (else an end has none to forget)
+        self.learns_estimates = None in self.fixed_estimate
         self.start_s: list[float] = [math.nan] * n
         self.start_seq: list[int] = [0] * n  # the order in which jobs started (pass_per_event)
         self.starts_made = 0
@@ -189,11 +196,21 @@ class ReplayState:
         same waiting jobs' estimates again at every arrival. Jobs of one estimate class get
         one estimate (``_estimate_class``), so it is kept per class once the job has one. The
         history and the ``recent`` predictor learn per user, so a job's end forgets only its
-        user's estimates (``forget_estimates``)."""
+        user's estimates (``forget_estimates``). A learnt estimate is also kept per job until
+        then (one look-up: passes ask for every waiting job's estimate)."""
         i = self.index[id(job)]
         fixed = self.fixed_estimate[i]
         if fixed is not None:
             return fixed
+        kept = self.estimate_of.get(i, _UNKNOWN)
+        if kept is not _UNKNOWN:
+            return kept
+        self.estimate_of[i] = value = self._learnt_estimate(job, i)
+        self.kept_of_user.setdefault(job.user, []).append(i)
+        return value
+
+    def _learnt_estimate(self, job: Job, i: int) -> float | None:
+        """``estimate`` of a job without a fixed estimate: its class's, worked out once."""
         known = self.estimates_now.get(job.user)
         if known is None:
             known = self.estimates_now[job.user] = {}
@@ -303,7 +320,7 @@ class ReplayState:
                 ends = node_ends[node]
                 del ends[i]
                 busy_until[node] = max(ends.values()) if ends else -math.inf
-        if job.runtime_s is not None:
+        if job.runtime_s is not None and self.learns_estimates:
             self.forget_estimates(job)
             if self.reads_history:
                 self.history.record(job, job.runtime_s)
@@ -336,10 +353,15 @@ class ReplayState:
     def forget_estimates(self, learnt: Job) -> None:
         """The estimates that learning ``learnt``'s runtime may change: its user's, or every
         one with a predictor that does not learn per user."""
+        estimate_of = self.estimate_of
         if self.per_user:
             self.estimates_now.pop(learnt.user, None)
+            for kept in self.kept_of_user.pop(learnt.user, ()):
+                del estimate_of[kept]
         else:
             self.estimates_now.clear()
+            estimate_of.clear()
+            self.kept_of_user.clear()
 
     def _expire(self, i: int, now: float, events: Events) -> None:
         """Job ``i`` outlived its prediction: plan it anew with the raise rule's runtime."""

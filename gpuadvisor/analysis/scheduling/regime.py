@@ -43,8 +43,9 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from operator import attrgetter
+from typing import NamedTuple
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.plans import OrderSettings
@@ -59,9 +60,9 @@ SIGNALS = ("starved", "gang", "fragmented")
 """What ``OrderSettings.backlog_signal`` may name (see the module's docstring)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Regime:
-    """The regime of one pass: its name, the starved jobs it was decided from, its settings."""
+class Regime(NamedTuple):
+    """The regime of one pass: its name, the starved jobs it was decided from, its settings
+    (a tuple: one is built at every pass of a replay, at a third of a frozen dataclass's cost)."""
 
     name: str
     starved_jobs: int
