@@ -44,8 +44,9 @@ from gpuadvisor.simulation.sharing import ShareRun
 from gpuadvisor.simulation.waiting import WaitingShapes
 
 COMPLETE, EXPIRE, ARRIVE, NODE_BACK, NODE_OUT = 0, 1, 2, 3, 4
-_UNKNOWN = float("nan")  # no estimate kept for a job (told apart by identity: no kept one is it)
 """Event kinds, in the order a heap keyed (time, kind, job) takes one instant's events."""
+
+_UNKNOWN = float("nan")  # no estimate kept for a job (told apart by identity: no kept one is it)
 
 Events = list[tuple[float, int, int]]
 Progress = Callable[[int, int], None]
@@ -123,7 +124,7 @@ class ReplayState:
                 self.fixed_estimate[i] = self.estimate(job)
         # the history is read only for jobs planned without a predictor nor a fixed estimate
         self.reads_history = self.predictor is None and None in self.fixed_estimate
-        # whether any estimate is learnt (else an end has none to forget)
+        # whether any estimate is learnt
         self.learns_estimates = None in self.fixed_estimate
         self.start_s: list[float] = [math.nan] * n
         self.start_seq: list[int] = [0] * n  # the order in which jobs started (pass_per_event)
@@ -320,8 +321,9 @@ class ReplayState:
                 ends = node_ends[node]
                 del ends[i]
                 busy_until[node] = max(ends.values()) if ends else -math.inf
-        if job.runtime_s is not None and self.learns_estimates:
-            self.forget_estimates(job)
+        if job.runtime_s is not None:
+            if self.learns_estimates:  # (else no estimate is learnt: none to forget)
+                self.forget_estimates(job)
             if self.reads_history:
                 self.history.record(job, job.runtime_s)
             if self.inflation is not None:
