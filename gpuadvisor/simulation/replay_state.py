@@ -152,6 +152,8 @@ class ReplayState:
             and not all(counted(self.capacity, job, self.ctx) for job in self.jobs)
             else None
         )
+        # whether anything reads the ends per node (``take_outages`` adds the outages)
+        self.ends_read = self.view_busy_until is not None
         # running jobs by expected end; and by their limits, for passes that plan with bounds
         self.running = EndingList()
         self.bounded: EndingList | None = EndingList() if self.order.bounds_when_starved else None
@@ -190,6 +192,7 @@ class ReplayState:
         """Replay with nodes out over ``availability``'s outages (before ``run``)."""
         self.outages = NodeOutages(availability, self.cluster)
         self.totals.missing_milli_s = 0.0
+        self.ends_read = True  # the jobs running on a node that goes out are read from them
 
     def estimate(self, job: Job) -> float | None:
         """The runtime a pass plans ``job`` with. It changes only when a job ends (the history
@@ -315,7 +318,7 @@ class ReplayState:
                 if outages.is_out[node]:
                     outages.hold_free(node, self.capacity)  # what it freed there stays out
         self._refresh_fragment(ending)
-        if self.view_busy_until is not None or outages is not None:  # else none reads them
+        if self.ends_read:
             node_ends, busy_until = self.node_ends, self.busy_until
             for node, _ in ending.allocation.parts:
                 ends = node_ends[node]
@@ -389,8 +392,7 @@ class ReplayState:
             self.running.add(i, replace(ending, expected_end_s=math.inf))
         else:
             self.running.add(i, ending)
-        if self.view_busy_until is not None or outages is not None:
-            # the ends per node: read by a placement that places by time, and by outages
+        if self.ends_read:
             node_ends, busy_until, end = self.node_ends, self.busy_until, ending.expected_end_s
             for node, _ in allocation.parts:
                 node_ends[node][i] = end
