@@ -16,7 +16,6 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import replace
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
@@ -389,7 +388,7 @@ class ReplayState:
         outages = self.outages
         if outages is not None and any(outages.is_out[n] for n, _ in allocation.parts):
             self.never_ends.add(i)  # planned anew while a node of it is out
-            self.running.add(i, replace(ending, expected_end_s=math.inf))
+            self.running.add(i, ending._replace(expected_end_s=math.inf))
         else:
             self.running.add(i, ending)
         if self.ends_read:

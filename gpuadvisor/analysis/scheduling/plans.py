@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.buckets import PendingBuckets
@@ -22,17 +22,19 @@ PRIORITIES = (SUBMIT, LXF)
 """What ``OrderSettings.priority`` may name (``priority``: the LXF&W rank)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Ending:
-    """A running job, when it is expected to end (``inf`` when unknown), and where it runs."""
+class Ending(NamedTuple):
+    """A running job, when it is expected to end (``inf`` when unknown), and where it runs.
+
+    ``Ending``, ``Start``, ``Reservation`` and ``Plan`` are tuples: a replay builds one or more
+    of each at every pass and start, and a frozen dataclass costs three times a tuple to build
+    (it sets each field through ``object.__setattr__``)."""
 
     expected_end_s: float
     job: Job
     allocation: Allocation
 
 
-@dataclass(frozen=True, slots=True)
-class Start:
+class Start(NamedTuple):
     """Start ``job`` on ``allocation`` now; ``overtakes`` counts earlier-queued jobs it passes."""
 
     job: Job
@@ -40,8 +42,7 @@ class Start:
     overtakes: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Reservation:
+class Reservation(NamedTuple):
     """The earliest time ``job`` can start without being overtaken (``inf``: not known)."""
 
     job: Job
@@ -68,8 +69,7 @@ class ReservationWalks(Protocol):
     ) -> tuple[Reservation, float]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     """Starts and reservations of one pass. ``owed``: jobs that are due a reservation which was
     not worked out because no job behind them could have used the free GPUs anyway.
     ``more_blocked``: blocked jobs counted but not listed in ``blocked`` (outside explain mode,

@@ -34,7 +34,7 @@ def instants(
     """The instants a reservation may start at, ascending and each once: now, every running
     job's expected end (overdue ones included) and every later end of an earlier reservation.
     Before an instant comes, ``release`` has been called for every job expected to end by it."""
-    extra = sorted({now} | {end for _, end in earlier if now < end < INF})
+    extra = sorted({now} | {end for _, end in earlier if now < end < INF}) if earlier else [now]
     i = j = k = 0
     n_run, n_new, n_extra = len(running), len(started), len(extra)
     while True:
