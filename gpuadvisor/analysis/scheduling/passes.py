@@ -166,9 +166,12 @@ class SchedulingPass:
         """The pass at an instant when jobs only arrived since ``previous``: the previous
         reservations stand, and only ``arrived`` are tried (see ``Order.plan_arrivals``)."""
         view = self.view
-        position = {id(job): i for i, job in enumerate(arrived)}
-        key = self.order.key
-        candidates = sorted(arrived, key=lambda j: (*key(j, view.estimate(j)), position[id(j)]))
+        if len(arrived) == 1:  # (most instants of a real log: one arrival, nothing to sort)
+            candidates = list(arrived)
+        else:
+            position = {id(job): i for i, job in enumerate(arrived)}
+            key = self.order.key
+            candidates = sorted(arrived, key=lambda j: (*key(j, view.estimate(j)), position[id(j)]))
         shortest_first = (
             self._shortest_first_fill or self.order.backfill_shortest_first or self._by_priority
         )

@@ -78,6 +78,8 @@ def unit_reservation(
     free_now = capacity.hist[model][1]
     if capacity.free_total_milli != free_now * MILLI_PER_GPU:
         return None
+    if not earlier:
+        return _alone(job, estimate_s, now, capacity, running, started, free_now)
     # the nodes whose GPU the jobs ended by the walk's instant release (busy now): with the
     # nodes free now, those wholly free then
     released: list[int] = []
@@ -115,6 +117,67 @@ def unit_reservation(
     except _SharedGpuError:
         return None
     return Reservation(job, INF, None), INF
+
+
+def _alone(
+    job: Job,
+    estimate_s: float | None,
+    now: float,
+    capacity: Capacity,
+    running: Sequence[Ending],
+    started: Sequence[Ending],
+    free_now: int,
+) -> tuple[Reservation, float] | None:
+    """``unit_reservation`` where no earlier reservation withholds a node (the head's walk
+    under EASY, most walks of a replay): the instants of ``instants``, walked in a loop of
+    its own that counts the GPUs released and names their nodes only once the job fits. A
+    job released with GPUs holds one on each of its nodes (one GPU per node), so its parts
+    count them."""
+    need = job.nodes
+    i = j = 0
+    n_run, n_new = len(running), len(started)
+    free = free_now
+    now_ahead = True  # the instant ``now`` is still to come
+    fits_now: bool | None = None
+    while True:
+        t = running[i].expected_end_s if i < n_run else INF
+        if j < n_new and started[j].expected_end_s < t:
+            t = started[j].expected_end_s
+        if now_ahead and now < t:
+            t = now
+        if t == INF:
+            return Reservation(job, INF, None), INF
+        while i < n_run and running[i].expected_end_s <= t:
+            ending = running[i]
+            if ending.allocation.milli != MILLI_PER_GPU:
+                return None  # a released job held part of a GPU: the counts cannot follow it
+            if ending.job.gpus:
+                free += len(ending.allocation.parts)
+            i += 1
+        while j < n_new and started[j].expected_end_s <= t:
+            ending = started[j]
+            if ending.allocation.milli != MILLI_PER_GPU:
+                return None
+            if ending.job.gpus:
+                free += len(ending.allocation.parts)
+            j += 1
+        if now <= t:
+            now_ahead = False
+        if free < need:
+            continue
+        if t == now:
+            if fits_now is None:
+                fits_now = capacity.fits(job)
+            if not fits_now:
+                continue
+        released = [
+            node
+            for ending in (*running[:i], *started[:j])
+            for node, gpus in ending.allocation.parts
+            if gpus
+        ]
+        end = INF if estimate_s is None else t + estimate_s
+        return Reservation(job, t, _place(capacity, released, set(), need)), end
 
 
 def overlapping(
