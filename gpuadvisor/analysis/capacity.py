@@ -177,6 +177,11 @@ class Capacity(NodeStates):
             return False
         if job.gpus and job.gpu_milli == MILLI_PER_GPU and not (job.cpu_milli or job.memory_mib):
             g = job.gpus
+            unit = self._unit_model
+            if unit is not None:  # one GPU per node: its nodes are those with it wholly free
+                if g > 1 or (job.gpu_models and unit not in job.gpu_models):
+                    return False
+                return self.hist[unit][1] >= job.nodes
             if job.nodes == 1:
                 for model, counts in self.hist.items():
                     if job.gpu_models and model not in job.gpu_models:

@@ -30,6 +30,7 @@ import math
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import IO
 
@@ -243,6 +244,7 @@ def _whole(value: float, cell: str, path: str, line: int, index: int) -> int:
     return int(value)
 
 
+@lru_cache(maxsize=4096)  # (a log repeats its users, executables and queues on every line)
 def _label(value: float) -> str:
     """A numeric identifier as text; empty when unknown (negative)."""
     if value < 0:
