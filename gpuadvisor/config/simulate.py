@@ -96,6 +96,7 @@ class SimulateSettings:
             settings=OrderSettings(starvation_s=self.starvation_s),
             sharing=self.sharing,
             pass_per_event=self.pass_per_event,
+            timeline=self.plots is not None,  # (only the plots draw it)
         )
         configs = [parse_policy(spec, base) for spec in self.policies.split(",") if spec.strip()]
         if not configs:

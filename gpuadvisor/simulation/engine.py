@@ -92,6 +92,7 @@ class _Engine(ReplayState):
         now = first_arrival
         done = 0
         report_every = max(1, len(jobs) // 200)
+        timeline = self.config.timeline
         while events:
             if outages is not None and done == len(jobs):
                 break  # only outages are left: the replay is over
@@ -100,7 +101,8 @@ class _Engine(ReplayState):
             now = t
             if self.config.pass_per_event:
                 done = self._instant_per_event(now, events, done, report_every)
-                self._sample(now)
+                if timeline:
+                    self._sample(now)
                 continue
             arrived: list[Job] = []
             ended = False
@@ -133,7 +135,8 @@ class _Engine(ReplayState):
                     arrived.append(jobs[i])
             if ended or arrived or self.config.pass_on_raise:
                 self._schedule(now, events, None if ended else arrived)
-            self._sample(now)
+            if timeline:
+                self._sample(now)
         self.totals.window_end_s = now
         if self.progress is not None:
             self.progress(len(jobs), len(jobs))

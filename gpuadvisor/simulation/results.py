@@ -94,7 +94,7 @@ class SimulationResult:
     overtook: tuple[int, ...]
     allocations: tuple[Allocation | None, ...]
     totals: Totals
-    timeline: tuple[TimelinePoint, ...]
+    timeline: tuple[TimelinePoint, ...]  # empty where the config records none (``timeline``)
     sharing: dict[str, object] | None = None  # the ``share_*`` metrics, with a sharing mode
 
     @property

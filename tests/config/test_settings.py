@@ -195,3 +195,9 @@ def test_every_setting_of_the_other_programs_is_documented_with_its_default(
         default = defaults.get(setting.field)
         if default not in (None, ()):
             assert f"`{default_text(setting, default)}`" in row, setting.flag
+
+
+def test_simulate_records_the_timeline_only_for_its_plots() -> None:
+    bare = simulate.SimulateSettings()
+    assert not any(c.timeline for c in bare.configs())
+    assert all(c.timeline for c in dataclasses.replace(bare, plots="plots").configs())

@@ -175,3 +175,18 @@ def test_pending_buckets_keep_the_queue_and_its_buckets_in_step() -> None:
     assert queue.key_at(1) == END
     with pytest.raises(KeyError):
         queue.remove((9.0, 0.0, 9), "x")
+
+
+@pytest.mark.parametrize("order", ["easy", "advisor"])
+def test_a_replay_without_timeline_decides_the_same_and_records_no_points(order: str) -> None:
+    drawn = simulate(TINY, CLUSTER, SimulationConfig(order=order))
+    bare = simulate(TINY, CLUSTER, SimulationConfig(order=order, timeline=False))
+    assert drawn.timeline and bare.timeline == ()
+    assert (bare.start_s, bare.end_s, bare.allocations, bare.overtook) == (
+        drawn.start_s,
+        drawn.end_s,
+        drawn.allocations,
+        drawn.overtook,
+    )
+    assert bare.totals == drawn.totals
+    assert bare.metrics(None) == drawn.metrics(None)
