@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
+from itertools import islice
 
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.idle import (
@@ -65,6 +66,10 @@ def unit_split(
         return IdleSplit(no_demand_milli=free_milli)
     filled *= MILLI_PER_GPU
     return IdleSplit(filled, 0, free_milli - filled, 0)
+
+
+def _minus_milli(entry: _Entry) -> int:
+    return entry[0][0]
 
 
 class WaitingShapes:
@@ -142,6 +147,23 @@ class WaitingShapes:
         else:
             self._waiting = None
 
+    def _unit_split(self, free: int, whole: int) -> IdleSplit:
+        """``unit_split`` of the shapes waiting, from the first that ``whole`` free nodes can
+        hold (a shape of more nodes takes nothing: the packing order is by size, largest
+        first, so a bisection finds it)."""
+        order = self._order
+        # a unit shape's packing key starts with minus its milli-GPUs; its fit key's second
+        # field is the job's nodes
+        first = bisect.bisect_left(order, -whole * MILLI_PER_GPU, key=_minus_milli)
+        if first == len(order) and order:
+            return IdleSplit(0, 0, free, 0)  # every shape waiting needs more than is free
+        count = self.count
+        split = unit_split(
+            free, whole, ((shape[1], count[shape]) for _, _, shape in islice(order, first, None))
+        )
+        assert split is not None
+        return split
+
     def split(self, capacity: Capacity) -> IdleSplit:
         """The idle split now (``split_idle_ordered`` on the waiting shapes)."""
         if capacity.free_total_milli <= 0:
@@ -153,14 +175,7 @@ class WaitingShapes:
             if free == whole * MILLI_PER_GPU:  # no GPU partly free: the counts decide
                 split = self._unit_memo.get(whole)
                 if split is None:
-                    count = self.count
-                    split = unit_split(
-                        free,
-                        whole,
-                        # a fit key's second field is the job's nodes
-                        ((shape[1], count[shape]) for _, _, shape in self._order),
-                    )
-                    assert split is not None
+                    split = self._unit_split(free, whole)
                     self._unit_memo[whole] = split
                 return split
         waiting = self._waiting
