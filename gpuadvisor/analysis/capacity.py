@@ -136,6 +136,11 @@ class Capacity(NodeStates):
         return new
 
     @property
+    def static_cpu_mem(self) -> bool:
+        """Whether no node models CPU or memory: the free CPU and memory never change."""
+        return self._static_cpu_mem
+
+    @property
     def unit_model(self) -> str | None:
         """The GPU model where every node has one GPU of it and no CPU or memory (a real
         log's processors), else None: whole-GPU changes then move counts."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from operator import attrgetter
 
 from gpuadvisor.analysis.capacity import Capacity, withheld_gpus, withheld_nodes
@@ -48,38 +47,75 @@ _EXPECTED_END = attrgetter("expected_end_s")
 _COUNTED_PLACEMENTS = (first_fit, end_fit)
 
 
-@dataclass(slots=True)
 class SchedulingPass:
     """One scheduling pass. Mutable scratch state, private to ``Order.plan``; a bucket scan
-    sees it as a ``ScannedPass`` and changes it only through its methods."""
+    sees it as a ``ScannedPass`` and changes it only through its methods. (A class of its own,
+    not a dataclass: a replay builds one per pass, and the dataclass's ``__init__`` called a
+    factory for each of its fourteen containers.)"""
 
-    order: PassRules
-    view: QueueView
-    placement: Placement
-    ctx: PlacementContext
-    settings: OrderSettings
-    # scratch, empty at each pass; cap: view.capacity's copy from the first start (in place:
-    # view.capacity itself)
-    cap: Capacity | None = field(init=False, default=None)
-    starts: list[Start] = field(init=False, default_factory=list)
-    started: list[Ending] = field(init=False, default_factory=list)  # by expected end
-    reservations: list[Reservation] = field(init=False, default_factory=list)
-    reservation_ends: list[float] = field(init=False, default_factory=list)
-    blocked: list[Job] = field(init=False, default_factory=list)
-    owed: list[Job] = field(init=False, default_factory=list)
-    passed_over: int = field(init=False, default=0)  # counted, not listed (unless explaining)
-    more_blocked: int = field(init=False, default=0)  # blocked, counted but not listed
-    unfit: set[FitKey] = field(init=False, default_factory=set)
-    reservation_starts: list[float] = field(init=False, default_factory=list)  # sorted
-    reservations_by_start: list[Reservation] = field(init=False, default_factory=list)
-    masked_unfit: set[tuple[FitKey, int]] = field(init=False, default_factory=set)  # failed
-    masked_cache: dict[int, Capacity] = field(init=False, default_factory=dict)
-    withheld_cache: dict[int, dict[int, set[int]]] = field(init=False, default_factory=dict)
-    withheld_nodes_cache: dict[int, set[int]] = field(init=False, default_factory=dict)
-    withheld_free: dict[int, int] = field(init=False, default_factory=dict)  # of those nodes
-    epoch: int = field(init=False, default=0)  # bumped by every reservation added
-    busy_now: list[float] | None = field(init=False, default=None)  # with this pass's starts
-    timed_ctx: PlacementContext | None = field(init=False, default=None)
+    __slots__ = (
+        "blocked",
+        "busy_now",
+        "cap",
+        "ctx",
+        "epoch",
+        "masked_cache",
+        "masked_unfit",
+        "more_blocked",
+        "order",
+        "owed",
+        "passed_over",
+        "placement",
+        "reservation_ends",
+        "reservation_starts",
+        "reservations",
+        "reservations_by_start",
+        "settings",
+        "started",
+        "starts",
+        "timed_ctx",
+        "unfit",
+        "view",
+        "withheld_cache",
+        "withheld_free",
+        "withheld_nodes_cache",
+    )
+
+    def __init__(
+        self,
+        order: PassRules,
+        view: QueueView,
+        placement: Placement,
+        ctx: PlacementContext,
+        settings: OrderSettings,
+    ) -> None:
+        self.order = order
+        self.view = view
+        self.placement = placement
+        self.ctx = ctx
+        self.settings = settings
+        # scratch, empty at each pass; cap: view.capacity's copy from the first start (in
+        # place: view.capacity itself)
+        self.cap: Capacity | None = None
+        self.starts: list[Start] = []
+        self.started: list[Ending] = []  # by expected end
+        self.reservations: list[Reservation] = []
+        self.reservation_ends: list[float] = []
+        self.blocked: list[Job] = []
+        self.owed: list[Job] = []
+        self.passed_over = 0  # counted, not listed (unless explaining)
+        self.more_blocked = 0  # blocked, counted but not listed
+        self.unfit: set[FitKey] = set()
+        self.reservation_starts: list[float] = []  # sorted
+        self.reservations_by_start: list[Reservation] = []
+        self.masked_unfit: set[tuple[FitKey, int]] = set()  # failed
+        self.masked_cache: dict[int, Capacity] = {}
+        self.withheld_cache: dict[int, dict[int, set[int]]] = {}
+        self.withheld_nodes_cache: dict[int, set[int]] = {}
+        self.withheld_free: dict[int, int] = {}  # of those nodes
+        self.epoch = 0  # bumped by every reservation added
+        self.busy_now: list[float] | None = None  # with this pass's starts
+        self.timed_ctx: PlacementContext | None = None
 
     @property
     def capacity(self) -> Capacity:

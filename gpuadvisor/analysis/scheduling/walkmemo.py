@@ -70,7 +70,10 @@ class WalkMemo:
         """``earliest_reservation``'s answer, the last one for ``job`` where it must be the
         same."""
         free = _free_state(capacity)
-        cpu, mem = tuple(capacity.cpu_free), tuple(capacity.mem_free)
+        # (no node models CPU or memory: nothing to compare, they never change)
+        static = capacity.static_cpu_mem
+        cpu = () if static else tuple(capacity.cpu_free)
+        mem = () if static else tuple(capacity.mem_free)
         last = self.walks.get(id(job))
         if (
             last is not None
