@@ -380,6 +380,7 @@ class Capacity(NodeStates):
         """``_apply`` of a whole-GPU allocation on nodes of one GPU each: every part takes or
         frees its node's only GPU, so the histograms change by the count of parts at once."""
         before, after = (0, MILLI_PER_GPU) if sign > 0 else (MILLI_PER_GPU, 0)
+        whole = after // MILLI_PER_GPU
         free_milli, owned, whole_free = self.free_milli, self._owned, self.whole_free
         changed: list[int] = []
         for node, gpus in allocation.parts:
@@ -395,7 +396,7 @@ class Capacity(NodeStates):
                 else:
                     free_milli[node] = [after]
                     owned[node] = 1
-                whole_free[node] = after // MILLI_PER_GPU
+                whole_free[node] = whole
                 changed.append(node)
         self._units_moved(changed, sign, model)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from gpuadvisor.analysis.fragmentation import WorkloadMix
 from gpuadvisor.analysis.scheduling.orders import Ending, QueueView, plans_with_bounds, time_limit
@@ -80,7 +80,12 @@ class _Engine(ReplayState):
 
     def run(self) -> SimulationResult:
         jobs = self.jobs
-        events: Events = [(job.submit_time_s, ARRIVE, i) for i, job in enumerate(jobs)]
+        # The arrivals in the order the heap gives them; only the next one waits in the heap,
+        # with the ends and node changes (pushed when the one before is taken): a heap of the
+        # running jobs' size, not the trace's.
+        arrivals = sorted((job.submit_time_s, ARRIVE, i) for i, job in enumerate(jobs))
+        events: Events = arrivals[:1]
+        later = iter(arrivals[1:])
         outages = self.outages
         if outages is not None:
             events += outages.events(NODE_OUT, NODE_BACK)
@@ -100,7 +105,7 @@ class _Engine(ReplayState):
             self._accumulate(now, t)
             now = t
             if self.config.pass_per_event:
-                done = self._instant_per_event(now, events, done, report_every)
+                done = self._instant_per_event(now, events, later, done, report_every)
                 if timeline:
                     self._sample(now)
                 continue
@@ -131,6 +136,9 @@ class _Engine(ReplayState):
                     self._node_back(outages, i)
                     ended = True
                 else:
+                    following = next(later, None)
+                    if following is not None:
+                        heapq.heappush(events, following)
                     self._arrive(i)
                     arrived.append(jobs[i])
             if ended or arrived or self.config.pass_on_raise:
@@ -156,16 +164,28 @@ class _Engine(ReplayState):
             sharing=None if self.share is None else self.share.metrics(now - first_arrival),
         )
 
-    def _instant_per_event(self, now: float, events: Events, done: int, report_every: int) -> int:
+    def _instant_per_event(
+        self,
+        now: float,
+        events: Events,
+        later: Iterator[tuple[float, int, int]],
+        done: int,
+        report_every: int,
+    ) -> int:
         """Every event of the instant ``now`` on its own, a scheduling pass after each, in
         pyss's order: raised predictions, arrivals (input order), ends (in the order the jobs
         started), node changes. As in pyss's processor profile, a job that ends at its expected
         end has freed its GPUs when the instant begins, before its end comes in that order.
-        Events that passes add at ``now`` come at the next turn of the loop. Returns how many
-        jobs have ended."""
+        Events that passes add at ``now`` come at the next turn of the loop. ``later``: the
+        arrivals not yet in ``events`` (``run``). Returns how many jobs have ended."""
         batch: Events = []
         while events and events[0][0] == now:
-            batch.append(heapq.heappop(events))
+            event = heapq.heappop(events)
+            if event[1] == ARRIVE:
+                following = next(later, None)
+                if following is not None:
+                    heapq.heappush(events, following)
+            batch.append(event)
         seq = self.start_seq
         batch.sort(key=lambda e: (_PEER_RANK[e[1]], seq[e[2]] if e[1] <= EXPIRE else e[2]))
         share, outages = self.share, self.outages

@@ -454,10 +454,9 @@ class SchedulingPass:
         if self.capacity.unit_model is None or allocation.milli != MILLI_PER_GPU:
             free.clear()
             return
-        taken = [node for node, gpus in allocation.parts if gpus]
+        taken = [node for node, gpus in allocation.parts if gpus]  # (each node once)
         for guarded, lost in free.items():
-            nodes = self.withheld_nodes_cache[guarded]
-            free[guarded] = lost - sum(1 for node in taken if node in nodes)
+            free[guarded] = lost - len(self.withheld_nodes_cache[guarded].intersection(taken))
 
     def _reserve(self, job: Job) -> None:
         """Find the earliest expected time ``job`` fits, honouring earlier reservations."""
