@@ -20,6 +20,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+from gpuadvisor.analysis.predictors import DEFAULT_PREDICTOR, PREDICTORS
 from gpuadvisor.simulation.compare import parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 from gpuadvisor.sources.traces import swf
@@ -37,11 +38,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("log", choices=sorted(FILES))
     parser.add_argument("policies", help="comma-separated, simulate's grammar")
+    parser.add_argument(
+        "--predictor", default=DEFAULT_PREDICTOR, choices=sorted(PREDICTORS), help="@predicted's"
+    )
+    parser.add_argument("--jobs", type=int, help="only the log's first this many jobs")
     args = parser.parse_args()
     log = swf.read_literature_log(PWA / FILES[args.log])
-    jobs, cluster = list(log.trace.jobs), log.cluster
+    jobs, cluster = list(log.trace.jobs)[: args.jobs], log.cluster
     for policy in args.policies.split(","):
-        config = parse_policy(policy, SimulationConfig())
+        config = parse_policy(policy, SimulationConfig(predictor=args.predictor))
         started = time.process_time()
         result = simulate(jobs, cluster, config)
         cpu_s = time.process_time() - started

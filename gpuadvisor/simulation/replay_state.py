@@ -94,8 +94,8 @@ class ReplayState:
         # (else job index); with a predictor whose records change every prediction, since the
         # last job ended (``forget_estimates``)
         self.estimates_now: dict[str, dict[Hashable, float | None]] = {}
-        # each job's learnt estimate (by index) while it stands, and per user the jobs whose
-        # estimate its next learnt runtime may change
+        # each job's estimate (by the job's ``id``: one look-up) while it stands, fixed or
+        # learnt, and per user the jobs whose learnt estimate its next runtime may change
         self.estimate_of: dict[int, float | None] = {}
         self.kept_of_user: dict[str, list[int]] = {}
         self.unlearned: list[tuple[float, Job]] = []  # ended, not yet learnt (at_submit)
@@ -200,16 +200,18 @@ class ReplayState:
         one estimate (``_estimate_class``), so it is kept per class once the job has one. The
         history and the ``recent`` predictor learn per user, so a job's end forgets only its
         user's estimates (``forget_estimates``). A learnt estimate is also kept per job until
-        then (one look-up: passes ask for every waiting job's estimate)."""
+        then (one look-up: passes ask for every waiting job's estimate), and so is a fixed one
+        once asked for."""
+        kept = self.estimate_of.get(id(job), _UNKNOWN)
+        if kept is not _UNKNOWN:
+            return kept
         i = self.index[id(job)]
         fixed = self.fixed_estimate[i]
         if fixed is not None:
+            self.estimate_of[id(job)] = fixed  # (not listed for forgetting: it stands)
             return fixed
-        kept = self.estimate_of.get(i, _UNKNOWN)
-        if kept is not _UNKNOWN:
-            return kept
-        self.estimate_of[i] = value = self._learnt_estimate(job, i)
-        self.kept_of_user.setdefault(job.user, []).append(i)
+        self.estimate_of[id(job)] = value = self._learnt_estimate(job, i)
+        self.kept_of_user.setdefault(job.user, []).append(id(job))
         return value
 
     def _learnt_estimate(self, job: Job, i: int) -> float | None:
