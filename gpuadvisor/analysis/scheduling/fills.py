@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import attrgetter
+from typing import cast
 
 from gpuadvisor.analysis.scheduling.buckets import FitKey
 from gpuadvisor.analysis.scheduling.plans import INF
@@ -68,11 +69,15 @@ def shortest_first(p: ScannedPass, jobs: Sequence[Job]) -> None:
     """Try ``jobs`` shortest expected runtime first (ties: queue order), as backfill, by the
     pass's ``rank``."""
     estimate = p.rank
-    # (estimate, position) pairs sort natively: no key function called per comparison
-    keyed = sorted(
-        [(INF if (value := estimate(job)) is None else value, i) for i, job in enumerate(jobs)]
+    # the estimates, in C where none is unknown; a stable sort by them keeps queue order on ties
+    known = list(map(estimate, jobs))
+    values = (
+        [INF if value is None else value for value in known]
+        if None in known
+        else cast("list[float]", known)
     )
-    p.backfill([jobs[i] for _, i in keyed])
+    order = sorted(range(len(values)), key=values.__getitem__)
+    p.backfill([jobs[i] for i in order])
 
 
 def fill(p: ScannedPass, deferred: Sequence[Job]) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO
 
 from gpuadvisor.errors import InputError, ModelError
-from gpuadvisor.model import Cluster, Job
+from gpuadvisor.model import MILLI_PER_GPU, Cluster, Job
 from gpuadvisor.sources.traces.trace import Trace, TraceBuilder
 
 FORMAT = "swf"
@@ -198,19 +198,28 @@ def _job(text: str, path: str, line: int) -> Job:
     run = values[3]
     requested = values[8]
     try:
+        # (by position: a log has 100,000s of records, and keywords cost a look-up each)
         return Job(
-            job_id=str(int(values[0])),
-            submit_time_s=values[1],
-            runtime_s=None if run < 0 else run,
-            gpus=max(size, 0),
-            user=_label(values[11]),
-            time_limit_s=requested if requested > 0 else None,
-            name=_label(values[13]),
-            account=_label(values[12]),
-            partition=_label(values[15]) or _label(values[14]),
+            str(int(values[0])),  # job_id
+            values[1],  # submit_time_s
+            None if run < 0 else run,  # runtime_s
+            max(size, 0),  # gpus
+            1,  # nodes
+            MILLI_PER_GPU,  # gpu_milli
+            _label(values[11]),  # user
+            requested if requested > 0 else None,  # time_limit_s
+            _ANY_MODEL,  # gpu_models
+            0,  # cpu_milli
+            0,  # memory_mib
+            _label(values[13]),  # name
+            _label(values[12]),  # account
+            _label(values[15]) or _label(values[14]),  # partition
         )
     except ModelError as exc:
         raise InputError(str(exc), path=path, line=line) from exc
+
+
+_ANY_MODEL: frozenset[str] = frozenset()
 
 
 def _numbers(cells: list[str], path: str, line: int) -> list[float]:
