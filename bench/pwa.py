@@ -20,8 +20,11 @@ and the ratio; each runs once untimed first, with its bytecode written, as insta
 ``--speed`` prints only that, for each of ``--speed-policies`` (default easy, advisor,
 advisor@predicted, each in its own process, the peer and ours alternated), against
 issue 18's target: CPU no more than the peer's EASY, peak RSS at most 300 MB; ``--baseline``
-times ours with the strict-FIFO baseline. The peer's code is run, never copied: fetch
-``dinesh121991/predictsim`` and extract ``simulation/pyss`` (``git archive HEAD
+times ours with the strict-FIFO baseline. ``--peer-policies easy,easy-sjbf,easy++`` also times
+the peer's EASY-SJBF and EASY++ (its stored runs' configurations) and sets each of ours beside
+the peer's policy of the same kind of work (``advisor@predicted``: EASY++, which predicts,
+raises outlived predictions and backfills shortest first too). The peer's code is run, never
+copied: fetch ``dinesh121991/predictsim`` and extract ``simulation/pyss`` (``git archive HEAD
 simulation/pyss``; the repository's large data files are absent from a mirror).
 ``--modes`` replays each policy with the engine's default (``batched``: every event of an
 instant, then one scheduling pass) and/or as pyss does (``per-event``: a pass after every single
@@ -197,10 +200,25 @@ def write_input_swf(jobs: list[Job], path: Path) -> None:
             )
 
 
-PEER_CONFIG = (
-    "scheduler = {'name': 'easy_backfill_scheduler', 'predictor': None, 'corrector': None, "
-    "'progressbar': False}\nnum_processors = %d\nstats = False\n"
-)
+PEER_SCHEDULERS = {
+    "easy": "{'name': 'easy_backfill_scheduler', 'predictor': None, 'corrector': None",
+    "easy-sjbf": "{'name': 'easy_sjbf_scheduler', 'predictor': None, 'corrector': None",
+    "easy++": (
+        "{'name': 'easy_plus_plus_scheduler', 'predictor': {'name': 'predictor_tsafrir'}, "
+        "'corrector': {'name': 'tsafrir'}"
+    ),
+}
+"""The peer's policies as pyss's configuration names them (the schedulers, predictor and
+corrector of the stored runs in ``STORED``)."""
+PEER_COUNTERPART = {"easy-sjbf": "easy-sjbf", "easy++": "easy++", "advisor@predicted": "easy++"}
+"""The peer's policy that does the same kind of work as ours, where it is not EASY: shortest
+first, and runtimes predicted from the users' last jobs and raised when outlived (EASY++)."""
+
+
+def peer_config(policy: str, processors: int) -> str:
+    """pyss's configuration file for the peer's ``policy`` on ``processors`` processors."""
+    scheduler = PEER_SCHEDULERS[policy] + ", 'progressbar': False}"
+    return f"scheduler = {scheduler}\nnum_processors = {processors}\nstats = False\n"
 
 
 def timed(argv: list[str], cwd: Path | None = None) -> tuple[float, float]:
@@ -234,34 +252,46 @@ def time_peer(
     *,
     tries: int = 2,
     baseline: bool = False,
+    peer_policies: Sequence[str] = ("easy",),
 ) -> list[str]:
-    """The peer's EASY and our whole ``simulate --policies P`` process for each of
-    ``policies``, alternated (peer, then each P, ``tries`` rounds), best of ``tries``: one
-    table row per P. Ours runs with ``--no-baseline`` unless ``baseline``."""
+    """The peer's EASY (and each other of ``peer_policies``) and our whole ``simulate
+    --policies P`` process for each of ``policies``, alternated (the peer's, then each P,
+    ``tries`` rounds), best of ``tries``: one table row per P, against the peer's EASY (the
+    target) and, where the peer ran it, the peer's policy that does the same kind of work
+    (``PEER_COUNTERPART``). Ours runs with ``--no-baseline`` unless ``baseline``."""
+    theirs_names = ["easy", *(p for p in peer_policies if p != "easy")]
     with tempfile.TemporaryDirectory() as tmp:
         filtered = Path(tmp) / "log.swf"
         write_input_swf(log.jobs, filtered)
-        conf = Path(tmp) / "easy.py"
-        conf.write_text(PEER_CONFIG % log.cluster.gpus)
-        peer_argv = [python2, "-O", "run_simulator.py", str(filtered), str(conf)]
-        peer_argv.append(str(Path(tmp) / "out.swf"))
+        peer_argv: dict[str, list[str]] = {}
+        for n, policy in enumerate(theirs_names):
+            conf = Path(tmp) / f"peer{n}.py"
+            conf.write_text(peer_config(policy, log.cluster.gpus))
+            out = str(Path(tmp) / "out.swf")
+            peer_argv[policy] = [python2, "-O", "run_simulator.py", str(filtered), str(conf), out]
         ours = {p: ours_argv(path, p, baseline=baseline) for p in policies}
-        theirs_runs: list[tuple[float, float]] = []
+        theirs_runs: dict[str, list[tuple[float, float]]] = {p: [] for p in theirs_names}
         ours_runs: dict[str, list[tuple[float, float]]] = {p: [] for p in policies}
-        timed(peer_argv, cwd=peer)  # untimed: each side's bytecode written (see ``timed``)
+        timed(peer_argv["easy"], cwd=peer)  # untimed: each side's bytecode written (``timed``)
         timed(ours[policies[0]])
         for _ in range(tries):
-            theirs_runs.append(timed(peer_argv, cwd=peer))
+            for policy, argv in peer_argv.items():
+                theirs_runs[policy].append(timed(argv, cwd=peer))
             for policy, argv in ours.items():
                 ours_runs[policy].append(timed(argv))
-    t_cpu, t_rss = min(theirs_runs)
+    best = {p: min(runs) for p, runs in theirs_runs.items()}
+    t_cpu, t_rss = best["easy"]
     rows = []
     for policy in policies:
         o_cpu, o_rss = min(ours_runs[policy])
+        twin = PEER_COUNTERPART.get(policy)
+        beside = (
+            f"{twin}: {best[twin][0]:.2f} s, {o_cpu / best[twin][0]:.2f}x" if twin in best else "–"
+        )
         rows.append(
             f"| {log.name} | {t_cpu:.2f} s, {t_rss:.0f} MB | {policy} | {o_cpu:.2f} s, "
             f"{o_rss:.0f} MB | {o_cpu / t_cpu:.2f}x | {'met' if o_cpu <= t_cpu else 'missed'}"
-            f"{'' if o_rss <= RSS_TARGET_MB else f', RSS > {RSS_TARGET_MB} MB'} |"
+            f"{'' if o_rss <= RSS_TARGET_MB else f', RSS > {RSS_TARGET_MB} MB'} | {beside} |"
         )
     return rows
 
@@ -270,7 +300,8 @@ RSS_TARGET_MB = 300
 SPEED_POLICIES = ("easy", "advisor", "advisor@predicted")
 SPEED_HEADER = (
     "| log | peer EASY (user+sys CPU, peak RSS) | policy | ours: whole simulate process | "
-    "ours / peer | target (CPU <= peer's, RSS <= 300 MB) |\n|---|---|---|---|---|---|"
+    "ours / peer | target (CPU <= peer's, RSS <= 300 MB) | the peer's same kind of policy, "
+    "ours / it |\n|---|---|---|---|---|---|---|"
 )
 
 
@@ -321,6 +352,11 @@ def speed(args: argparse.Namespace, names: list[str]) -> int:
     if not (args.peer and args.python2):
         raise SystemExit("--speed needs --peer and --python2")
     policies = [p.strip() for p in args.speed_policies.split(",") if p.strip()]
+    theirs = [p.strip() for p in args.peer_policies.split(",") if p.strip()]
+    unknown = [p for p in theirs if p not in PEER_SCHEDULERS]
+    if unknown:
+        known = ", ".join(PEER_SCHEDULERS)
+        raise SystemExit(f"--peer-policies: {', '.join(unknown)} is not one of {known}")
     baseline = "with" if args.baseline else "without"
     print(f"best of {args.tries}, alternated; ours {baseline} the strict-FIFO baseline")
     print(SPEED_HEADER, flush=True)
@@ -334,6 +370,7 @@ def speed(args: argparse.Namespace, names: list[str]) -> int:
             policies,
             tries=args.tries,
             baseline=args.baseline,
+            peer_policies=theirs,
         )
         print("\n".join(rows), flush=True)
     return 0
@@ -366,6 +403,12 @@ def main(argv: list[str] | None = None) -> int:
         "--load",
         type=float,
         help="scale each log's arrivals to this offered load (issue 18: 1.2, 1.5)",
+    )
+    parser.add_argument(
+        "--peer-policies",
+        default="easy",
+        help=f"with --speed: the peer's policies to time (of {', '.join(PEER_SCHEDULERS)}); "
+        "each of ours is set beside the peer's EASY and its counterpart (PEER_COUNTERPART)",
     )
     parser.add_argument("--tries", type=int, default=2, help="with --speed: best of this many")
     parser.add_argument(

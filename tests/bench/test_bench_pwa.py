@@ -5,6 +5,8 @@ job comparison against a stored schedule."""
 from __future__ import annotations
 
 import importlib
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +145,50 @@ def test_the_speed_run_times_our_whole_simulate_process_on_the_log(tmp_path: Pat
     assert "--no-baseline" not in bench.ours_argv(tmp_path / "x.swf", "easy", baseline=True)
     with pytest.raises(SystemExit, match="--speed needs --peer and --python2"):
         bench.main(["--speed", "--traces", str(tmp_path)])
+
+
+FAKE_PEER = """import sys
+# pyss's command line: run_simulator.py LOG CONFIG OUT; the configuration is Python
+options = {}
+exec(open(sys.argv[2]).read(), options)
+with open("configs.txt", "a") as seen:
+    seen.write(repr((options["scheduler"], options["num_processors"], options["stats"])) + "\\n")
+with open(sys.argv[1]) as log, open(sys.argv[3], "w") as out:
+    out.write(log.read())
+"""
+
+
+def test_the_speed_run_times_the_peers_policies_beside_ours(log: Path, tmp_path: Path) -> None:
+    # a stand-in for pyss (run by this Python in place of CPython 2.7): what it is handed
+    peer = tmp_path / "pyss"
+    peer.mkdir()
+    (peer / "run_simulator.py").write_text(FAKE_PEER)
+    rows = bench.time_peer(
+        bench.load_log(log, "TINY"),
+        log,
+        peer,
+        sys.executable,
+        ["easy", "advisor@predicted"],
+        tries=1,
+        peer_policies=["easy++", "easy-sjbf"],
+    )
+    seen = [eval(line) for line in (peer / "configs.txt").read_text().splitlines()]
+    names = [scheduler["name"] for scheduler, processors, stats in seen]
+    # an untimed run first, then the peer's EASY and the others once each (tries=1)
+    assert names == [
+        "easy_backfill_scheduler",
+        "easy_backfill_scheduler",
+        "easy_plus_plus_scheduler",
+        "easy_sjbf_scheduler",
+    ]
+    easy_pp = seen[2][0]
+    assert easy_pp["predictor"] == {"name": "predictor_tsafrir"}
+    assert easy_pp["corrector"] == {"name": "tsafrir"}
+    assert {(processors, stats) for _, processors, stats in seen} == {(4, False)}
+    assert [row.split(" | ")[2] for row in rows] == ["easy", "advisor@predicted"]
+    # ours against the peer's EASY (the target) and, for the advisor with predictions, EASY++
+    assert rows[0].endswith("| – |")
+    assert re.search(r"\| easy\+\+: \d+\.\d\d s, \d+\.\d\dx \|$", rows[1])
+    with pytest.raises(SystemExit, match="is not one of easy, easy-sjbf, easy"):
+        speed = ["--speed", "--traces", str(tmp_path), "--peer", str(peer), "--python2", "x"]
+        bench.main([*speed, "--peer-policies", "easy,fcfs"])
