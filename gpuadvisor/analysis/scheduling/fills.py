@@ -88,6 +88,9 @@ def fill(p: ScannedPass, deferred: Sequence[Job]) -> None:
     already failed against the same reservations is passed over without another try.
     Outside explain mode the jobs passed over are counted, not listed."""
     cap = p.capacity
+    if len(deferred) == 1:  # (an arrival pass's one arrival: nothing to group or sort)
+        _fill_one(p, deferred[0])
+        return
     # the jobs by shape, in one go over the window (shapes in order of their first job)
     by_shape: dict[FitKey, list[Job]] = {}
     for job in deferred:
@@ -97,10 +100,12 @@ def fill(p: ScannedPass, deferred: Sequence[Job]) -> None:
         else:
             same.append(job)
     unfit = p.unfit
+    free = cap.total_milli - cap.used_milli
     fitting: dict[FitKey, list[Job]] = {}
     left = 0  # jobs of shapes that fit nowhere
     for k, jobs in by_shape.items():
-        if k not in unfit and cap.fits(jobs[0]):
+        # (more GPUs than are free: what ``fits`` says first, without the call)
+        if k not in unfit and jobs[0].gpu_milli_total <= free and cap.fits(jobs[0]):
             fitting[k] = jobs
         else:
             p.mark_unfit(k)
@@ -110,8 +115,11 @@ def fill(p: ScannedPass, deferred: Sequence[Job]) -> None:
             p.pass_over([job for job in deferred if job.fit_key not in fitting])
         else:
             p.count_passed_over(left)
+    if not fitting:
+        return
     total = cap.total_milli
-    for shape, jobs in sorted(fitting.items(), key=lambda kv: -kv[1][0].gpu_milli_total):
+    shapes = fitting.items() if len(fitting) == 1 else sorted(fitting.items(), key=_largest)
+    for shape, jobs in shapes:
         for i, job in enumerate(jobs):
             if shape in p.unfit or p.capacity.used_milli >= total:
                 p.pass_over(jobs[i:])
@@ -124,3 +132,35 @@ def fill(p: ScannedPass, deferred: Sequence[Job]) -> None:
                 p.start(job, allocation)
             else:
                 p.pass_over((job,))
+
+
+def _largest(shape_jobs: tuple[FitKey, list[Job]]) -> int:
+    """``fill``'s order of shapes: most milli-GPUs first (ties: first queued)."""
+    return -shape_jobs[1][0].gpu_milli_total
+
+
+def _fill_one(p: ScannedPass, job: Job) -> None:
+    """``fill`` of a window of one job, spelt out."""
+    cap = p.capacity
+    shape = job.fit_key
+    if (
+        shape in p.unfit
+        or job.gpu_milli_total > cap.total_milli - cap.used_milli
+        or not cap.fits(job)
+    ):
+        p.mark_unfit(shape)
+        if p.settings.explain:
+            p.pass_over((job,))
+        else:
+            p.count_passed_over(1)
+        return
+    if cap.used_milli >= cap.total_milli or (
+        p.reservation_starts and (shape, p.guard_of(job)) in p.masked_unfit
+    ):
+        p.pass_over((job,))  # (a job without GPUs that fits a full cluster is not tried)
+        return
+    allocation = p.try_start(job)
+    if allocation is not None:
+        p.start(job, allocation)
+    else:
+        p.pass_over((job,))
