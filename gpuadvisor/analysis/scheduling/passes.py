@@ -273,6 +273,10 @@ class SchedulingPass:
                 if not may_reserve:
                     self.passed_over += 1
                     continue
+            elif not self.masked_unfit and job.gpu_milli_total > total - cap.used_milli:
+                # more GPUs than are free: what ``try_start`` finds, spelt out (no guard has
+                # failed a shape yet, so its first check that can fail is the fit)
+                unfit.add(job.fit_key)
             else:
                 allocation = self.try_start(job)
                 if allocation is not None:
