@@ -105,7 +105,8 @@ class WaitingShapes:
         # histograms of whole free GPUs per node: its results by those histograms, until a
         # count changes (a cluster of one-GPU nodes has one histogram per number of free GPUs)
         self._memo: dict[tuple[object, ...], IdleSplit] = {}
-        # on one-GPU nodes, the split by the number of wholly free nodes, until a count changes
+        # on one-GPU nodes, the split by the number of wholly free nodes, until the count of a
+        # shape that many nodes hold changes
         self._unit_memo: dict[int, IdleSplit] = {}
 
     def arrive(self, job: Job) -> None:
@@ -137,7 +138,16 @@ class WaitingShapes:
         """The count of ``shape`` changed: a count that stays above zero is updated in place;
         a shape that starts or stops waiting has the list rebuilt on use."""
         self._memo.clear()
-        self._unit_memo.clear()
+        unit = self._unit_memo
+        if unit and shape[0] and len(self._order) > 1:
+            # a split on ``whole`` free one-GPU nodes counts the shapes of at most ``whole``
+            # nodes, and asks only whether any other waits: with another waiting besides,
+            # those on fewer nodes than ``shape`` needs stand
+            nodes = shape[1]
+            for whole in [w for w in unit if w >= nodes]:
+                del unit[whole]
+        else:
+            unit.clear()
         waiting = self._waiting
         if waiting is None:
             return
