@@ -11,6 +11,7 @@ GPU (``simulation.sharing``): a new completion event is pushed and the stale one
 
 from __future__ import annotations
 
+import enum
 import heapq
 import itertools
 import math
@@ -45,7 +46,15 @@ from gpuadvisor.simulation.waiting import WaitingShapes
 COMPLETE, EXPIRE, ARRIVE, NODE_BACK, NODE_OUT = 0, 1, 2, 3, 4
 """Event kinds, in the order a heap keyed (time, kind, job) takes one instant's events."""
 
-_UNKNOWN = float("nan")  # no estimate kept for a job (told apart by identity: no kept one is it)
+
+class _Kept(enum.Enum):
+    """No estimate kept for a job: a sentinel that only identity compares to (a float one,
+    such as a NaN, has no identity of its own where floats are unboxed: compiled code, PyPy)."""
+
+    NONE = enum.auto()
+
+
+_UNKNOWN = _Kept.NONE
 
 Events = list[tuple[float, int, int]]
 Progress = Callable[[int, int], None]
