@@ -141,8 +141,8 @@ class WaitingShapes:
         unit = self._unit_memo
         if unit and shape[0] and len(self._order) > 1:
             # a split on ``whole`` free one-GPU nodes counts the shapes of at most ``whole``
-            # nodes, and asks only whether any other waits: with another waiting besides,
-            # those on fewer nodes than ``shape`` needs stand
+            # nodes, and asks whether any shape waits at all: while another waits besides,
+            # that answer holds, and the splits on fewer nodes than ``shape`` needs stand
             nodes = shape[1]
             for whole in [w for w in unit if w >= nodes]:
                 del unit[whole]

@@ -127,11 +127,7 @@ def fill(p: ScannedPass, deferred: Sequence[Job]) -> None:
             if p.reservation_starts and (shape, p.guard_of(job)) in p.masked_unfit:
                 p.pass_over((job,))
                 continue
-            allocation = p.try_start(job)
-            if allocation is not None:
-                p.start(job, allocation)
-            else:
-                p.pass_over((job,))
+            _try(p, job)
 
 
 def _largest(shape_jobs: tuple[FitKey, list[Job]]) -> int:
@@ -159,6 +155,11 @@ def _fill_one(p: ScannedPass, job: Job) -> None:
     ):
         p.pass_over((job,))  # (a job without GPUs that fits a full cluster is not tried)
         return
+    _try(p, job)
+
+
+def _try(p: ScannedPass, job: Job) -> None:
+    """Start ``job`` where the pass lets it, else leave it waiting."""
     allocation = p.try_start(job)
     if allocation is not None:
         p.start(job, allocation)
