@@ -37,7 +37,15 @@ class Capacity(NodeStates):
         "whole_free",
     )
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(
+        self, cluster: Cluster, copy_of: Capacity | None = None, *, index: bool = True
+    ) -> None:
+        """The capacity of ``cluster`` with every GPU free, or a copy of ``copy_of`` (see
+        ``copy``; one constructor, not ``__new__`` and assignments: a class compiled with
+        mypyc runs ``__init__`` from ``__new__``)."""
+        if copy_of is not None:
+            self._copy(copy_of, index=index)
+            return
         nodes = cluster.nodes
         self.cluster = cluster
         self.total_milli: int = cluster.gpus * MILLI_PER_GPU  # (read by every fit check)
@@ -94,46 +102,48 @@ class Capacity(NodeStates):
     def copy(self, *, index: bool = True) -> Capacity:
         """An independent copy. ``index=False`` leaves out the node-state index placements
         use (rebuilt on first use), for scratch copies that only answer fit checks."""
-        new = Capacity.__new__(Capacity)
-        new.cluster = self.cluster
-        new.total_milli = self.total_milli
-        new.free_milli = list(self.free_milli)  # per-node lists shared until written
-        new._owned = bytearray(len(self.free_milli))
-        self._owned = bytearray(len(self.free_milli))
-        new.whole_free = list(self.whole_free)
-        if self._static_cpu_mem:
-            new.cpu_free, new.mem_free = self.cpu_free, self.mem_free
+        return Capacity(self.cluster, self, index=index)
+
+    def _copy(self, source: Capacity, *, index: bool) -> None:
+        """Make this new capacity a copy of ``source`` (``copy``)."""
+        self.cluster = source.cluster
+        self.total_milli = source.total_milli
+        self.free_milli = list(source.free_milli)  # per-node lists shared until written
+        self._owned = bytearray(len(source.free_milli))
+        source._owned = bytearray(len(source.free_milli))
+        self.whole_free = list(source.whole_free)
+        if source._static_cpu_mem:
+            self.cpu_free, self.mem_free = source.cpu_free, source.mem_free
         else:
-            new.cpu_free, new.mem_free = list(self.cpu_free), list(self.mem_free)
-        new._static_cpu_mem = self._static_cpu_mem
-        new._unit_model = self._unit_model
-        new._names = self._names
-        new.model_of = self.model_of
-        new.hist = {k: list(v) for k, v in self.hist.items()}
-        new.idle_nodes = {k: list(v) for k, v in self.idle_nodes.items()}
-        new.size_of = self.size_of
-        new.used_milli = self.used_milli
-        new._kind = self._kind
-        new._one_kind = self._one_kind
-        if index and self._classes is None:
+            self.cpu_free, self.mem_free = list(source.cpu_free), list(source.mem_free)
+        self._static_cpu_mem = source._static_cpu_mem
+        self._unit_model = source._unit_model
+        self._names = source._names
+        self.model_of = source.model_of
+        self.hist = {k: list(v) for k, v in source.hist.items()}
+        self.idle_nodes = {k: list(v) for k, v in source.idle_nodes.items()}
+        self.size_of = source.size_of
+        self.used_milli = source.used_milli
+        self._kind = source._kind
+        self._one_kind = source._one_kind
+        if index and source._classes is None:
             # Build it once here: every copy made from this one then carries it over, instead
             # of each copy rebuilding all node states on first use (the advisor's guarded
             # starts copy one capacity hundreds of times per cycle).
-            self.state_classes()
-        new._classes_owned = set()
-        new._version = 0
-        if not index or not self._fresh() or self._classes is None or self._state_of is None:
-            new._state_of = None
-            new._classes = None
-            new._watch = ()
+            source.state_classes()
+        self._classes_owned = set()
+        self._version = 0
+        if not index or not source._fresh() or source._classes is None or source._state_of is None:
+            self._state_of = None
+            self._classes = None
+            self._watch = ()
         else:  # carrying the index over is cheaper than rebuilding it on first use
-            new._state_of = list(self._state_of)
-            # The member dicts are shared. The copy copies one before changing it; this
-            # capacity keeps changing those it owns in place (the engine's capacity outlives
+            self._state_of = list(source._state_of)
+            # The member dicts are shared. The copy copies one before changing it; the
+            # source keeps changing those it owns in place (the engine's capacity outlives
             # the scratch copies a pass makes of it), which leaves the copy's index stale.
-            new._classes = dict(self._classes)
-            new._watch = (*self._watch, (self, self._version))
-        return new
+            self._classes = dict(source._classes)
+            self._watch = (*source._watch, (source, source._version))
 
     @property
     def static_cpu_mem(self) -> bool:

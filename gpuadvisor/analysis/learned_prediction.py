@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from gpuadvisor.analysis.prediction import Prediction, RuntimePredictor
 from gpuadvisor.errors import ModelError
@@ -113,8 +112,6 @@ class LearnedPredictor:
     _users: dict[str, _User] = field(default_factory=dict, repr=False)
     # predictions since the last record, by the job's identity (a pass asks many times)
     _memo: dict[int, tuple[Job, Prediction]] = field(default_factory=dict, repr=False)
-    learns_per_user: ClassVar[bool] = False
-    """A record moves the shared weights: every prediction may change."""
 
     def __post_init__(self) -> None:
         if not 0 < self.under_weight <= MAX_UNDER_WEIGHT:
@@ -128,6 +125,11 @@ class LearnedPredictor:
             )
         if len(self.weights) != len(FEATURES):
             raise ModelError(f"the model has {len(FEATURES)} weights, got {len(self.weights)}")
+
+    @property
+    def learns_per_user(self) -> bool:
+        """A record moves the shared weights: every prediction may change."""
+        return False
 
     def features(self, job: Job) -> list[float] | None:
         """``job``'s inputs to the model (``FEATURES``), or None when nothing is known of its

@@ -24,7 +24,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Job
@@ -85,9 +85,6 @@ class RuntimePredictor:
     whole_seconds: bool = False
     _recent: dict[_Key, deque[float]] = field(default_factory=dict, repr=False)
     _counts: dict[_Key, int] = field(default_factory=dict, repr=False)
-    learns_per_user: ClassVar[bool] = True
-    """A record changes only the predictions of the same user's jobs (every key holds the
-    user), so a replay may keep the other users' predictions across it."""
 
     def __post_init__(self) -> None:
         if self.last < 1:
@@ -95,6 +92,12 @@ class RuntimePredictor:
         unknown = [level for level in self.levels if level not in KEYS]
         if unknown or not self.levels:
             raise ModelError(f"prediction levels are some of {', '.join(KEYS)}, got {unknown}")
+
+    @property
+    def learns_per_user(self) -> bool:
+        """A record changes only the predictions of the same user's jobs (every key holds the
+        user), so a replay may keep the other users' predictions across it."""
+        return True
 
     def record(self, job: Job, runtime_s: float) -> None:
         """Learn ``job``'s runtime (call when it completes)."""

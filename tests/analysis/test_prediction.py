@@ -145,8 +145,8 @@ def test_estimate_is_the_prediction_and_a_record_moves_only_its_users_estimates(
     """``estimate`` is ``predict(job).runtime_s`` (without building it); a record changes the
     estimates of its own user's jobs only (``learns_per_user``: a replay keeps the other
     users' estimates across a job's end, and the same history for ``RuntimeHistory``)."""
-    assert RuntimePredictor.learns_per_user
     predictor = RuntimePredictor(kind.last, kind.levels, kind.full_history, kind.whole_seconds)
+    assert predictor.learns_per_user
     history_ = RuntimeHistory()
     for job in _jobs(history):
         assert job.runtime_s is not None

@@ -31,7 +31,9 @@ _EXPECTED_END = attrgetter("expected_end_s")
 @dataclass(frozen=True, slots=True)
 class Walked:
     """One walk: its inputs (free capacity as tuples, the running and started ``Ending``s
-    themselves, compared by identity) and its answer."""
+    themselves, compared by identity) and its answer, the reservation and its expected end
+    (two fields, not one pair: compiled with mypyc, a dataclass field typed as a tuple of
+    fixed length leaks a reference to each item it is given; tests/project/test_compiled.py)."""
 
     job: Job
     estimate_s: float | None
@@ -42,7 +44,8 @@ class Walked:
     running: tuple[Ending, ...]
     started: tuple[Ending, ...]
     earlier: tuple[tuple[Reservation, float], ...]
-    answer: tuple[Reservation, float]
+    reservation: Reservation
+    end_s: float
 
 
 class WalkMemo:
@@ -88,7 +91,7 @@ class WalkMemo:
             and all(a is r and e == f for (a, e), (r, f) in zip(last.earlier, earlier, strict=True))
             and _no_end_between(last.now_s, now, running, started, earlier)
         ):
-            return last.answer
+            return last.reservation, last.end_s
         answer = earliest_reservation(job, estimate_s, now, capacity, running, started, earlier)
         if capacity.fits(job):
             return answer  # the instant now may be chosen: it cannot be given again
@@ -104,7 +107,8 @@ class WalkMemo:
             tuple(running),
             tuple(started),
             tuple(earlier),
-            answer,
+            answer[0],
+            answer[1],
         )
         return answer
 
