@@ -7,8 +7,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+COMPILED_DIR := build/compiled
+COMPILED := $(COMPILED_DIR)/.built-stamp
 
-.PHONY: demo test lint format bench clean system-deps render
+.PHONY: demo test lint format bench clean system-deps render compiled
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,18 +33,34 @@ demo: $(STAMP)
 system-deps:
 	sh scripts/system_deps.sh
 
-test: $(STAMP) system-deps
+# The whole suite on the sources, then the replay core's tests again on the compiled build
+# (tests/compiled checks that it is the compiled one, and that it replays as the sources do).
+test: $(STAMP) system-deps $(COMPILED)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	GPUADVISOR_TEST_BUILD=$(COMPILED_DIR) $(BIN)/python -m pytest $(PYTEST_ARGS) \
+	  tests/compiled tests/analysis tests/simulation
+
+# The compiled build (setup.py, GPUADVISOR_COMPILE=1: the modules of pyproject.toml's
+# [tool.gpuadvisor] compiled, with mypyc), as a wheel unpacked into build/compiled: the
+# package as it installs, kept out of the checkout, where it would shadow the sources.
+compiled: $(COMPILED)
+
+$(COMPILED): $(STAMP) setup.py pyproject.toml $(shell find gpuadvisor -name '*.py')
+	rm -rf $(COMPILED_DIR) build/compiled-wheel build/lib.* build/temp.* build/bdist.*
+	GPUADVISOR_COMPILE=1 $(BIN)/python -m pip wheel --quiet --no-build-isolation --no-deps \
+	  --wheel-dir build/compiled-wheel .
+	$(BIN)/python -m zipfile -e build/compiled-wheel/gpuadvisor-*.whl $(COMPILED_DIR)
+	touch $@
 
 lint: $(STAMP)
-	$(BIN)/ruff check gpuadvisor tests bench scripts
-	$(BIN)/ruff format --check gpuadvisor tests bench scripts
+	$(BIN)/ruff check gpuadvisor tests bench scripts setup.py
+	$(BIN)/ruff format --check gpuadvisor tests bench scripts setup.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 format: $(STAMP)
-	$(BIN)/ruff format gpuadvisor tests bench scripts
-	$(BIN)/ruff check --fix gpuadvisor tests bench scripts
+	$(BIN)/ruff format gpuadvisor tests bench scripts setup.py
+	$(BIN)/ruff check --fix gpuadvisor tests bench scripts setup.py
 
 # The rules, dashboards and PrometheusRule in the repository, rendered from the package's own
 # (gpuadvisor/data/alerts, gpuadvisor/data/grafana; tests/sinks/monitoring/test_render.py holds them equal).
@@ -55,4 +73,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/simulator.py
 
 clean:
-	rm -rf $(VENV) demo-output .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) demo-output .mypy_cache .ruff_cache .pytest_cache .hypothesis build

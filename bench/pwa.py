@@ -20,7 +20,8 @@ and the ratio; each runs once untimed first, with its bytecode written, as insta
 ``--speed`` prints only that, for each of ``--speed-policies`` (default easy, advisor,
 advisor@predicted, each in its own process, the peer and ours alternated), against
 issue 18's target: CPU no more than the peer's EASY, peak RSS at most 300 MB; ``--baseline``
-times ours with the strict-FIFO baseline. ``--peer-policies easy,easy-sjbf,easy++`` also times
+times ours with the strict-FIFO baseline; ``--build build/compiled`` times the compiled build
+(``make compiled``) instead of the sources. ``--peer-policies easy,easy-sjbf,easy++`` also times
 the peer's EASY-SJBF and EASY++ (its stored runs' configurations) and sets each of ours beside
 the peer's policy of the same kind of work (``advisor@predicted``: EASY++, which predicts,
 raises outlived predictions and backfills shortest first too). The peer's code is run, never
@@ -221,14 +222,20 @@ def peer_config(policy: str, processors: int) -> str:
     return f"scheduler = {scheduler}\nnum_processors = {processors}\nstats = False\n"
 
 
-def timed(argv: list[str], cwd: Path | None = None) -> tuple[float, float]:
+def timed(
+    argv: list[str], cwd: Path | None = None, pythonpath: Path | None = None
+) -> tuple[float, float]:
     """Run ``argv`` to completion: (user+sys CPU seconds, peak RSS MB) of that process.
 
     Each program runs as installed: it may write its bytecode (``PYTHONDONTWRITEBYTECODE``
     is dropped from its environment, as ``pip install`` compiles a package's modules), and
     the caller runs it once untimed first, so neither side compiles its sources in a timed
-    run."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    run. ``pythonpath``: the only ``PYTHONPATH`` of the process (our compiled build)."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
+    }
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
     proc = subprocess.Popen(
         argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
@@ -253,12 +260,14 @@ def time_peer(
     tries: int = 2,
     baseline: bool = False,
     peer_policies: Sequence[str] = ("easy",),
+    build: Path | None = None,
 ) -> list[str]:
     """The peer's EASY (and each other of ``peer_policies``) and our whole ``simulate
     --policies P`` process for each of ``policies``, alternated (the peer's, then each P,
     ``tries`` rounds), best of ``tries``: one table row per P, against the peer's EASY (the
     target) and, where the peer ran it, the peer's policy that does the same kind of work
-    (``PEER_COUNTERPART``). Ours runs with ``--no-baseline`` unless ``baseline``."""
+    (``PEER_COUNTERPART``). Ours runs with ``--no-baseline`` unless ``baseline``, from
+    ``build`` when given (``make compiled``'s build/compiled), else from the sources."""
     theirs_names = ["easy", *(p for p in peer_policies if p != "easy")]
     with tempfile.TemporaryDirectory() as tmp:
         filtered = Path(tmp) / "log.swf"
@@ -273,12 +282,12 @@ def time_peer(
         theirs_runs: dict[str, list[tuple[float, float]]] = {p: [] for p in theirs_names}
         ours_runs: dict[str, list[tuple[float, float]]] = {p: [] for p in policies}
         timed(peer_argv["easy"], cwd=peer)  # untimed: each side's bytecode written (``timed``)
-        timed(ours[policies[0]])
+        timed(ours[policies[0]], pythonpath=build)
         for _ in range(tries):
             for policy, argv in peer_argv.items():
                 theirs_runs[policy].append(timed(argv, cwd=peer))
             for policy, argv in ours.items():
-                ours_runs[policy].append(timed(argv))
+                ours_runs[policy].append(timed(argv, pythonpath=build))
     best = {p: min(runs) for p, runs in theirs_runs.items()}
     t_cpu, t_rss = best["easy"]
     rows = []
@@ -307,8 +316,9 @@ SPEED_HEADER = (
 
 def ours_argv(path: Path, policy: str, *, baseline: bool = False) -> list[str]:
     """Our ``gpuadvisor simulate`` on the log as a user runs it (SWF detected, the
-    literature's filter, the cluster from MaxProcs)."""
-    argv = [sys.executable, "-m", "gpuadvisor", "simulate", "--trace", str(path)]
+    literature's filter, the cluster from MaxProcs). ``-P``: the package comes from the
+    install or ``PYTHONPATH`` (``timed``), never from the folder the bench runs in."""
+    argv = [sys.executable, "-P", "-m", "gpuadvisor", "simulate", "--trace", str(path)]
     return argv + ["--policies", policy] + ([] if baseline else ["--no-baseline"])
 
 
@@ -347,6 +357,17 @@ def compare_jobs(result: SimulationResult, stored: dict[str, tuple[float, float]
     return f"{differ} of {common} common jobs start at another time; first: {first or 'none'}"
 
 
+def describe_build(build: Path | None) -> str:
+    """Which package the timed processes run: the sources, or a build and how many of its
+    modules are compiled."""
+    if build is None:
+        return "the sources (pure Python)"
+    if not (build / "gpuadvisor" / "__init__.py").is_file():
+        raise SystemExit(f"--build {build}: no gpuadvisor package there (make compiled)")
+    compiled = len(list((build / "gpuadvisor").rglob("*.so")))
+    return f"the build in {build} (compiled modules: {compiled})"
+
+
 def speed(args: argparse.Namespace, names: list[str]) -> int:
     """``--speed``: per log, the peer's EASY and our simulate per policy, side by side."""
     if not (args.peer and args.python2):
@@ -359,6 +380,7 @@ def speed(args: argparse.Namespace, names: list[str]) -> int:
         raise SystemExit(f"--peer-policies: {', '.join(unknown)} is not one of {known}")
     baseline = "with" if args.baseline else "without"
     print(f"best of {args.tries}, alternated; ours {baseline} the strict-FIFO baseline")
+    print(f"ours: {describe_build(args.build)}")
     print(SPEED_HEADER, flush=True)
     for name in names:
         path = args.traces / (PUBLISHED[name].file if name in PUBLISHED else name)
@@ -371,6 +393,7 @@ def speed(args: argparse.Namespace, names: list[str]) -> int:
             tries=args.tries,
             baseline=args.baseline,
             peer_policies=theirs,
+            build=args.build,
         )
         print("\n".join(rows), flush=True)
     return 0
@@ -411,6 +434,11 @@ def main(argv: list[str] | None = None) -> int:
         "each of ours is set beside the peer's EASY and its counterpart (PEER_COUNTERPART)",
     )
     parser.add_argument("--tries", type=int, default=2, help="with --speed: best of this many")
+    parser.add_argument(
+        "--build",
+        type=Path,
+        help="with --speed: time our package from this folder (make compiled: build/compiled)",
+    )
     parser.add_argument(
         "--baseline",
         action="store_true",

@@ -133,6 +133,7 @@ def test_absent_logs_skip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_the_speed_run_times_our_whole_simulate_process_on_the_log(tmp_path: Path) -> None:
     argv = bench.ours_argv(tmp_path / "KTH.swf.gz", "advisor@predicted")
     assert argv[1:] == [
+        "-P",
         "-m",
         "gpuadvisor",
         "simulate",
@@ -192,3 +193,33 @@ def test_the_speed_run_times_the_peers_policies_beside_ours(log: Path, tmp_path:
     with pytest.raises(SystemExit, match="is not one of easy, easy-sjbf, easy"):
         speed = ["--speed", "--traces", str(tmp_path), "--peer", str(peer), "--python2", "x"]
         bench.main([*speed, "--peer-policies", "easy,fcfs"])
+
+
+def test_the_speed_run_times_the_package_of_the_build_it_is_given(
+    log: Path, tmp_path: Path
+) -> None:
+    """``--build DIR``: our processes import gpuadvisor from DIR (here a stand-in package that
+    records its arguments), not from the install or the folder the bench runs in."""
+    peer = tmp_path / "pyss"
+    peer.mkdir()
+    (peer / "run_simulator.py").write_text(FAKE_PEER)
+    build = tmp_path / "build"
+    (build / "gpuadvisor").mkdir(parents=True)
+    (build / "gpuadvisor" / "__init__.py").write_text("")
+    (build / "gpuadvisor" / "fills.cpython-311-x86_64-linux-gnu.so").write_text("")
+    seen = tmp_path / "ours.txt"
+    (build / "gpuadvisor" / "__main__.py").write_text(
+        f"import sys\nwith open({str(seen)!r}, 'a') as f:\n"
+        "    f.write(' '.join(sys.argv[1:]) + '\\n')\n"
+    )
+    rows = bench.time_peer(
+        bench.load_log(log, "TINY"), log, peer, sys.executable, ["easy"], tries=1, build=build
+    )
+    assert len(rows) == 1
+    runs = seen.read_text().splitlines()
+    assert len(runs) == 2  # untimed, then timed
+    assert all(r.startswith("simulate --trace") and r.endswith("--no-baseline") for r in runs)
+    assert bench.describe_build(build) == f"the build in {build} (compiled modules: 1)"
+    assert bench.describe_build(None) == "the sources (pure Python)"
+    with pytest.raises(SystemExit, match="no gpuadvisor package there"):
+        bench.describe_build(tmp_path / "absent")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 PACKAGE = TESTS.parent / "gpuadvisor"
-CROSS_CUTTING = {"e2e", "reliability", "project", "bench", "harness"}
+CROSS_CUTTING = {"e2e", "reliability", "project", "bench", "harness", "compiled"}
 """Folders for what spans the package (docs/, deploy/, bench/, whole stacks, failure classes)."""
 
 

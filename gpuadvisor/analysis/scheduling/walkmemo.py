@@ -33,7 +33,8 @@ class Walked:
     """One walk: its inputs (free capacity as tuples, the running and started ``Ending``s
     themselves, compared by identity) and its answer, the reservation and its expected end
     (two fields, not one pair: compiled with mypyc, a dataclass field typed as a tuple of
-    fixed length leaks a reference to each item it is given; tests/project/test_compiled.py)."""
+    fixed length leaks a reference to each item it is given;
+    tests/project/test_compiled_modules.py)."""
 
     job: Job
     estimate_s: float | None
