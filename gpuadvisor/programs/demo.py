@@ -18,6 +18,7 @@ from gpuadvisor.analysis.scheduling.orders import OrderSettings
 from gpuadvisor.config.simulate import DemoSettings
 from gpuadvisor.model import MILLI_PER_GPU, Cluster, Recommendation
 from gpuadvisor.model.duration import format_duration
+from gpuadvisor.programs.collector import fewer_collections
 from gpuadvisor.programs.outputs import prepare_folder
 from gpuadvisor.simulation.compare import PolicyRun, compare, parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
@@ -80,7 +81,7 @@ def run_demo(settings: DemoSettings, console: Console) -> int:
     )
     order_settings = OrderSettings(starvation_s=settings.starvation_s)
     configs = [SimulationConfig(order=o, settings=order_settings) for o in DEMO_POLICIES]
-    with progress_bar(console) as tick:
+    with progress_bar(console) as tick, fewer_collections():
         runs = compare(jobs, cluster, configs, progress=lambda label, d, t: tick(d, t))
     rows = [(r.label, r.metrics) for r in runs]
     lead = metrics_headline(rows)
@@ -143,7 +144,8 @@ def users_limits(
     )
     base = SimulationConfig(settings=order_settings)
     configs = [parse_policy(spec, base) for spec in USERS_LIMITS_POLICIES]
-    runs = compare(jobs, cluster, configs)
+    with fewer_collections():
+        runs = compare(jobs, cluster, configs)
     rows = [(r.label, r.metrics) for r in runs]
     lead = metrics_headline(rows)
     print_tables(console, rows, lead)

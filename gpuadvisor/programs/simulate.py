@@ -15,6 +15,7 @@ from gpuadvisor.config.simulate import GENERATED_LOAD, SimulateSettings
 from gpuadvisor.errors import InputError, ModelError
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.model.availability import Availability
+from gpuadvisor.programs.collector import fewer_collections
 from gpuadvisor.programs.outputs import (
     open_output,
     output_name,
@@ -168,7 +169,7 @@ def run_replay(
     *,
     baseline: bool = True,
 ) -> list[PolicyRun]:
-    with progress_bar(console) as tick:
+    with progress_bar(console) as tick, fewer_collections():
         return compare(
             jobs,
             cluster,

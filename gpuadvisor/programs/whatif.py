@@ -21,6 +21,7 @@ from gpuadvisor.model import Cluster
 from gpuadvisor.model.accounting import AccountingRecord
 from gpuadvisor.model.availability import Availability
 from gpuadvisor.model.scheduler import SchedulerConfig
+from gpuadvisor.programs.collector import fewer_collections
 from gpuadvisor.programs.outputs import output_name, prepare_output, write_output
 from gpuadvisor.programs.whatif_files import nodes_text, outages_text, trace_text
 from gpuadvisor.simulation.compare import compare
@@ -252,7 +253,7 @@ def run_whatif(settings: WhatifSettings, console: Console, *, now_s: float) -> i
         f"{utc_text(rebuilt.window.end_s)}"
     )
     configs = [as_run] + [c for c in policies if c.label != as_run.label]
-    with progress_bar(console) as tick:
+    with progress_bar(console) as tick, fewer_collections():
         runs = compare(
             rebuilt.jobs,
             cluster,
