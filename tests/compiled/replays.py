@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import importlib
 import json
-import random
 from typing import Any
 
-from gpuadvisor.model import Cluster
 from gpuadvisor.simulation.compare import parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig
-from gpuadvisor.simulation.generator import generate_workload
 
 # bench/ is scripts, not a package mypy sees (as tests/bench imports them)
 bench: Any = importlib.import_module("bench.replay_fingerprint")
@@ -30,19 +27,9 @@ def digests() -> dict[str, str]:
     """Replay digest per (trace, policy)."""
     out: dict[str, str] = {}
     for mix, jobs, shape, load, seed in TRACES:
-        cluster = Cluster.parse_shape(shape)
-        trace = generate_workload(
-            random.Random(seed),
-            jobs=jobs,
-            cluster_gpus=cluster.gpus,
-            load=load,
-            mix=mix,
-            max_node_gpus=cluster.max_node_gpus,
-            runtimes=RUNTIMES,
-        )
         for policy in POLICIES:
             config = parse_policy(policy, SimulationConfig(seed=7))
-            out[f"{mix} {shape} {policy}"] = bench._digest(trace, cluster, config)
+            out[f"{mix} {shape} {policy}"] = bench.fingerprint(mix, jobs, shape, load, seed, config)
     return out
 
 
