@@ -26,12 +26,14 @@ demo: $(STAMP)
 # and accounting (slurmdbd on MariaDB; sacct), systemd-analyze (checks the shipped units),
 # shellcheck (the Slurm prolog and epilog), kubectl (`kubectl kustomize` builds deploy/kubernetes)
 # chromium (opens the whatif report headless) and VictoriaMetrics (whatif --prometheus against a
-# long-term store).
+# long-term store); gcc (the fake libnvidia-ml, the compiled build) and Python's headers.
 # scripts/system_deps.sh maps each binary to its package and installs only the packages of the
 # binaries missing (a kubectl from the Kubernetes apt repository stays: Debian's kubernetes-client
-# conflicts with it), then says which binaries found are versions the tests cannot use.
+# conflicts with it), then says which binaries found are versions the tests cannot use. Python's
+# headers: Debian's for a Debian Python that lacks them (PYTHON_INCLUDE, its include folder).
 system-deps:
-	sh scripts/system_deps.sh
+	PYTHON_INCLUDE="$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+	  sh scripts/system_deps.sh
 
 # The whole suite on the sources, then the replay core's tests again on the compiled build
 # (tests/compiled checks that it is the compiled one, and that it replays as the sources do).

@@ -11,6 +11,8 @@
 #   SYSTEM_DEPS_PATH  where binaries are looked for [$PATH:/usr/sbin:/sbin]
 #   APT_GET           the apt-get to run [apt-get]
 #   DRY_RUN           1: print what would be installed, install nothing [0]
+#   PYTHON_INCLUDE    the include folder of the Python that builds (make compiled needs its
+#                     Python.h): Debian's headers for it where it is Debian's own [unset: none]
 set -eu
 
 search_path=${SYSTEM_DEPS_PATH:-$PATH:/usr/sbin:/sbin}
@@ -35,7 +37,8 @@ shellcheck shellcheck
 kubectl kubernetes-client
 chromium chromium
 victoria-metrics victoria-metrics
-openssl openssl'
+openssl openssl
+gcc gcc'
 
 # binary minimum-version why (the features tests/harness and the tests use)
 MINIMUM='promtool 2.24.0 promtool tsdb create-blocks-from openmetrics
@@ -86,6 +89,18 @@ while read -r binary package; do
 done <<EOF_MAP
 $MAP
 EOF_MAP
+
+# Python's headers (the compiled build): a Debian Python's come with libpythonX.Y-dev; for
+# another Python (pyenv, a build of one's own) they come with it, and only their absence is said.
+if [ -n "${PYTHON_INCLUDE:-}" ] && [ ! -f "$PYTHON_INCLUDE/Python.h" ]; then
+    case $PYTHON_INCLUDE in
+        /usr/include/python3.*)
+            missing="$missing Python.h"
+            packages="$packages lib${PYTHON_INCLUDE#/usr/include/}-dev"
+            ;;
+        *) echo "WARNING: no Python.h in $PYTHON_INCLUDE: make compiled needs this Python's headers" >&2 ;;
+    esac
+fi
 
 if [ -n "$packages" ]; then
     echo "missing:$missing"

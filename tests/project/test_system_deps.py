@@ -33,7 +33,10 @@ def fake_binary(path: Path, output: str = "") -> None:
 
 
 def run(
-    tmp_path: Path, present: set[str], versions: dict[str, str] | None = None
+    tmp_path: Path,
+    present: set[str],
+    versions: dict[str, str] | None = None,
+    python_include: str | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """The script with ``present`` as the only binaries there; (completed, apt-get calls)."""
     bin_dir = tmp_path / "bin"
@@ -45,7 +48,10 @@ def run(
     apt_get.write_text(f'#!/bin/sh\necho "$DEBIAN_FRONTEND $*" >> {calls}\n')
     apt_get.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "DEBIAN_FRONTEND"}
+    env = {k: v for k, v in env.items() if k != "PYTHON_INCLUDE"}
     env |= {"SYSTEM_DEPS_PATH": str(bin_dir), "APT_GET": str(apt_get)}
+    if python_include is not None:
+        env["PYTHON_INCLUDE"] = python_include
     done = subprocess.run(
         ["sh", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=60, check=False
     )
@@ -109,4 +115,26 @@ def test_make_system_deps_runs_the_script() -> None:
         # run from `make test`, the outer make's variables would make this one print directories
         env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")},
     )
-    assert done.stdout.strip() == "sh scripts/system_deps.sh"
+    assert done.stdout.split("\\\n")[-1].strip() == "sh scripts/system_deps.sh"
+    assert done.stdout.startswith("PYTHON_INCLUDE=")
+
+
+def test_a_debian_python_without_headers_gets_them(tmp_path: Path) -> None:
+    """The compiled build needs Python.h: a Debian Python's come with libpythonX.Y-dev."""
+    everything = set(binaries_in_script())
+    done, calls = run(tmp_path, everything, python_include="/usr/include/python3.99")
+    assert done.returncode == 0, done.stderr
+    assert "missing: Python.h" in done.stdout
+    assert calls[-1].endswith("install -y -qq --no-install-recommends libpython3.99-dev")
+
+
+def test_headers_there_or_of_another_python_install_nothing(tmp_path: Path) -> None:
+    everything = set(binaries_in_script())
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "Python.h").write_text("")
+    done, calls = run(tmp_path, everything, python_include=str(include))
+    assert (done.returncode, calls, done.stderr) == (0, [], "")
+    done, calls = run(tmp_path, everything, python_include=str(tmp_path / "pyenv"))
+    assert (done.returncode, calls) == (0, [])
+    assert f"no Python.h in {tmp_path / 'pyenv'}" in done.stderr
