@@ -8,6 +8,8 @@ job (``scan.Scan`` decides bucket by bucket instead).
   Feitelson, IEEE TPDS 2007), or in LXF&W priority order (``starved_then_ranked``: Chiang et
   al., backfill in priority order; ``priority``).
 - EASY-SJBF: shortest first (``shortest_first``).
+- With ``OrderSettings.express_s``, the advisor's fills first try the jobs expected to end within
+  that many seconds, shortest first (``express_first``).
 
 Each works on the pass through ``protocols.ScannedPass``: it tries, starts and counts through
 the pass's own steps, so ``fills`` and ``passes`` do not import each other.
@@ -37,9 +39,33 @@ def split_starved(p: ScannedPass, window: Sequence[Job]) -> tuple[list[Job], lis
     return starved, [j for j in window if j.submit_time_s > cut and j.gpus]
 
 
+def express_first(p: ScannedPass, window: Sequence[Job]) -> Sequence[Job] | None:
+    """With ``express_s``: try ``window``'s jobs whose expected runtime (the pass's ``rank``) is
+    at most ``express_s`` first, shortest first (ties: queue order), as backfill. Returns the
+    other jobs, in ``window``'s order, or None once nothing that needs a GPU can start."""
+    cut_s = p.settings.express_s
+    if cut_s <= 0:
+        return window
+    estimate = p.rank
+    express: list[tuple[float, int]] = []
+    others: list[Job] = []
+    for i, job in enumerate(window):
+        value = estimate(job)
+        if value is not None and value <= cut_s:
+            express.append((value, i))
+        else:
+            others.append(job)
+    if express and p.backfill([window[i] for _, i in sorted(express)]) is None:
+        return None
+    return others
+
+
 def starved_then_fill(p: ScannedPass, window: Sequence[Job]) -> None:
     """Starved jobs first, in queue order; then the rest fill idle GPUs largest first."""
-    starved, rest = split_starved(p, window)
+    rest_of = express_first(p, window)
+    if rest_of is None:
+        return
+    starved, rest = split_starved(p, rest_of)
     if starved:
         p.backfill(starved)
     if rest:
@@ -48,7 +74,10 @@ def starved_then_fill(p: ScannedPass, window: Sequence[Job]) -> None:
 
 def starved_then_shortest(p: ScannedPass, window: Sequence[Job]) -> None:
     """Starved jobs first, in queue order; then the rest shortest expected runtime first."""
-    starved, rest = split_starved(p, window)
+    rest_of = express_first(p, window)
+    if rest_of is None:
+        return
+    starved, rest = split_starved(p, rest_of)
     if starved and p.backfill(starved) is None:
         return
     shortest_first(p, rest)

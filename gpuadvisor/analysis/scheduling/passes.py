@@ -180,6 +180,8 @@ class SchedulingPass:
             return False
         if self._shortest_first_fill or self.order.backfill_shortest_first:
             return False
+        if self.settings.express_s > 0 and self.order.fill_largest_first:
+            return False  # (the express jobs go first, out of the buckets' order)
         return self.order.submit_ordered or not self.order.fill_largest_first
 
     @property

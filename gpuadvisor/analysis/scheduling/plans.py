@@ -164,6 +164,10 @@ class OrderSettings:
     job that did not (oldest first), so the head's reservation is the oldest starved job's.
     With ``lxf_head=False`` the head stays the queue's first blocked job (EASY's) and only the
     jobs behind it are ranked.
+    ``express_s`` (0: off; an experiment of issue 18's compressed loads): behind the head, the
+    advisor tries the jobs whose expected runtime (the pass's ``rank``) is at most that many
+    seconds first, shortest first, before the starved ones and the fill (a site's express or
+    debug QOS for short jobs). The head and its reservation are unchanged.
     """
 
     starvation_s: float = 24 * 3600.0
@@ -189,6 +193,7 @@ class OrderSettings:
     lxf_wait_weight_per_h: float = 0.02
     lxf_starved_first: bool = False
     lxf_head: bool = True
+    express_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.priority not in PRIORITIES:
@@ -201,6 +206,9 @@ class OrderSettings:
         factor = self.drain_starvation_factor
         if not (math.isfinite(factor) and factor >= 1.0):
             raise ValueError(f"drain_starvation_factor must be finite and >= 1; got {factor!r}")
+        express = self.express_s
+        if not (math.isfinite(express) and express >= 0):
+            raise ValueError(f"express_s must be finite and >= 0; got {express!r}")
         if self.deep_queue_jobs < 1:
             raise ValueError(f"deep_queue_jobs must be >= 1; got {self.deep_queue_jobs!r}")
 
