@@ -94,13 +94,15 @@ def _saturated(seed: int) -> list[Job]:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_an_empty_lane_replays_as_the_bucket_scan_does(seed: int) -> None:
     """A lane shorter than every job holds none: the pass goes job by job instead of bucket by
-    bucket (``Scan``), and must start every job when the scan does."""
+    bucket (``Scan``), and must start every job when the scan does. (With the default bound of
+    a day nobody starves here and the queue holds a few shapes: on seed 1, 61 of the replay's
+    passes go through the scan.)"""
     jobs = _saturated(seed)
     cluster = make_cluster(2, 8)
-    config = SimulationConfig("advisor", estimates="exact", settings=SETTINGS)
+    config = SimulationConfig("advisor", estimates="exact")
     scanned = simulate(jobs, cluster, config)
-    lane = simulate(jobs, cluster, replace(config, settings=replace(SETTINGS, express_s=1.0)))
+    lane = simulate(jobs, cluster, replace(config, settings=OrderSettings(express_s=1.0)))
     assert lane.start_s == scanned.start_s
     # and a lane that holds the short jobs changes the replay
-    short = simulate(jobs, cluster, replace(config, settings=replace(SETTINGS, express_s=600.0)))
+    short = simulate(jobs, cluster, replace(config, settings=OrderSettings(express_s=600.0)))
     assert short.start_s != scanned.start_s
