@@ -21,7 +21,20 @@ from gpuadvisor.analysis.scheduling.regime import SIGNALS
 from gpuadvisor.errors import ConfigError
 
 _NAMED: dict[str, tuple[str, ...]] = {"priority": PRIORITIES, "backlog_signal": SIGNALS}
-_TYPES: dict[str, str] = {f.name: str(f.type) for f in fields(OrderSettings)}
+
+_OPTIONAL = frozenset({"bounds_after_s", "backlog_counts_s"})
+"""The fields that also take ``None`` (``float | None``)."""
+
+
+def _type_name(name: str, default: object) -> str:
+    """A field's type as text (``int``, ``float | None``), from its default and ``_OPTIONAL``:
+    the annotations themselves do not survive compilation (the compiled build gives a class,
+    or ``type`` for a union); tests/config/test_config_order.py holds this to the annotations."""
+    kind = "float" if default is None else type(default).__name__
+    return f"{kind} | None" if name in _OPTIONAL else kind
+
+
+_TYPES: dict[str, str] = {f.name: _type_name(f.name, f.default) for f in fields(OrderSettings)}
 
 
 def order_settings(pairs: Sequence[str]) -> OrderSettings:

@@ -27,9 +27,11 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 
 from gpuadvisor.analysis.fragmentation import WorkloadMix
 from gpuadvisor.analysis.scheduling.orders import Ending, QueueView, plans_with_bounds, time_limit
+from gpuadvisor.analysis.scheduling.plans import Estimate, head_slipped
 from gpuadvisor.analysis.scheduling.regime import applies, decide
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.model.availability import Availability
@@ -47,6 +49,8 @@ from gpuadvisor.simulation.replay_state import (
     ReplayState,
 )
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint
+
+_SUBMIT = attrgetter("submit_time_s")
 
 __all__ = ["ESTIMATE_MODES", "Observer", "Progress", "SimulationConfig", "prepare_jobs", "simulate"]
 
@@ -243,11 +247,13 @@ class _Engine(ReplayState):
             return
         pending = self.queue.jobs
         settings = self.settings
+        on_predictions = False  # a very deep queue checks its backfill on the predictions
         if self.bounded is not None and applies(settings, predicted=self.predictor is not None):
             regime = decide(
                 pending, now, settings, by_submit=self.order.submit_ordered, capacity=self.capacity
             )
             settings = regime.settings
+            on_predictions = regime.backfills_on_predictions
             if regime.name != self.regime:
                 arrived_only = None  # the last plan was made under another regime
                 self.regime = regime.name
@@ -257,12 +263,23 @@ class _Engine(ReplayState):
             # buckets: their classes group by estimate, not by limit)
             if self.inflation is not None and self._raise_past_bounds(now):
                 arrived_only = None  # the last plan's reservations counted on the old bounds
+            estimate: Estimate = time_limit if self.inflation is None else self.bound
+            if on_predictions and self.backfill_estimate is not None:
+                oldest = pending[0] if self.order.submit_ordered else min(pending, key=_SUBMIT)
+                if not head_slipped(self.promised_s.get(self.index[id(oldest)]), now, settings):
+                    estimate = self.backfill_estimate
+                    if not self.planned_on_predictions:
+                        arrived_only = None  # the last plan checked its backfill otherwise
+                        self.planned_on_predictions = True
+                elif self.planned_on_predictions:
+                    arrived_only = None
+                    self.planned_on_predictions = False
             view = QueueView(
                 now,
                 pending,
                 self.bounded.endings if self.bounded is not None else (),
                 self.capacity,
-                time_limit if self.inflation is None else self.bound,
+                estimate,
                 None,
                 self.view_busy_until,
                 in_place=True,

@@ -32,6 +32,7 @@ from gpuadvisor.analysis.scheduling.placement import (
     TIMED_PLACEMENTS,
     PlacementContext,
 )
+from gpuadvisor.analysis.scheduling.plans import Estimate, predicted_backfill, time_limit
 from gpuadvisor.analysis.scheduling.regime import DRAINS
 from gpuadvisor.analysis.scheduling.walkmemo import WalkMemo
 from gpuadvisor.model import MILLI_PER_GPU, Allocation, Cluster, Job
@@ -173,10 +174,20 @@ class ReplayState:
             if window and self.bounded is not None and self.predictor is not None
             else None
         )
+        # in a very deep queue, the backfill checked on predictions (``predicted_backfill``)
+        factor = config.settings.backfill_on_predictions
+        self.backfill_estimate: Estimate | None = (
+            predicted_backfill(
+                time_limit if self.inflation is None else self.bound, self.estimate, factor
+            )
+            if factor > 0 and self.bounded is not None and self.predictor is not None
+            else None
+        )
         self.bound_s: list[float | None] = [job.time_limit_s for job in self.jobs]
         self.bounds_now: dict[int, float | None] = {}  # like estimates_now, for bounds
         self.planned_with_bounds = False  # how the last pass planned
         self.regime = DRAINS  # the regime of the last pass (``regime.decide``)
+        self.planned_on_predictions = False  # whether its backfill was checked on predictions
         self.node_fragment = [
             self.ctx.fragment(free, cluster.nodes[i].gpu_model)
             for i, free in enumerate(self.capacity.free_milli)

@@ -19,6 +19,7 @@ import gpuadvisor
 from gpuadvisor.analysis.capacity import Capacity
 from gpuadvisor.analysis.scheduling.plans import Ending, Reservation
 from gpuadvisor.analysis.scheduling.walkmemo import Walked
+from gpuadvisor.config.order import order_settings
 from gpuadvisor.model import Cluster
 from gpuadvisor.simulation.compare import parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
@@ -96,3 +97,23 @@ def test_a_replay_leaves_no_plan_object_alive() -> None:
         assert result.start_s
         del result
     assert alive() == before
+
+
+def test_settings_from_text_read_the_compiled_fields_types() -> None:
+    """``--set KEY=VALUE`` (``config.order``) reads each value by its field's type, which the
+    compiled ``OrderSettings`` gives as a class, not as text: a whole number for an ``int``
+    field, ``None`` for an optional one, a flag, a name."""
+    settings = order_settings(
+        [
+            "backfill_depth=50",
+            "bounds_after_s=None",
+            "lxf_head=False",
+            "priority=lxf",
+            "express_s=60",
+            "backfill_on_predictions_jobs=200",
+        ]
+    )
+    assert settings.backfill_depth == 50 and isinstance(settings.backfill_depth, int)
+    assert settings.bounds_after_s is None and settings.lxf_head is False
+    assert settings.priority == "lxf" and settings.express_s == 60.0
+    assert settings.backfill_on_predictions_jobs == 200

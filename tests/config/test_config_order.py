@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuadvisor.analysis.scheduling.plans import OrderSettings
-from gpuadvisor.config.order import order_settings
+from gpuadvisor.config.order import _TYPES, order_settings
 from gpuadvisor.errors import ConfigError
 
 DEFAULTS = OrderSettings()
@@ -20,6 +20,12 @@ def test_every_field_written_as_text_reads_back_as_it_was() -> None:
     pairs = [f"{f.name}={getattr(DEFAULTS, f.name)!r}".replace("'", "") for f in fields(DEFAULTS)]
     assert order_settings(pairs) == DEFAULTS
     assert order_settings([]) == DEFAULTS
+
+
+def test_the_types_read_are_the_fields_annotations() -> None:
+    """``config.order`` types each field from its default (the annotations do not survive
+    the compiled build): here, on the sources, that must be each field's annotation."""
+    assert _TYPES == {f.name: f.type for f in fields(OrderSettings)}
 
 
 def test_values_are_read_by_the_fields_type() -> None:

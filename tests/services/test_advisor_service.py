@@ -9,7 +9,7 @@ import gc
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -312,3 +312,21 @@ async def test_the_web_config_file_flag_puts_basic_auth_in_front_of_every_path(
             assert (await client.get(path, headers=right)).status == 200, path
     finally:
         await client.close()
+
+
+async def test_the_heads_first_promise_is_carried_from_cycle_to_cycle() -> None:
+    """A very deep queue checks its backfill on predictions until the oldest job's first
+    promised start has slipped (``OrderSettings.backfill_on_predictions``): the advisor keeps
+    each waiting job's first promise from one cycle to the next, not the latest."""
+    first = head_of_line_snapshot()
+    (holder, other) = first.running
+    # the next cycle: job 1 turns out to be allowed twice as long, so job 3's reservation moves
+    longer = replace(holder, job=replace(holder.job, time_limit_s=240 * 60.0))
+    later = replace(first, running=(longer, other))
+    advisor, _ = make(LiveState(first, (), UP), LiveState(later, (), UP))
+    one = await advisor.cycle()
+    assert one.findings is not None
+    assert dict(one.findings.first_promises) == {"3": 7200.0}  # job 1's limit: 120 min
+    two = await advisor.cycle()
+    assert two.findings is not None
+    assert dict(two.findings.first_promises) == {"3": 7200.0}  # kept, not 14,400

@@ -17,7 +17,7 @@ when the head can start), which the missing nodes are part of, so none of them c
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from gpuadvisor.analysis.advice.pack import ShareSettings, share
@@ -27,7 +27,12 @@ from gpuadvisor.analysis.advice.predicted import (
     with_runtime_evidence,
 )
 from gpuadvisor.analysis.advice.reclaim import ReclaimSettings, reclaim_idle
-from gpuadvisor.analysis.advice.reorder import AdviceSettings, advise, capacity_of
+from gpuadvisor.analysis.advice.reorder import (
+    AdviceSettings,
+    advise_planned,
+    capacity_of,
+    first_promises,
+)
 from gpuadvisor.analysis.estimates import estimate_runtime
 from gpuadvisor.analysis.fragmentation import Fragmentation, WorkloadMix, measure
 from gpuadvisor.analysis.idle import IdleSplit, split_idle
@@ -65,6 +70,9 @@ class Findings:
     """How the jobs were planned when runtimes were predicted (None: planned with limits)."""
     missing_nodes: tuple[str, ...] = ()
     """Nodes named or seen but not reported (``degraded``); advice depends on none of them."""
+    first_promises: tuple[tuple[str, float], ...] = ()
+    """The first promised start of each waiting job that held the head's reservation, by job
+    id, for the next cycle (``analyse``'s ``promised_s``; ``reorder.first_promises``)."""
 
     @property
     def degraded(self) -> bool:
@@ -103,11 +111,13 @@ def analyse(
     settings: AnalysisSettings = AnalysisSettings(),
     predictor: RuntimePredictor | None = None,
     inflation: InflationHistory | None = None,
+    promised_s: Mapping[str, float] | None = None,
 ) -> Findings:
     """The findings of one cycle on ``live``; with a ``predictor`` (learned from finished jobs)
     the advice plans with predicted runtimes and says so in its evidence, else with limits.
     With both and ``corrected_limits`` (the same jobs' ratios runtime / limit), a plan with bounds
-    plans with history-corrected limits (``InflationHistory.bound``)."""
+    plans with history-corrected limits (``InflationHistory.bound``). ``promised_s``: the last
+    cycle's ``Findings.first_promises`` (a very deep queue reads them)."""
     if not live.trusted:
         return Findings(trusted=False)
     snapshot = live.snapshot
@@ -116,14 +126,16 @@ def analyse(
     mix = WorkloadMix.of_jobs(pending)
     valid_until = snapshot.time_s + settings.advice.validity_s
     planned = PlannedRuntimes(snapshot, predictor) if predictor is not None else None
-    advice = advise(
+    advice, head = advise_planned(
         snapshot,
         planned or estimate_runtime,
         mix=mix,
         settings=settings.advice,
         predicted=planned is not None,
         bound=_corrected(planned, inflation),
+        promised_s=promised_s,
     )
+    promises = first_promises(promised_s or {}, head, pending)
     if planned is not None:
         advice = with_runtime_evidence(advice, planned)
     reclaim = reclaim_idle(live, settings.reclaim, valid_until)
@@ -146,4 +158,5 @@ def analyse(
         running_jobs=len(snapshot.running),
         predictions=planned.summary if planned is not None else None,
         missing_nodes=live.missing_nodes,
+        first_promises=tuple(sorted(promises.items())),
     )

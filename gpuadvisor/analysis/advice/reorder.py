@@ -11,7 +11,7 @@ word the difference as recommendations an operator can act on.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpuadvisor.analysis.capacity import Capacity
@@ -32,6 +32,7 @@ from gpuadvisor.analysis.scheduling.orders import (
     with_predictions,
 )
 from gpuadvisor.analysis.scheduling.placement import PLACEMENTS, PlacementContext, first_fit
+from gpuadvisor.analysis.scheduling.plans import head_slipped, predicted_backfill
 from gpuadvisor.analysis.scheduling.priority import LXF, lxf_evidence, lxf_ranked
 from gpuadvisor.analysis.scheduling.regime import applies, decide
 from gpuadvisor.model import (
@@ -92,6 +93,26 @@ def advise(
     ``regime.applies``), not the time limits. ``bound``: what a plan with bounds plans a job
     with instead of its time limit (history-corrected limits, ``corrected_limits``); a running job
     that outlived its bound is planned with its limit."""
+    advice, _ = advise_planned(
+        snapshot, estimate, mix=mix, settings=settings, predicted=predicted, bound=bound
+    )
+    return advice
+
+
+def advise_planned(
+    snapshot: ClusterSnapshot,
+    estimate: Estimate,
+    *,
+    mix: WorkloadMix | None = None,
+    settings: AdviceSettings = AdviceSettings(),
+    predicted: bool = False,
+    bound: Estimate | None = None,
+    promised_s: Mapping[str, float] | None = None,
+) -> tuple[tuple[Recommendation, ...], Reservation | None]:
+    """``advise``, and the head's reservation in the plan (None: none). ``promised_s``: the
+    first promised start of waiting jobs by job id, kept by the caller from cycle to cycle
+    (``first_promises``); a very deep queue reads the oldest job's
+    (``OrderSettings.backfill_on_predictions``), as the replay does."""
     capacity = capacity_of(snapshot)
     now = snapshot.time_s
     endings = _endings(snapshot, estimate)
@@ -112,6 +133,11 @@ def advise(
     # and still tries the jobs predicted short first
     bound = bound or time_limit
     plan_estimate, rank = (bound, estimate) if starved is not None else (estimate, None)
+    backfill_why = None
+    if starved is not None and predicted and regime is not None and regime.backfills_on_predictions:
+        plan_estimate, backfill_why = _backfill_estimate(
+            pending, now, order_settings, bound, estimate, promised_s or {}
+        )
     policy_endings = _bound_endings(snapshot, bound) if starved is not None else endings
     ranked = pending
     if order.key is not submit_key:
@@ -155,7 +181,48 @@ def advise(
     if regime is not None:
         why = regime.evidence()
         advice = [replace(r, evidence=(*r.evidence, ("regime", why))) for r in advice]
-    return tuple(advice)
+    if backfill_why is not None:
+        advice = [replace(r, evidence=(*r.evidence, ("backfill", backfill_why))) for r in advice]
+    return tuple(advice), policy.reservations[0] if policy.reservations else None
+
+
+def _backfill_estimate(
+    pending: Sequence[Job],
+    now: float,
+    settings: OrderSettings,
+    bound: Estimate,
+    estimate: Estimate,
+    promised_s: Mapping[str, float],
+) -> tuple[Estimate, str]:
+    """What a very deep queue checks the jobs it backfills with, and why in words: the
+    predictions (``predicted_backfill``), or the bounds while the oldest job's first promised
+    start lies over ``backfill_on_predictions_slip_s`` in the past."""
+    oldest = min(pending, key=lambda j: j.submit_time_s)
+    promised = promised_s.get(oldest.job_id)
+    factor = settings.backfill_on_predictions
+    if head_slipped(promised, now, settings):
+        assert promised is not None
+        return bound, (
+            f"checked on the limits: job {oldest.job_id}'s first promised start is "
+            f"{format_duration(now - promised)} past"
+        )
+    return predicted_backfill(bound, estimate, factor), (
+        f"checked on {factor:g} x the predictions (at most the limits); the running jobs on "
+        "their limits"
+    )
+
+
+def first_promises(
+    kept: Mapping[str, float], head: Reservation | None, pending: Sequence[Job]
+) -> dict[str, float]:
+    """The first promised start of each waiting job, carried from one cycle to the next: the
+    ``kept`` ones of jobs still waiting, and the head's reservation of this cycle where its job
+    had none (``advise_planned``'s)."""
+    waiting = {job.job_id for job in pending}
+    out = {job_id: at for job_id, at in kept.items() if job_id in waiting}
+    if head is not None and head.job.job_id in waiting:
+        out.setdefault(head.job.job_id, head.time_s)
+    return out
 
 
 def _starved_s(settings: OrderSettings) -> float:

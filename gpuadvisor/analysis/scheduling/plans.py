@@ -164,6 +164,13 @@ class OrderSettings:
     job that did not (oldest first), so the head's reservation is the oldest starved job's.
     With ``lxf_head=False`` the head stays the queue's first blocked job (EASY's) and only the
     jobs behind it are ranked.
+    ``backfill_on_predictions`` (0: off; a factor k, an experiment of issue 18's compressed
+    loads): in a very deep queue (``regime``: ``backfill_on_predictions_jobs`` pending jobs
+    waited ``starvation_s``), a pass that plans with the limits still plans the running jobs with
+    them (the head's shadow), but checks each job it backfills with min(its limit, k × its
+    prediction) (``predicted_backfill``), so jobs predicted short fit before the shadow; off
+    again while the oldest job's first promised start lies more than
+    ``backfill_on_predictions_slip_s`` in the past (its reservation slipped).
     ``express_s`` (0: off; an experiment of issue 18's compressed loads): behind the head, the
     advisor tries the jobs whose expected runtime (the pass's ``rank``) is at most that many
     seconds first, shortest first, before the starved ones and the fill (a site's express or
@@ -194,6 +201,9 @@ class OrderSettings:
     lxf_starved_first: bool = False
     lxf_head: bool = True
     express_s: float = 0.0
+    backfill_on_predictions: float = 0.0
+    backfill_on_predictions_jobs: int = 500
+    backfill_on_predictions_slip_s: float = 6 * 3600.0
 
     def __post_init__(self) -> None:
         if self.priority not in PRIORITIES:
@@ -209,6 +219,19 @@ class OrderSettings:
         express = self.express_s
         if not (math.isfinite(express) and express >= 0):
             raise ValueError(f"express_s must be finite and >= 0; got {express!r}")
+        factor = self.backfill_on_predictions
+        if not (math.isfinite(factor) and factor >= 0):
+            raise ValueError(f"backfill_on_predictions must be finite and >= 0; got {factor!r}")
+        slip = self.backfill_on_predictions_slip_s
+        if not (math.isfinite(slip) and slip >= 0):
+            raise ValueError(
+                f"backfill_on_predictions_slip_s must be finite and >= 0; got {slip!r}"
+            )
+        if self.backfill_on_predictions_jobs < 1:
+            raise ValueError(
+                "backfill_on_predictions_jobs must be >= 1; "
+                f"got {self.backfill_on_predictions_jobs!r}"
+            )
         if self.deep_queue_jobs < 1:
             raise ValueError(f"deep_queue_jobs must be >= 1; got {self.deep_queue_jobs!r}")
 
@@ -224,6 +247,29 @@ def with_predictions(settings: OrderSettings) -> OrderSettings:
     shortest-job backfilled first; with the users' limits, largest first packs better). The
     replay (``advisor@predicted``) and the live advice both take them from here."""
     return settings if settings.fill_shortest_first else replace(settings, fill_shortest_first=True)
+
+
+def predicted_backfill(bound: Estimate, predicted: Estimate, factor: float) -> Estimate:
+    """What a pass in a very deep queue checks a job it backfills with
+    (``backfill_on_predictions``): ``factor`` times its prediction, never above its ``bound``
+    (its time limit, or a history-corrected one); the bound where nothing is predicted."""
+
+    def estimate(job: Job) -> float | None:
+        limit = bound(job)
+        value = predicted(job)
+        if value is None:
+            return limit
+        value *= factor
+        return value if limit is None or value < limit else limit
+
+    return estimate
+
+
+def head_slipped(promised_s: float | None, now_s: float, settings: OrderSettings) -> bool:
+    """Whether the oldest job's first promised start (None: never promised) lies more than
+    ``backfill_on_predictions_slip_s`` before ``now_s``: then a very deep queue plans its
+    backfill with the limits again, until that job starts."""
+    return promised_s is not None and now_s > promised_s + settings.backfill_on_predictions_slip_s
 
 
 def time_limit(job: Job) -> float | None:

@@ -35,7 +35,9 @@ factor is 1.5 (36 h from a day's bound) and the queue is deep from 50 jobs: docs
 "The starvation bound from the depth of the queue", has the measurements that chose it. A deep
 queue also packs (``OrderSettings.deep_queue_packs``): a pass that fills shortest predicted
 first fills largest first there instead, as with the users' limits, since a backlog is short of
-allocation ("A deep queue packs" in the same file).
+allocation ("A deep queue packs" in the same file). With ``OrderSettings.backfill_on_predictions``
+(off by default) a queue where ``backfill_on_predictions_jobs`` jobs waited ``starvation_s`` is
+very deep: its passes check the jobs they backfill on their predictions (``predicted_backfill``).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ _SUBMIT = attrgetter("submit_time_s")
 
 DRAINS = "drains"
 DEEP = "deep"
+VERY_DEEP = "very deep"
 BACKLOG = "backlog"
 SIGNALS = ("starved", "gang", "fragmented")
 """What ``OrderSettings.backlog_signal`` may name (see the module's docstring)."""
@@ -72,11 +75,18 @@ class Regime(NamedTuple):
     decided_from: OrderSettings
     waited_jobs: int | None = None
     """Outside the backlog, with ``drain_starvation_factor``: how many pending jobs waited
-    ``starvation_s`` (the depth of the queue; counted up to ``deep_queue_jobs``)."""
+    ``starvation_s`` (the depth of the queue; counted up to ``deep_queue_jobs``, or up to
+    ``backfill_on_predictions_jobs`` when that is on)."""
 
     @property
     def backlogged(self) -> bool:
         return self.name == BACKLOG
+
+    @property
+    def backfills_on_predictions(self) -> bool:
+        """A very deep queue: backfill is checked on the predictions
+        (``OrderSettings.backfill_on_predictions``)."""
+        return self.name == VERY_DEEP
 
     def evidence(self) -> str:
         """The decision in words, for the advice's evidence."""
@@ -106,8 +116,14 @@ class Regime(NamedTuple):
                 f"(deep from {s.deep_queue_jobs}), so jobs starve after "
                 f"{self.settings.starvation_s / 3600.0:g} h{packs}"
             )
-        name = "deep queue" if self.name == DEEP else "queue drains"
-        return f"{name}: " + "; ".join(parts)
+        if self.name == VERY_DEEP:
+            parts.append(
+                f"very deep from {s.backfill_on_predictions_jobs}, so each job backfilled "
+                f"before the head's reservation is checked on {s.backfill_on_predictions:g} x "
+                "its prediction (at most its limit) while the oldest job's first promised start "
+                f"is less than {s.backfill_on_predictions_slip_s / 3600.0:g} h past"
+            )
+        return f"{_NAMES[self.name]}: " + "; ".join(parts)
 
 
 def adaptive_evidence(applied: OrderSettings, decided_from: OrderSettings) -> str:
@@ -144,6 +160,8 @@ def starved_jobs(
         return bisect.bisect_right(pending, cut_s, key=_SUBMIT)
     return sum(1 for job in pending if job.submit_time_s <= cut_s)
 
+
+_NAMES = {DRAINS: "queue drains", DEEP: "deep queue", VERY_DEEP: "very deep queue"}
 
 _WHICH = {
     "starved": "",
@@ -266,9 +284,18 @@ def _by_depth(
     if settings.drain_starvation_factor <= 1.0:
         return Regime(DRAINS, starved, counted_s, settings, settings)
     deep = settings.deep_queue_jobs
-    waited = min(deep, starved_jobs(pending, now_s, settings.starvation_s, by_submit=by_submit))
+    very_deep = (
+        max(deep, settings.backfill_on_predictions_jobs)
+        if settings.backfill_on_predictions > 0
+        else 0
+    )
+    waited = min(
+        max(deep, very_deep),
+        starved_jobs(pending, now_s, settings.starvation_s, by_submit=by_submit),
+    )
     if waited >= deep:
-        return Regime(DEEP, starved, counted_s, _deep_settings(settings), settings, waited)
+        name = VERY_DEEP if very_deep and waited >= very_deep else DEEP
+        return Regime(name, starved, counted_s, _deep_settings(settings), settings, waited)
     return Regime(DRAINS, starved, counted_s, _drain_settings(settings), settings, waited)
 
 

@@ -88,6 +88,9 @@ class Advisor:
         self.cycles_run = 0
         self._last_problem = ""
         self._last_missing: tuple[str, ...] = ()
+        self._promised_s: dict[str, float] = {}
+        """The waiting jobs' first promised starts, from one cycle to the next
+        (``Findings.first_promises``)."""
 
     async def cycle(self) -> AdvisorStatus:
         """Run one cycle now and return the status it published.
@@ -113,9 +116,17 @@ class Advisor:
             predictor = await self.history.predictor(now) if self.history else None
             loop = asyncio.get_running_loop()
             findings = await loop.run_in_executor(
-                self._executor, analyse, live, self.settings.cycle, predictor
+                self._executor,
+                analyse,
+                live,
+                self.settings.cycle,
+                predictor,
+                None,
+                self._promised_s,
             )
             outcome = "ok" if findings.trusted else "untrusted"
+            if findings.trusted:
+                self._promised_s = dict(findings.first_promises)
         except Exception as exc:  # a failed cycle must not stop the advisor
             log.exception("advisor cycle failed: %s", exc)
             outcome = "error"
