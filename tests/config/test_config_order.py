@@ -25,7 +25,7 @@ def test_every_field_written_as_text_reads_back_as_it_was() -> None:
 def test_the_types_read_are_the_fields_annotations() -> None:
     """``config.order`` types each field from its default (the annotations do not survive
     the compiled build): here, on the sources, that must be each field's annotation."""
-    assert _TYPES == {f.name: f.type for f in fields(OrderSettings)}
+    assert {f.name: f.type for f in fields(OrderSettings)} == _TYPES
 
 
 def test_values_are_read_by_the_fields_type() -> None:

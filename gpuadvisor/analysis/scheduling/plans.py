@@ -164,13 +164,16 @@ class OrderSettings:
     job that did not (oldest first), so the head's reservation is the oldest starved job's.
     With ``lxf_head=False`` the head stays the queue's first blocked job (EASY's) and only the
     jobs behind it are ranked.
-    ``backfill_on_predictions`` (0: off; a factor k, an experiment of issue 18's compressed
-    loads): in a very deep queue (``regime``: ``backfill_on_predictions_jobs`` pending jobs
+    ``backfill_on_predictions`` (a factor k; 0: off; by default 2, from 100 jobs, with no slip
+    tolerated): in a very deep queue (``regime``: ``backfill_on_predictions_jobs`` pending jobs
     waited ``starvation_s``), a pass that plans with the limits still plans the running jobs with
     them (the head's shadow), but checks each job it backfills with min(its limit, k × its
-    prediction) (``predicted_backfill``), so jobs predicted short fit before the shadow; off
-    again while the oldest job's first promised start lies more than
-    ``backfill_on_predictions_slip_s`` in the past (its reservation slipped).
+    prediction) (``predicted_backfill``), so jobs predicted short fit before the shadow; it
+    plans with the limits again while the oldest job's first promised start lies more than
+    ``backfill_on_predictions_slip_s`` in the past (its reservation slipped). A backlog that
+    never drains is short of allocation and of short jobs' slowdown at once, and plans on the
+    limits alone leave it both (docs/benchmarks.md, "Backfill checked on predictions in a very
+    deep queue").
     ``express_s`` (0: off; an experiment of issue 18's compressed loads): behind the head, the
     advisor tries the jobs whose expected runtime (the pass's ``rank``) is at most that many
     seconds first, shortest first, before the starved ones and the fill (a site's express or
@@ -201,9 +204,9 @@ class OrderSettings:
     lxf_starved_first: bool = False
     lxf_head: bool = True
     express_s: float = 0.0
-    backfill_on_predictions: float = 0.0
-    backfill_on_predictions_jobs: int = 500
-    backfill_on_predictions_slip_s: float = 6 * 3600.0
+    backfill_on_predictions: float = 2.0
+    backfill_on_predictions_jobs: int = 100
+    backfill_on_predictions_slip_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.priority not in PRIORITIES:

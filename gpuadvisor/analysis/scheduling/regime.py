@@ -35,9 +35,12 @@ factor is 1.5 (36 h from a day's bound) and the queue is deep from 50 jobs: docs
 "The starvation bound from the depth of the queue", has the measurements that chose it. A deep
 queue also packs (``OrderSettings.deep_queue_packs``): a pass that fills shortest predicted
 first fills largest first there instead, as with the users' limits, since a backlog is short of
-allocation ("A deep queue packs" in the same file). With ``OrderSettings.backfill_on_predictions``
-(off by default) a queue where ``backfill_on_predictions_jobs`` jobs waited ``starvation_s`` is
-very deep: its passes check the jobs they backfill on their predictions (``predicted_backfill``).
+allocation ("A deep queue packs" in the same file). A queue where
+``OrderSettings.backfill_on_predictions_jobs`` (100) jobs waited ``starvation_s`` is very deep:
+its passes check the jobs they backfill on their predictions (``predicted_backfill``,
+``backfill_on_predictions``). Of the real logs at their recorded load, KTH-SP2, CTC-SP2 and
+SDSC-SP2 never hold that many (at most 80, on CTC-SP2); SDSC-BLUE, and one of nine jittered
+copies of SDSC-SP2, do, briefly.
 """
 
 from __future__ import annotations

@@ -377,6 +377,7 @@ DEPTH = OrderSettings(
     backlog_signal="starved",
     drain_starvation_factor=1.5,
     deep_queue_jobs=3,
+    backfill_on_predictions=0.0,  # no very deep state (test_backfill_on_predictions.py)
     explain=True,
 )
 """The depth switch alone (no backlog regime): jobs starve after 36 h while fewer than three
