@@ -32,7 +32,7 @@ from operator import attrgetter
 from gpuadvisor.analysis.fragmentation import WorkloadMix
 from gpuadvisor.analysis.scheduling.orders import Ending, QueueView, plans_with_bounds, time_limit
 from gpuadvisor.analysis.scheduling.plans import Estimate, head_slipped
-from gpuadvisor.analysis.scheduling.regime import applies, decide
+from gpuadvisor.analysis.scheduling.regime import VERY_DEEP, applies, decide
 from gpuadvisor.model import Cluster, Job
 from gpuadvisor.model.availability import Availability
 from gpuadvisor.simulation.config import ESTIMATE_MODES, SimulationConfig, prepare_jobs
@@ -253,7 +253,7 @@ class _Engine(ReplayState):
                 pending, now, settings, by_submit=self.order.submit_ordered, capacity=self.capacity
             )
             settings = regime.settings
-            on_predictions = regime.backfills_on_predictions
+            on_predictions = regime.name == VERY_DEEP
             if regime.name != self.regime:
                 arrived_only = None  # the last plan was made under another regime
                 self.regime = regime.name
@@ -264,10 +264,10 @@ class _Engine(ReplayState):
             if self.inflation is not None and self._raise_past_bounds(now):
                 arrived_only = None  # the last plan's reservations counted on the old bounds
             estimate: Estimate = time_limit if self.inflation is None else self.bound
-            if on_predictions and self.backfill_estimate is not None:
+            if on_predictions and self.checks_on_predictions:
                 oldest = pending[0] if self.order.submit_ordered else min(pending, key=_SUBMIT)
                 if not head_slipped(self.promised_s.get(self.index[id(oldest)]), now, settings):
-                    estimate = self.backfill_estimate
+                    estimate = self.backfill_estimate()
                     if not self.planned_on_predictions:
                         arrived_only = None  # the last plan checked its backfill otherwise
                         self.planned_on_predictions = True

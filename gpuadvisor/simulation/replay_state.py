@@ -174,15 +174,13 @@ class ReplayState:
             if window and self.bounded is not None and self.predictor is not None
             else None
         )
-        # in a very deep queue, the backfill checked on predictions (``predicted_backfill``)
-        factor = config.settings.backfill_on_predictions
-        self.backfill_estimate: Estimate | None = (
-            predicted_backfill(
-                time_limit if self.inflation is None else self.bound, self.estimate, factor
-            )
-            if factor > 0 and self.bounded is not None and self.predictor is not None
-            else None
+        # in a very deep queue, the backfill checked on predictions (``backfill_estimate``)
+        self.checks_on_predictions = (
+            config.settings.backfill_on_predictions > 0
+            and self.bounded is not None
+            and self.predictor is not None
         )
+        self.backfill_estimate_kept: Estimate | None = None
         self.bound_s: list[float | None] = [job.time_limit_s for job in self.jobs]
         self.bounds_now: dict[int, float | None] = {}  # like estimates_now, for bounds
         self.planned_with_bounds = False  # how the last pass planned
@@ -291,6 +289,17 @@ class ReplayState:
         if i in self.never_ends:
             return math.inf
         return bound_end(self.start_s[i], self.bound_s[i])
+
+    def backfill_estimate(self) -> Estimate:
+        """What a pass in a very deep queue checks the jobs it backfills with
+        (``predicted_backfill``), made at the first such pass: a replay that never gets there
+        keeps no closure over its own methods (a reference cycle)."""
+        kept = self.backfill_estimate_kept
+        if kept is None:
+            bound = time_limit if self.inflation is None else self.bound
+            factor = self.settings.backfill_on_predictions
+            kept = self.backfill_estimate_kept = predicted_backfill(bound, self.estimate, factor)
+        return kept
 
     def bound(self, job: Job) -> float | None:
         """The bound a pass with bounds plans ``job`` with: its time limit, or with

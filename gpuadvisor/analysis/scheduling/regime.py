@@ -286,16 +286,12 @@ def _by_depth(
     applies) or is deep (``starvation_s`` applies), from how many jobs waited ``starvation_s``."""
     if settings.drain_starvation_factor <= 1.0:
         return Regime(DRAINS, starved, counted_s, settings, settings)
-    deep = settings.deep_queue_jobs
-    very_deep = (
-        max(deep, settings.backfill_on_predictions_jobs)
-        if settings.backfill_on_predictions > 0
-        else 0
-    )
-    waited = min(
-        max(deep, very_deep),
-        starved_jobs(pending, now_s, settings.starvation_s, by_submit=by_submit),
-    )
+    deep = cap = settings.deep_queue_jobs
+    very_deep = 0  # (no very deep state)
+    if settings.backfill_on_predictions > 0:
+        very_deep = cap = max(deep, settings.backfill_on_predictions_jobs)
+    waited = starved_jobs(pending, now_s, settings.starvation_s, by_submit=by_submit)
+    waited = min(waited, cap)  # (counted up to the decision)
     if waited >= deep:
         name = VERY_DEEP if very_deep and waited >= very_deep else DEEP
         return Regime(name, starved, counted_s, _deep_settings(settings), settings, waited)
