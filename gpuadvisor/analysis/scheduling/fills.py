@@ -62,7 +62,7 @@ def express_first(p: ScannedPass, window: Sequence[Job]) -> Sequence[Job] | None
 
 def starved_then_fill(p: ScannedPass, window: Sequence[Job]) -> None:
     """Starved jobs first, in queue order; then the rest fill idle GPUs largest first."""
-    if p.settings.express_s > 0:  # (tested here: a call per pass costs 1 % of a replay)
+    if p.settings.express_s > 0:  # (tested before the call: most replays never use it)
         rest_of = express_first(p, window)
         if rest_of is None:
             return
