@@ -213,23 +213,17 @@ class OrderSettings:
             raise ValueError(
                 f"priority must be one of {', '.join(PRIORITIES)}; got {self.priority!r}"
             )
-        weight = self.lxf_wait_weight_per_h
-        if not (math.isfinite(weight) and weight >= 0):
-            raise ValueError(f"lxf_wait_weight_per_h must be finite and >= 0; got {weight!r}")
+        for name, value in (
+            ("lxf_wait_weight_per_h", self.lxf_wait_weight_per_h),
+            ("express_s", self.express_s),
+            ("backfill_on_predictions", self.backfill_on_predictions),
+            ("backfill_on_predictions_slip_s", self.backfill_on_predictions_slip_s),
+        ):
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be finite and >= 0; got {value!r}")
         factor = self.drain_starvation_factor
         if not (math.isfinite(factor) and factor >= 1.0):
             raise ValueError(f"drain_starvation_factor must be finite and >= 1; got {factor!r}")
-        express = self.express_s
-        if not (math.isfinite(express) and express >= 0):
-            raise ValueError(f"express_s must be finite and >= 0; got {express!r}")
-        factor = self.backfill_on_predictions
-        if not (math.isfinite(factor) and factor >= 0):
-            raise ValueError(f"backfill_on_predictions must be finite and >= 0; got {factor!r}")
-        slip = self.backfill_on_predictions_slip_s
-        if not (math.isfinite(slip) and slip >= 0):
-            raise ValueError(
-                f"backfill_on_predictions_slip_s must be finite and >= 0; got {slip!r}"
-            )
         if self.backfill_on_predictions_jobs < 1:
             raise ValueError(
                 "backfill_on_predictions_jobs must be >= 1; "

@@ -174,3 +174,18 @@ def test_first_promises_keep_the_first_and_forget_the_started() -> None:
     fresh = Reservation(Q1, 9500.0, on(0, *range(8)))
     assert first_promises({}, fresh, [HEAD, Q1]) == {"q1": 9500.0}
     assert first_promises(kept, None, [Q1]) == {}
+
+
+@pytest.mark.parametrize(
+    ("field", "bad", "says"),
+    [
+        ("backfill_on_predictions", -1.0, "backfill_on_predictions must be finite and >= 0"),
+        ("backfill_on_predictions", float("nan"), "backfill_on_predictions must be finite"),
+        ("backfill_on_predictions_slip_s", float("inf"), "slip_s must be finite and >= 0"),
+        ("backfill_on_predictions_jobs", 0, "backfill_on_predictions_jobs must be >= 1"),
+    ],
+)
+def test_the_settings_are_checked(field: str, bad: float, says: str) -> None:
+    values: dict[str, object] = {field: bad}
+    with pytest.raises(ValueError, match=says):
+        replace(SETTINGS, **values)  # type: ignore[arg-type]
