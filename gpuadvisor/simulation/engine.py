@@ -43,6 +43,9 @@ from gpuadvisor.simulation.replay_state import (
     EXPIRE,
     NODE_BACK,
     NODE_OUT,
+    PLANNED_ON_BOUNDS,
+    PLANNED_ON_ESTIMATES,
+    PLANNED_ON_PREDICTED_BACKFILL,
     Events,
     Observer,
     Progress,
@@ -263,17 +266,13 @@ class _Engine(ReplayState):
             # buckets: their classes group by estimate, not by limit)
             if self.inflation is not None and self._raise_past_bounds(now):
                 arrived_only = None  # the last plan's reservations counted on the old bounds
+            planned = PLANNED_ON_BOUNDS
             estimate: Estimate = time_limit if self.inflation is None else self.bound
             if on_predictions and self.checks_on_predictions:
                 oldest = pending[0] if self.order.submit_ordered else min(pending, key=_SUBMIT)
                 if not head_slipped(self.promised_s.get(self.index[id(oldest)]), now, settings):
+                    planned = PLANNED_ON_PREDICTED_BACKFILL
                     estimate = self.backfill_estimate()
-                    if not self.planned_on_predictions:
-                        arrived_only = None  # the last plan checked its backfill otherwise
-                        self.planned_on_predictions = True
-                elif self.planned_on_predictions:
-                    arrived_only = None
-                    self.planned_on_predictions = False
             view = QueueView(
                 now,
                 pending,
@@ -287,6 +286,7 @@ class _Engine(ReplayState):
                 walks=self.walks,
             )
         else:
+            planned = PLANNED_ON_ESTIMATES
             view = QueueView(
                 now,
                 pending,
@@ -298,9 +298,9 @@ class _Engine(ReplayState):
                 in_place=True,  # the pass allocates each start on self.capacity
                 walks=self.walks,
             )
-        if bounds != self.planned_with_bounds:
+        if planned != self.planned_with:
             arrived_only = None  # the last plan's reservations were made the other way
-            self.planned_with_bounds = bounds
+            self.planned_with = planned
         if arrived_only is not None and self.last_plan is not None:
             plan = self.order.plan_arrivals(
                 view, arrived_only, self.last_plan, self.placement, self.ctx, settings

@@ -45,6 +45,9 @@ from gpuadvisor.simulation.sharing import ShareRun
 from gpuadvisor.simulation.waiting import WaitingShapes
 
 COMPLETE, EXPIRE, ARRIVE, NODE_BACK, NODE_OUT = 0, 1, 2, 3, 4
+# how a pass planned: on the estimates; on the limits (``plans_with_bounds``); on the limits with
+# its backfill checked on predictions (a very deep queue, ``predicted_backfill``)
+PLANNED_ON_ESTIMATES, PLANNED_ON_BOUNDS, PLANNED_ON_PREDICTED_BACKFILL = 0, 1, 2
 """Event kinds, in the order a heap keyed (time, kind, job) takes one instant's events."""
 
 
@@ -183,9 +186,8 @@ class ReplayState:
         self.backfill_estimate_kept: Estimate | None = None
         self.bound_s: list[float | None] = [job.time_limit_s for job in self.jobs]
         self.bounds_now: dict[int, float | None] = {}  # like estimates_now, for bounds
-        self.planned_with_bounds = False  # how the last pass planned
+        self.planned_with = PLANNED_ON_ESTIMATES  # how the last pass planned
         self.regime = DRAINS  # the regime of the last pass (``regime.decide``)
-        self.planned_on_predictions = False  # whether its backfill was checked on predictions
         self.node_fragment = [
             self.ctx.fragment(free, cluster.nodes[i].gpu_model)
             for i, free in enumerate(self.capacity.free_milli)
