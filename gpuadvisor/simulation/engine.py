@@ -27,7 +27,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterator, Sequence
-from operator import attrgetter
 
 from gpuadvisor.analysis.fragmentation import WorkloadMix
 from gpuadvisor.analysis.scheduling.orders import Ending, QueueView, plans_with_bounds, time_limit
@@ -52,8 +51,6 @@ from gpuadvisor.simulation.replay_state import (
     ReplayState,
 )
 from gpuadvisor.simulation.results import SimulationResult, TimelinePoint
-
-_SUBMIT = attrgetter("submit_time_s")
 
 __all__ = ["ESTIMATE_MODES", "Observer", "Progress", "SimulationConfig", "prepare_jobs", "simulate"]
 
@@ -269,8 +266,10 @@ class _Engine(ReplayState):
             planned = PLANNED_ON_BOUNDS
             estimate: Estimate = time_limit if self.inflation is None else self.bound
             if on_predictions and self.checks_on_predictions:
-                oldest = pending[0] if self.order.submit_ordered else min(pending, key=_SUBMIT)
-                if not head_slipped(self.promised_s.get(self.index[id(oldest)]), now, settings):
+                # (the oldest is the first: as for plans_with_bounds, the queue of an order
+                # that plans with bounds is in submit order)
+                oldest = self.index[id(pending[0])]
+                if not head_slipped(self.promised_s.get(oldest), now, settings):
                     planned = PLANNED_ON_PREDICTED_BACKFILL
                     estimate = self.backfill_estimate()
             view = QueueView(

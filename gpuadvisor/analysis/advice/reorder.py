@@ -136,7 +136,7 @@ def advise_planned(
     backfill_why = None
     if starved is not None and predicted and regime is not None and regime.backfills_on_predictions:
         plan_estimate, backfill_why = _backfill_estimate(
-            pending, now, order_settings, bound, estimate, promised_s or {}
+            starved, now, order_settings, bound, estimate, promised_s or {}
         )
     policy_endings = _bound_endings(snapshot, bound) if starved is not None else endings
     ranked = pending
@@ -187,7 +187,7 @@ def advise_planned(
 
 
 def _backfill_estimate(
-    pending: Sequence[Job],
+    oldest: Job,
     now: float,
     settings: OrderSettings,
     bound: Estimate,
@@ -195,9 +195,8 @@ def _backfill_estimate(
     promised_s: Mapping[str, float],
 ) -> tuple[Estimate, str]:
     """What a very deep queue checks the jobs it backfills with, and why in words: the
-    predictions (``predicted_backfill``), or the bounds while the oldest job's first promised
-    start lies over ``backfill_on_predictions_slip_s`` in the past."""
-    oldest = min(pending, key=lambda j: j.submit_time_s)
+    predictions (``predicted_backfill``), or the bounds while the ``oldest`` waiting job's first
+    promised start lies over ``backfill_on_predictions_slip_s`` in the past."""
     promised = promised_s.get(oldest.job_id)
     factor = settings.backfill_on_predictions
     if head_slipped(promised, now, settings):

@@ -40,12 +40,11 @@ def split_starved(p: ScannedPass, window: Sequence[Job]) -> tuple[list[Job], lis
 
 
 def express_first(p: ScannedPass, window: Sequence[Job]) -> Sequence[Job] | None:
-    """With ``express_s``: try ``window``'s jobs whose expected runtime (the pass's ``rank``) is
-    at most ``express_s`` first, shortest first (ties: queue order), as backfill. Returns the
-    other jobs, in ``window``'s order, or None once nothing that needs a GPU can start."""
+    """With ``express_s`` (> 0): try ``window``'s jobs whose expected runtime (the pass's
+    ``rank``) is at most ``express_s`` first, shortest first (ties: queue order), as backfill.
+    Returns the other jobs, in ``window``'s order, or None once nothing that needs a GPU can
+    start."""
     cut_s = p.settings.express_s
-    if cut_s <= 0:
-        return window
     estimate = p.rank
     express: list[tuple[float, int]] = []
     others: list[Job] = []
