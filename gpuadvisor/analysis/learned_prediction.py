@@ -24,7 +24,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from gpuadvisor.analysis.prediction import Prediction, RuntimePredictor
+from gpuadvisor.analysis.prediction import Overruns, Prediction, RuntimePredictor
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Job
 
@@ -108,7 +108,10 @@ class LearnedPredictor:
     records: int = 0
     weights: list[float] = field(default_factory=initial_weights)
     _squares: list[float] = field(default_factory=lambda: [0.0] * len(FEATURES), repr=False)
-    _similar: RuntimePredictor = field(default_factory=RuntimePredictor, repr=False)
+    overruns: Overruns = field(default_factory=Overruns, repr=False)
+    _similar: RuntimePredictor = field(
+        default_factory=lambda: RuntimePredictor(overruns=Overruns(0)), repr=False
+    )
     _users: dict[str, _User] = field(default_factory=dict, repr=False)
     # predictions since the last record, by the job's identity (a pass asks many times)
     _memo: dict[int, tuple[Job, Prediction]] = field(default_factory=dict, repr=False)
@@ -214,11 +217,17 @@ class LearnedPredictor:
         planned alike (the pending buckets hold one job each)."""
         return ("learned", id(job))
 
+    def overrun(self, job: Job) -> float:
+        """How far ``job``'s user's jobs outran the model's predictions (``Overruns.factor``)."""
+        return self.overruns.factor(job.user)
+
     def record(self, job: Job, runtime_s: float) -> None:
         """Learn ``job``'s runtime (call when it completes): one gradient step, then the
         user's history and the similar runs take it in."""
         if not runtime_s >= 0:
             raise ModelError(f"job {job.job_id!r}: runtime must be >= 0, got {runtime_s}")
+        if self.overruns.kept:  # (as predicted just before)
+            self.overruns.record(job.user, runtime_s, self.estimate(job))
         self._memo.clear()
         target = _log_s(runtime_s)
         x = self.features(job)

@@ -35,6 +35,9 @@ KEYS: tuple[str, ...] = ("name", "limit", "shape", "user")
 DEFAULT_LAST = 2
 """How many of the most recent similar runtimes are averaged (Tsafrir et al. 2007 use two)."""
 
+OVERRUNS_KEPT = 10
+"""How many of each user's last finished jobs ``Overruns`` keeps."""
+
 _Key = tuple[object, ...]
 
 
@@ -71,18 +74,57 @@ class Prediction:
 
 
 @dataclass
+class Overruns:
+    """How far each user's jobs outran their predictions: the ratios runtime / prediction of
+    the user's last ``kept`` finished jobs (0: none kept), each job predicted as it would have
+    been just before it was recorded (a prediction under 1 s counts as 1 s).
+
+    ``factor`` is the largest of a user's ratios, at least 1 (1 without any). A very deep queue
+    checks a job it backfills with its prediction times this factor
+    (``plans.predicted_backfill``): a user whose jobs ran five times their predictions gets five
+    times the room, one whose predictions held gets none extra, so the jobs that would outrun
+    the check (and delay the oldest job's reservation) are mostly kept out of it."""
+
+    kept: int = OVERRUNS_KEPT
+    _ratios: dict[str, deque[float]] = field(default_factory=dict, repr=False)
+    _factors: dict[str, float] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.kept < 0:
+            raise ModelError(f"overruns kept must be >= 0, got {self.kept}")
+
+    def record(self, user: str, runtime_s: float, predicted_s: float | None) -> None:
+        """Take in one finished job of ``user``: it ran ``runtime_s``, predicted
+        ``predicted_s`` (None: nothing was predicted, nothing is learned)."""
+        if predicted_s is None or not self.kept:
+            return
+        ratios = self._ratios.get(user)
+        if ratios is None:
+            ratios = self._ratios[user] = deque(maxlen=self.kept)
+        ratios.append(runtime_s / max(predicted_s, 1.0))
+        worst = max(ratios)
+        self._factors[user] = worst if worst > 1.0 else 1.0
+
+    def factor(self, user: str) -> float:
+        """The largest ratio runtime / prediction of ``user``'s kept jobs, at least 1."""
+        return self._factors.get(user, 1.0)
+
+
+@dataclass
 class RuntimePredictor:
     """Completed jobs' runtimes by similarity key; ``predict`` for a waiting or running job.
 
     ``levels``: the similarity levels looked up (a subset of ``KEYS``, most specific first).
     ``full_history``: predict only from a level with ``last`` runtimes recorded (else the
     fallback). ``whole_seconds``: the mean rounded down to a whole second. ``user_last_two``
-    sets all three as Tsafrir, Etsion and Feitelson's EASY++ predictor has them."""
+    sets all three as Tsafrir, Etsion and Feitelson's EASY++ predictor has them.
+    ``overruns``: how far each user's jobs outran these predictions (``overrun``)."""
 
     last: int = DEFAULT_LAST
     levels: tuple[str, ...] = KEYS
     full_history: bool = False
     whole_seconds: bool = False
+    overruns: Overruns = field(default_factory=Overruns, repr=False)
     _recent: dict[_Key, deque[float]] = field(default_factory=dict, repr=False)
     _counts: dict[_Key, int] = field(default_factory=dict, repr=False)
 
@@ -103,14 +145,28 @@ class RuntimePredictor:
         """Learn ``job``'s runtime (call when it completes)."""
         if not runtime_s >= 0:
             raise ModelError(f"job {job.job_id!r}: runtime must be >= 0, got {runtime_s}")
-        for key in _keys(job):
+        overruns = self.overruns
+        # what ``estimate`` would have predicted just before, found on the way (``_similar``)
+        found = not overruns.kept  # (nothing to measure: never looked for)
+        predicted = job.time_limit_s  # (no history: the limit)
+        levels = self.levels
+        for level, key in zip(KEYS, _keys(job), strict=True):
             if key is None:
                 continue
             recent = self._recent.get(key)
             if recent is None:
                 recent = self._recent[key] = deque(maxlen=self.last)
+            elif (
+                not found
+                and level in levels
+                and (not self.full_history or len(recent) == self.last)
+            ):
+                predicted = self._mean(recent, job.time_limit_s)
+                found = True
             recent.append(runtime_s)
             self._counts[key] = self._counts.get(key, 0) + 1
+        if overruns.kept:
+            overruns.record(job.user, runtime_s, predicted)
 
     def predict(self, job: Job) -> Prediction:
         limit = job.time_limit_s
@@ -127,6 +183,10 @@ class RuntimePredictor:
         if found is None:
             return job.time_limit_s
         return self._mean(found[2], job.time_limit_s)
+
+    def overrun(self, job: Job) -> float:
+        """How far ``job``'s user's jobs outran their predictions (``Overruns.factor``)."""
+        return self.overruns.factor(job.user)
 
     def _similar(self, job: Job) -> tuple[str, _Key, deque[float]] | None:
         """The most specific level with history for ``job``: (level, key, recent runtimes)."""
@@ -155,7 +215,9 @@ def user_last_two() -> RuntimePredictor:
     """EASY++'s predictor (Tsafrir, Etsion and Feitelson, IEEE TPDS 2007): the mean of the
     user's last two completed run times, in whole seconds (rounded down), never above the
     request; the request until the user has two completed jobs."""
-    return RuntimePredictor(levels=("user",), full_history=True, whole_seconds=True)
+    return RuntimePredictor(
+        levels=("user",), full_history=True, whole_seconds=True, overruns=Overruns(0)
+    )
 
 
 RaiseRule = Callable[[float, float, float | None, int], float]
@@ -240,6 +302,9 @@ class Predictor(Protocol):
 
     def class_of(self, job: Job) -> tuple[object, ...]:
         """Jobs with one class always get the same prediction (for the pending buckets)."""
+
+    def overrun(self, job: Job) -> float:
+        """How far ``job``'s user's jobs outran their predictions, at least 1 (``Overruns``)."""
 
     @property
     def learns_per_user(self) -> bool:

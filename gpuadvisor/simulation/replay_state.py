@@ -300,7 +300,10 @@ class ReplayState:
         if kept is None:
             bound = time_limit if self.inflation is None else self.bound
             factor = self.settings.backfill_on_predictions
-            kept = self.backfill_estimate_kept = predicted_backfill(bound, self.estimate, factor)
+            assert self.predictor is not None  # (checks_on_predictions)
+            kept = self.backfill_estimate_kept = predicted_backfill(
+                bound, self.estimate, factor, self.predictor.overrun
+            )
         return kept
 
     def bound(self, job: Job) -> float | None:

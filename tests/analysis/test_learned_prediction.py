@@ -223,3 +223,18 @@ def test_simulate_plans_with_the_predictor_asked_for_and_says_which(tmp_path: Pa
     assert learned["results"][0]["prediction_raises"] != recent["results"][0]["prediction_raises"]
     with pytest.raises(SystemExit):  # argparse: not one of the choices
         main(["simulate", "--generate", "multinode", "--predictor", "oracle"])
+
+
+def test_the_learner_measures_each_run_against_its_own_prediction() -> None:
+    model = LearnedPredictor()
+    job = make_job("a", runtime=60.0, limit=10 * HOUR, user="ana", name="train")
+    for i in range(5):
+        model.record(replace(job, job_id=f"t{i}"), 60.0)
+    steady = model.overrun(job)  # the model learns 60 s from the limit down: a small overrun
+    assert 1.0 <= steady < 1.5
+    before = model.estimate(job)
+    assert before is not None and before < 600.0
+    model.record(replace(job, job_id="long"), 6000.0)
+    assert model.overrun(job) == pytest.approx(6000.0 / max(before, 1.0))
+    assert model.overrun(job) > 10 * steady
+    assert model.overrun(make_job("b", user="bob")) == 1.0

@@ -10,9 +10,11 @@ from hypothesis import strategies as st
 
 from gpuadvisor.analysis.estimates import RuntimeHistory, estimate_runtime
 from gpuadvisor.analysis.prediction import (
+    Overruns,
     RuntimePredictor,
     raise_by_doubling,
     raise_to_limit,
+    user_last_two,
 )
 from gpuadvisor.errors import ModelError
 from gpuadvisor.model import Job
@@ -162,3 +164,68 @@ def test_estimate_is_the_prediction_and_a_record_moves_only_its_users_estimates(
             assert predictor.estimate(q) == predictor.predict(q).runtime_s
             if q.user != job.user:
                 assert (predictor.estimate(q), estimate_runtime(q, history_)) == was
+
+
+def test_overruns_keep_each_users_worst_ratio_of_the_last_jobs() -> None:
+    overruns = Overruns(kept=3)
+    assert overruns.factor("ana") == 1.0  # nothing known: no extra room
+    overruns.record("ana", 500.0, 100.0)  # ran 5 x its prediction
+    overruns.record("ana", 50.0, 100.0)
+    overruns.record("bob", 10.0, 100.0)  # under its prediction: never below 1
+    assert (overruns.factor("ana"), overruns.factor("bob")) == (5.0, 1.0)
+    overruns.record("ana", 100.0, 100.0)
+    overruns.record("ana", 300.0, 100.0)  # the 5 x is now older than the last 3
+    assert overruns.factor("ana") == 3.0
+    overruns.record("ana", 30.0, 0.0)  # a prediction under 1 s counts as 1 s
+    assert overruns.factor("ana") == 30.0
+    overruns.record("cy", 1000.0, None)  # nothing was predicted: nothing learned
+    assert overruns.factor("cy") == 1.0
+
+
+def test_overruns_kept_none_learn_nothing_and_a_negative_count_is_refused() -> None:
+    overruns = Overruns(kept=0)
+    overruns.record("ana", 500.0, 100.0)
+    assert overruns.factor("ana") == 1.0
+    with pytest.raises(ModelError, match="overruns kept must be >= 0"):
+        Overruns(kept=-1)
+
+
+def test_a_predictor_measures_each_run_against_what_it_predicted_just_before() -> None:
+    predictor = RuntimePredictor()
+    job = make_job("a", runtime=100.0, limit=7200, user="ana", name="train")
+    predictor.record(job, 100.0)  # predicted 7,200 s (its limit: no history yet)
+    assert predictor.overrun(job) == 1.0
+    predictor.record(replace(job, job_id="b"), 1000.0)  # predicted 100 s, ran 10 x
+    assert predictor.overrun(job) == 10.0
+    other = make_job("c", runtime=100.0, limit=7200, user="bob")
+    assert predictor.overrun(other) == 1.0  # per user
+    easy_plus_plus = user_last_two()  # EASY++'s predictor keeps none
+    easy_plus_plus.record(job, 100.0)
+    easy_plus_plus.record(replace(job, job_id="b"), 1000.0)
+    assert easy_plus_plus.overrun(job) == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["ana", "bob"]),
+            st.sampled_from(["", "train"]),
+            st.sampled_from([None, 600.0, 7200.0]),
+            st.integers(1, 2),
+            st.floats(0.0, 10_000.0),
+        ),
+        max_size=30,
+    ),
+    st.sampled_from([RuntimePredictor(), user_last_two(), RuntimePredictor(last=3)]),
+)
+def test_overruns_measure_each_run_against_the_estimate_just_before_it(
+    runs: list[tuple[str, str, float | None, int, float]], template: RuntimePredictor
+) -> None:
+    predictor = replace(template, overruns=Overruns(kept=4), _recent={}, _counts={})
+    expected = Overruns(kept=4)
+    for i, (user, name, limit, gpus, runtime) in enumerate(runs):
+        job = Job(str(i), 0.0, runtime, gpus, user=user, time_limit_s=limit, name=name)
+        expected.record(user, runtime, predictor.estimate(job))
+        predictor.record(job, runtime)
+        assert predictor.overrun(job) == expected.factor(user)

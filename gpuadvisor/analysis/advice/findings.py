@@ -134,6 +134,7 @@ def analyse(
         predicted=planned is not None,
         bound=_corrected(planned, inflation),
         promised_s=promised_s,
+        overrun=predictor.overrun if predictor is not None else None,
     )
     promises = first_promises(promised_s or {}, head, pending)
     if planned is not None:

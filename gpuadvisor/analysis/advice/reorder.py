@@ -11,7 +11,7 @@ word the difference as recommendations an operator can act on.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpuadvisor.analysis.capacity import Capacity
@@ -108,11 +108,14 @@ def advise_planned(
     predicted: bool = False,
     bound: Estimate | None = None,
     promised_s: Mapping[str, float] | None = None,
+    overrun: Callable[[Job], float] | None = None,
 ) -> tuple[tuple[Recommendation, ...], Reservation | None]:
     """``advise``, and the head's reservation in the plan (None: none). ``promised_s``: the
     first promised start of waiting jobs by job id, kept by the caller from cycle to cycle
     (``first_promises``); a very deep queue reads the oldest job's
-    (``OrderSettings.backfill_on_predictions``), as the replay does."""
+    (``OrderSettings.backfill_on_predictions``), as the replay does. ``overrun``: how far each
+    job's user's jobs outran their predictions (``RuntimePredictor.overrun``), which a very
+    deep queue's check multiplies in (``predicted_backfill``)."""
     capacity = capacity_of(snapshot)
     now = snapshot.time_s
     endings = _endings(snapshot, estimate)
@@ -136,7 +139,7 @@ def advise_planned(
     backfill_why = None
     if starved is not None and predicted and regime is not None and regime.backfills_on_predictions:
         plan_estimate, backfill_why = _backfill_estimate(
-            starved, now, order_settings, bound, estimate, promised_s or {}
+            starved, now, order_settings, bound, estimate, promised_s or {}, overrun
         )
     policy_endings = _bound_endings(snapshot, bound) if starved is not None else endings
     ranked = pending
@@ -193,10 +196,12 @@ def _backfill_estimate(
     bound: Estimate,
     estimate: Estimate,
     promised_s: Mapping[str, float],
+    overrun: Callable[[Job], float] | None,
 ) -> tuple[Estimate, str]:
     """What a very deep queue checks the jobs it backfills with, and why in words: the
-    predictions (``predicted_backfill``), or the bounds while the ``oldest`` waiting job's first
-    promised start lies over ``backfill_on_predictions_slip_s`` in the past."""
+    predictions (``predicted_backfill``, times each user's ``overrun`` where given), or the
+    bounds while the ``oldest`` waiting job's first promised start lies over
+    ``backfill_on_predictions_slip_s`` in the past."""
     promised = promised_s.get(oldest.job_id)
     factor = settings.backfill_on_predictions
     if head_slipped(promised, now, settings):
@@ -205,9 +210,10 @@ def _backfill_estimate(
             f"checked on the limits: job {oldest.job_id}'s first promised start is "
             f"{format_duration(now - promised)} past"
         )
-    return predicted_backfill(bound, estimate, factor), (
-        f"checked on {factor:g} x the predictions (at most the limits); the running jobs on "
-        "their limits"
+    by_user = "" if overrun is None else ", times how far each user's jobs outran theirs"
+    return predicted_backfill(bound, estimate, factor, overrun), (
+        f"checked on {factor:g} x the predictions{by_user} (at most the limits); the running "
+        "jobs on their limits"
     )
 
 

@@ -164,11 +164,13 @@ class OrderSettings:
     job that did not (oldest first), so the head's reservation is the oldest starved job's.
     With ``lxf_head=False`` the head stays the queue's first blocked job (EASY's) and only the
     jobs behind it are ranked.
-    ``backfill_on_predictions`` (a factor k; 0: off; by default 2, from 100 jobs, with no slip
-    tolerated): in a very deep queue (``regime``: ``backfill_on_predictions_jobs`` pending jobs
-    waited ``starvation_s``), a pass that plans with the limits still plans the running jobs with
-    them (the head's shadow), but checks each job it backfills with min(its limit, k × its
-    prediction) (``predicted_backfill``), so jobs predicted short fit before the shadow; it
+    ``backfill_on_predictions`` (a factor k; 0: off; by default 1.5, from 100 jobs, with no
+    slip tolerated): in a very deep queue (``regime``: ``backfill_on_predictions_jobs`` pending
+    jobs waited ``starvation_s``), a pass that plans with the limits still plans the running jobs
+    with them (the head's shadow), but checks each job it backfills with min(its limit, k × its
+    prediction × how far its user's last jobs outran their predictions)
+    (``predicted_backfill``, ``prediction.Overruns``), so jobs predicted short fit before the
+    shadow and the users whose jobs outrun their predictions get the room they take; it
     plans with the limits again while the oldest job's first promised start lies more than
     ``backfill_on_predictions_slip_s`` in the past (its reservation slipped). A backlog that
     never drains is short of allocation and of short jobs' slowdown at once, and plans on the
@@ -204,7 +206,7 @@ class OrderSettings:
     lxf_starved_first: bool = False
     lxf_head: bool = True
     express_s: float = 0.0
-    backfill_on_predictions: float = 2.0
+    backfill_on_predictions: float = 1.5
     backfill_on_predictions_jobs: int = 100
     backfill_on_predictions_slip_s: float = 0.0
 
@@ -246,17 +248,24 @@ def with_predictions(settings: OrderSettings) -> OrderSettings:
     return settings if settings.fill_shortest_first else replace(settings, fill_shortest_first=True)
 
 
-def predicted_backfill(bound: Estimate, predicted: Estimate, factor: float) -> Estimate:
+def predicted_backfill(
+    bound: Estimate,
+    predicted: Estimate,
+    factor: float,
+    overrun: Callable[[Job], float] | None = None,
+) -> Estimate:
     """What a pass in a very deep queue checks a job it backfills with
-    (``backfill_on_predictions``): ``factor`` times its prediction, never above its ``bound``
-    (its time limit, or a history-corrected one); the bound where nothing is predicted."""
+    (``backfill_on_predictions``): ``factor`` times its prediction, times how far its user's
+    jobs outran their predictions (``overrun``: ``prediction.Overruns.factor``, at least 1;
+    None: 1), never above its ``bound`` (its time limit, or a history-corrected one); the bound
+    where nothing is predicted."""
 
     def estimate(job: Job) -> float | None:
         limit = bound(job)
         value = predicted(job)
         if value is None:
             return limit
-        value *= factor
+        value *= factor if overrun is None else factor * overrun(job)
         return value if limit is None or value < limit else limit
 
     return estimate

@@ -39,8 +39,8 @@ allocation ("A deep queue packs" in the same file). A queue where
 ``OrderSettings.backfill_on_predictions_jobs`` (100) jobs waited ``starvation_s`` is very deep:
 its passes check the jobs they backfill on their predictions (``predicted_backfill``,
 ``backfill_on_predictions``). Of the real logs at their recorded load, KTH-SP2, CTC-SP2 and
-SDSC-SP2 never hold that many (at most 80, on CTC-SP2); SDSC-BLUE, and one of nine jittered
-copies of SDSC-SP2, do, briefly.
+SDSC-SP2 never hold that many (at most 80, on CTC-SP2); SDSC-BLUE, and three of twenty
+jittered copies of SDSC-SP2, do, briefly.
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ class Regime(NamedTuple):
             parts.append(
                 f"very deep from {s.backfill_on_predictions_jobs}, so each job backfilled "
                 f"before the head's reservation is checked on {s.backfill_on_predictions:g} x "
-                "its prediction (at most its limit) while the oldest job's first promised start "
+                "its prediction times its user's overrun (at most its limit) while the oldest "
+                "job's first promised start "
                 f"is less than {s.backfill_on_predictions_slip_s / 3600.0:g} h past"
             )
         return f"{_NAMES[self.name]}: " + "; ".join(parts)

@@ -8,7 +8,9 @@ The case, on one node with 8 GPUs (starvation bound 100 s; deep, and very deep, 
 'teach' (user u, job n) shows that n runs 10 s; 'holder' holds 6 GPUs until t=5,011 (its
 limit); 'head', 'q1' and 'q2' need the whole node from t=12-14; 'sneak' (u's n, 2 GPUs, a
 10,000 s limit) arrives at t=500 and runs 9,000 s. By its limit it would end after the head's
-shadow (t=5,011); by 2 × its prediction (20 s) it fits before.
+shadow (t=5,011); by 2 × its prediction (20 s) it fits before. With 'outran' (u's n, 400 s
+from t=10, when 10 s was predicted) u's record says its jobs run 40 × their predictions: the
+check gives 'sneak' 40 × the room, past its limit, and it waits.
 """
 
 from __future__ import annotations
@@ -57,6 +59,21 @@ def _starts(settings: OrderSettings) -> dict[str, float]:
     return {job.job_id: start for job, start in zip(result.jobs, result.start_s, strict=True)}
 
 
+def test_a_user_whose_jobs_outran_their_predictions_is_checked_on_that_record() -> None:
+    outran = make_job("outran", at=10.0, gpus=2, runtime=400.0, limit=1000.0, user="u", name="n")
+    config = SimulationConfig("advisor", estimates="predicted", settings=SETTINGS)
+    jobs = [TEACH, outran, HOLDER, HEAD, Q1, Q2, SNEAK]
+    result = simulate(jobs, make_cluster(1, 8), config)
+    starts = {job.job_id: start for job, start in zip(result.jobs, result.start_s, strict=True)}
+    assert starts["outran"] == 10.0  # ends at t=410, before the sneak arrives
+    assert starts["head"] == 5011.0  # no slip
+    # predicted (10 + 400) / 2 s, checked on 2 x that x 40: past its limit, so on its limit
+    assert starts["sneak"] > starts["q2"]
+    steady = replace(outran, runtime_s=10.0)  # the same user with a record that held
+    result = simulate([TEACH, steady, HOLDER, HEAD, Q1, Q2, SNEAK], make_cluster(1, 8), config)
+    assert dict(zip((j.job_id for j in result.jobs), result.start_s, strict=True))["sneak"] == 500.0
+
+
 def test_on_the_limits_the_sneak_waits_behind_the_head() -> None:
     starts = _starts(replace(SETTINGS, backfill_on_predictions=0.0))
     assert starts["head"] == 5011.0
@@ -103,17 +120,20 @@ def test_the_regime_is_very_deep_from_the_count() -> None:
     st.one_of(st.none(), st.floats(0.0, 1e6)),
     st.one_of(st.none(), st.floats(0.0, 1e6)),
     st.floats(0.5, 10.0),
+    st.one_of(st.none(), st.floats(1.0, 1e4)),
 )
-def test_the_check_is_k_predictions_never_above_the_bound(
-    limit: float | None, predicted: float | None, factor: float
+def test_the_check_is_k_predictions_times_the_overrun_never_above_the_bound(
+    limit: float | None, predicted: float | None, factor: float, overrun: float | None
 ) -> None:
-    value = predicted_backfill(lambda j: limit, lambda j: predicted, factor)(HEAD)
+    by_user = None if overrun is None else (lambda j: overrun)
+    value = predicted_backfill(lambda j: limit, lambda j: predicted, factor, by_user)(HEAD)
+    room = factor if overrun is None else factor * overrun
     if predicted is None:
         assert value == limit
     elif limit is None:
-        assert value == factor * predicted
+        assert value == predicted * room
     else:
-        assert value == min(limit, factor * predicted)
+        assert value == min(limit, predicted * room)
 
 
 def test_the_slip_is_measured_from_the_first_promise() -> None:
@@ -132,26 +152,40 @@ def _predicted(job: Job) -> float | None:
     return 10.0 if job.name == "n" else job.time_limit_s
 
 
+_BY_USER = (
+    "checked on 2 x the predictions, times how far each user's jobs outran theirs (at most the "
+    "limits); the running jobs on their limits"
+)
+
+
 @pytest.mark.parametrize(
-    ("settings", "promised", "sneak_advised", "why"),
+    ("settings", "promised", "overrun", "sneak_advised", "why"),
     [
         (
             SETTINGS,
             {},
+            None,
             True,
             "checked on 2 x the predictions (at most the limits); the running jobs on their limits",
         ),
+        (SETTINGS, {}, 1.0, True, _BY_USER),
+        (SETTINGS, {}, 1000.0, False, _BY_USER),  # u's jobs ran 1,000 x their predictions
         (
             replace(SETTINGS, backfill_on_predictions_slip_s=0.0),
             {"head": 400.0},
+            None,
             False,
             "checked on the limits: job head's first promised start is 1m40s past",
         ),
-        (replace(SETTINGS, backfill_on_predictions=0.0), {}, False, None),
+        (replace(SETTINGS, backfill_on_predictions=0.0), {}, None, False, None),
     ],
 )
 def test_the_live_advice_checks_what_the_replay_checks(
-    settings: OrderSettings, promised: dict[str, float], sneak_advised: bool, why: str | None
+    settings: OrderSettings,
+    promised: dict[str, float],
+    overrun: float | None,
+    sneak_advised: bool,
+    why: str | None,
 ) -> None:
     advice, head = advise_planned(
         _snapshot(500.0, HEAD, Q1, Q2, SNEAK),
@@ -159,6 +193,7 @@ def test_the_live_advice_checks_what_the_replay_checks(
         settings=AdviceSettings(order_settings=replace(settings, explain=True)),
         predicted=True,
         promised_s=promised,
+        overrun=None if overrun is None else (lambda j: overrun if j.user == "u" else 1.0),
     )
     assert head is not None and head.job is HEAD and head.time_s == 5011.0
     starts = [r.job_id for r in advice if r.kind is Kind.START_NOW]
