@@ -22,15 +22,29 @@ the finite log; one spread evenly over the windows is the order's steady state.
 ``--jitter-s S`` moves every arrival later by a uniform [0, S] s draw (``--jitter-seed``) before
 any policy runs: EASY on the log and on the log so jittered differ only by chance, which says
 how far a figure of one replay (its max wait above all) moves with nothing that matters changed.
+
+How good must the estimates be? Two ways to blur the oracle (``@exact``, the true runtimes):
+
+    .venv/bin/python bench/overload.py --log KTH-SP2 --load 1.2 --policies advisor --windows 0 \
+        --tight-limits 0.1 --set express_s=1200        # limits over the runtimes only
+    .venv/bin/python bench/overload.py --log KTH-SP2 --load 1.2 --policies advisor@exact \
+        --windows 0 --estimate-noise 0.1 --set express_s=1200 --set bounds_after_s=1e12
+
+``--tight-limits SIGMA`` replaces each job's limit by its runtime times exp(|N(0, SIGMA)|)
+(``--noise-seed``): estimates that are never below the runtimes, over them by a factor whose
+median is exp(0.67 SIGMA). ``--estimate-noise SIGMA`` multiplies every estimate by exp(N(0,
+SIGMA)) (``SimulationConfig.estimate_noise``): half of them below the runtimes, and a job that
+outlives its estimate is planned anew as an outlived prediction is.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -115,6 +129,17 @@ def windows(result: SimulationResult, parts: int) -> list[Window]:
     return out
 
 
+def tight_limits(jobs: Sequence[Job], rng: random.Random, sigma: float) -> list[Job]:
+    """Each job with its limit replaced by its runtime times exp(|N(0, sigma)|): estimates
+    never below the runtimes (an oracle blurred upwards only)."""
+    out = []
+    for job in jobs:
+        factor = math.exp(abs(rng.gauss(0.0, sigma)))
+        runtime = job.runtime_s if job.runtime_s is not None else job.time_limit_s
+        out.append(job if runtime is None else replace(job, time_limit_s=runtime * factor))
+    return out
+
+
 def settings_from(pairs: Sequence[str]) -> OrderSettings:
     """``--set KEY=VALUE`` pairs as ``OrderSettings`` (``config.order``), or exit naming the bad
     pair."""
@@ -165,15 +190,41 @@ def main(argv: list[str] | None = None) -> int:
         "--jitter-s", type=float, default=0.0, help="every arrival up to this many s later"
     )
     parser.add_argument("--jitter-seed", type=int, default=1, help="the jitter's seed")
+    parser.add_argument(
+        "--tight-limits",
+        type=float,
+        default=None,
+        metavar="SIGMA",
+        help="each limit: the runtime times exp(|N(0, SIGMA)|)",
+    )
+    parser.add_argument(
+        "--estimate-noise",
+        type=float,
+        default=0.0,
+        metavar="SIGMA",
+        help="every estimate times exp(N(0, SIGMA))",
+    )
+    parser.add_argument("--noise-seed", type=int, default=1, help="the two noises' seed")
     args = parser.parse_args(argv)
     if not (0 <= args.jitter_s < float("inf")):
         parser.error(f"--jitter-s needs a finite number of seconds >= 0, got {args.jitter_s}")
+    for flag, sigma in (
+        ("--tight-limits", args.tight_limits),
+        ("--estimate-noise", args.estimate_noise),
+    ):
+        if sigma is not None and not (0 <= sigma < float("inf")):
+            parser.error(f"{flag} needs a finite SIGMA >= 0, got {sigma}")
     path = args.traces / FILES[args.log] if args.log in FILES else Path(args.log)
     jobs, cluster = load(path, args.load)
     if args.jitter_s:
         jobs = jitter_arrivals(jobs, random.Random(args.jitter_seed), args.jitter_s)
         print(f"arrivals jittered: each up to {args.jitter_s:g} s later (seed {args.jitter_seed})")
-    base = SimulationConfig(settings=settings_from(args.set))
+    if args.tight_limits is not None:
+        jobs = tight_limits(jobs, random.Random(args.noise_seed), args.tight_limits)
+        print(f"limits: each runtime times exp(|N(0, {args.tight_limits:g})|)")
+    base = SimulationConfig(
+        settings=settings_from(args.set), estimate_noise=args.estimate_noise, seed=args.noise_seed
+    )
     reference: float | None = None
     for policy in args.policies.split(","):
         result = simulate(jobs, cluster, parse_policy(policy, base))

@@ -20,7 +20,9 @@ ESTIMATE_MODES = ("limit", "predicted", "exact", "user-last2")
 """``limit``: the job's time limit, else the median of its user's past runtimes for the same shape,
 else unknown. ``predicted``: learned from completed jobs (``analysis.prediction``), never above the
 limit; a running job that outlives its prediction is planned anew (``raise_rule``).
-``exact``: the true runtime (an oracle; an upper bound for backfill).
+``exact``: the true runtime (an oracle; an upper bound for backfill). Whatever the estimates, a
+running job that outlives its estimate (with ``estimate_noise``, or a user's median) is planned
+anew like an outlived prediction.
 ``user-last2``: EASY++'s prediction (``prediction.user_last_two``), made once when the job is
 submitted, as Tsafrir et al. make it; raised like ``predicted``."""
 

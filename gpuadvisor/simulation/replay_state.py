@@ -138,6 +138,11 @@ class ReplayState:
         self.reads_history = self.predictor is None and None in self.fixed_estimate
         # whether any estimate is learnt
         self.learns_estimates = None in self.fixed_estimate
+        # whether an estimate can be below a runtime: a prediction, a noisy estimate, a user's
+        # median (a shared GPU's slowdown alone is not planned: its limit stands)
+        self.outlivable = (
+            self.predictor is not None or config.estimate_noise > 0 or self.learns_estimates
+        )
         self.start_s: list[float] = [math.nan] * n
         self.start_seq: list[int] = [0] * n  # the order in which jobs started (pass_per_event)
         self.starts_made = 0
@@ -409,16 +414,19 @@ class ReplayState:
         ending = self._leave_running(i)
         elapsed = now - self.start_s[i]
         raises = self.raised.get(i, 0)
-        self.estimate_at_start[i] = self.raise_rule(
+        raised = self.raise_rule(
             elapsed, self.estimate_at_start[i] or 0.0, job.time_limit_s, raises
         )
+        # past its limit (a shared GPU's slowdown): twice what it ran, so that time moves on
+        self.estimate_at_start[i] = raised if raised > elapsed else 2 * max(elapsed, 1.0)
         self.raised[i] = raises + 1
         self.totals.prediction_raises += 1
         self._run_until(i, ending.allocation, events)
 
     def _run_until(self, i: int, allocation: Allocation, events: Events) -> Ending:
         """Enter job ``i`` among the running jobs at its expected end; if it will outlive that
-        end (predicted estimates), an expiry event fires there. An expected end only grows (a
+        end (an estimate below its runtime: a prediction, a noisy estimate, its user's median:
+        ``outlivable``), an expiry event fires there. An expected end only grows (a
         raise plans at least what the job has run), so each node's latest end is a running max."""
         ending = Ending(self._expected_end(i), self.jobs[i], allocation)
         outages = self.outages
@@ -432,7 +440,7 @@ class ReplayState:
             for node, _ in allocation.parts:
                 node_ends[node][i] = end
                 busy_until[node] = max(busy_until[node], end)
-        if self.predictor is not None and ending.expected_end_s < self.end_s[i]:
+        if self.outlivable and ending.expected_end_s < self.end_s[i]:
             heapq.heappush(events, (ending.expected_end_s, EXPIRE, i))
         return ending
 

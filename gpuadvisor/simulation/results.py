@@ -40,7 +40,7 @@ class Totals:
     fragmentation_milli_s: float = 0.0
     capacity_milli_s: float = 0.0
     fragment_milli_s: float = 0.0
-    prediction_raises: int = 0  # running jobs that outlived their predicted runtime
+    prediction_raises: int = 0  # running jobs that outlived their estimate (a prediction)
     # running jobs that outlived their corrected bound (``corrected_limits``); None: those are off
     bound_raises: int | None = None
     reservation_slips: int = 0  # head jobs that started after the first start promised to them

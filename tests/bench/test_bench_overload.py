@@ -5,6 +5,7 @@ mean of the windows equal to the metrics' allocation over the arrival span."""
 from __future__ import annotations
 
 import importlib
+import random
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,25 @@ def test_jitter_moves_the_arrivals_before_every_policy_and_is_refused_below_zero
     assert "jittered" not in capsys.readouterr().out
     with pytest.raises(SystemExit):
         bench.main([*argv, "--jitter-s", "-1"])
+
+
+def test_tight_limits_are_never_below_the_runtimes_and_zero_sigma_is_exact(log: Path) -> None:
+    jobs, _ = bench.load(log, 0)
+    blurred = bench.tight_limits(jobs, random.Random(3), 0.5)
+    assert all(b.time_limit_s >= j.runtime_s for j, b in zip(jobs, blurred, strict=True))
+    assert any(b.time_limit_s > j.runtime_s for j, b in zip(jobs, blurred, strict=True))
+    assert [b.time_limit_s for b in bench.tight_limits(jobs, random.Random(3), 0.0)] == [
+        j.runtime_s for j in jobs
+    ]
+
+
+def test_the_noises_are_announced_and_refused_below_zero(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--log", str(log), "--load", "0", "--policies", "easy", "--windows", "0"]
+    assert bench.main([*argv, "--tight-limits", "0.2", "--estimate-noise", "0.3"]) == 0
+    assert "limits: each runtime times exp(|N(0, 0.2)|)" in capsys.readouterr().out
+    for flag in ("--tight-limits", "--estimate-noise"):
+        with pytest.raises(SystemExit):
+            bench.main([*argv, flag, "-0.1"])
+        assert f"{flag} needs a finite SIGMA >= 0, got -0.1" in capsys.readouterr().err

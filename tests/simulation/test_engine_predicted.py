@@ -1,10 +1,12 @@
 """Replays that plan with learned runtime predictions (``estimates="predicted"``): a job that
-outlives its prediction is planned anew, and the head's reservation slips are counted."""
+outlives its prediction is planned anew, and the head's reservation slips are counted. So is a
+job that outlives any other estimate below its runtime (a noisy one, or its user's median)."""
 
 from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,31 @@ def test_doubling_raises_step_by_step_and_keeps_the_head_first() -> None:
     # 50 s head job (at 1,300, 1,350, 1,450, 1,650; it ends at 1,750)
     assert metrics["prediction_raises"] == 8
     assert (metrics["reservation_slips"], metrics["reservation_slip_max_s"]) == (1, 900)
+
+
+def test_a_job_outliving_its_users_median_is_planned_anew() -> None:
+    # without limits, "long" is planned with ana's median for "x" (100 s): it outlives it at
+    # t=300 and is raised like a prediction (twice what it ran: expected at 400, 600, 1,000,
+    # 1,800); the head's shadow no longer lies in the past, and at t=1,000 the tail's 600 s
+    # fit before it
+    case = _outliving_case()
+    case[0], case[1] = (replace(job, time_limit_s=None) for job in case[:2])
+    case[3] = replace(case[3], time_limit_s=600.0)
+    result = simulate(case, make_cluster(1, 8), SimulationConfig("easy"))
+    starts = dict(zip((j.job_id for j in result.jobs), result.start_s, strict=True))
+    assert starts == {"past": 0, "long": 200, "head": 1_500, "tail": 1_000}
+    assert result.metrics()["prediction_raises"] == 4
+
+
+def test_noisy_exact_estimates_are_raised_when_outlived() -> None:
+    jobs = generate_habitual_workload(random.Random(5), jobs=300, cluster_gpus=16, load=1.3)
+    exact = simulate(jobs, make_cluster(2, 8), SimulationConfig("easy", estimates="exact"))
+    noisy = simulate(
+        jobs, make_cluster(2, 8), SimulationConfig("easy", estimates="exact", estimate_noise=0.5)
+    )
+    assert exact.totals.prediction_raises == 0
+    # about half of the factors exp(N(0, 0.5)) are below 1: those jobs outlive their estimates
+    assert noisy.totals.prediction_raises > 50
 
 
 def test_planning_with_limits_promises_late_and_never_slips_here() -> None:
