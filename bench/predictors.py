@@ -3,13 +3,16 @@ what EASY backfill planned with them does (``easy@predicted``), on the Parallel 
 Archive logs in ../shared/traces/pwa (SWF, one unit per processor, the literature's filter).
 
     .venv/bin/python bench/predictors.py [--logs KTH,CTC,SDSC,BLUE] [--replay KTH,CTC,SDSC]
-        [--predictors recent,learned] [--no-names]
+        [--predictors recent,learned] [--no-names] [--check 1.5]
 
 Prediction error needs no replay: every job is predicted when it was submitted, from the jobs
 that had ended by then in the log as recorded (submit + recorded wait + run time), and recorded
 when it ended there. Figures: mean |log(predicted / actual)| (both read as at least 1 s), the
-share of jobs predicted below their run time, and the mean shortfall of those (seconds);
-``limit`` is the users' requested times (what plain EASY plans with), for reference.
+share of jobs predicted below their run time, the mean shortfall of those (seconds), the
+median of estimate / run time and the share of jobs whose estimate is at most 1.3 x over and
+not under; ``limit`` is the users' requested times (what plain EASY plans with), for
+reference. ``check K`` rows: the estimate a very deep queue checks its backfill on, min(limit,
+K x prediction x the user's overrun).
 
 The replays plan EASY with each predictor (a job that outlives its prediction is planned anew:
 the default ``double`` raise rule) beside plain ``easy`` on the requested times: average bounded
@@ -40,6 +43,8 @@ LOGS = {
     "SDSC": "SDSC-SP2-1998-4.2-cln.swf.gz",
     "BLUE": "SDSC-BLUE-2000-4.2-cln.swf.gz",
 }
+TIGHT = 1.3
+"""An estimate within this factor over the run time (and not under it) counts as tight."""
 PROCESSORS = {"KTH": 100, "CTC": 338, "SDSC": 128, "BLUE": 1152}
 """The machine each log ran on (CTC: the batch partition, as its header says)."""
 
@@ -80,8 +85,13 @@ def read_log(path: Path, processors: int, names: bool) -> list[LoggedJob]:
     return jobs
 
 
-def prediction_errors(jobs: list[LoggedJob], predictor: str) -> dict[str, float]:
-    """Each job predicted at its submission from the jobs that had ended by then."""
+def prediction_errors(
+    jobs: list[LoggedJob], predictor: str, check: float | None = None
+) -> dict[str, float]:
+    """Each job predicted at its submission from the jobs that had ended by then. With
+    ``check``, the estimate a very deep queue checks backfill on instead: min(limit, check ×
+    the prediction × the user's overrun), the limit where nothing is predicted
+    (``plans.predicted_backfill``)."""
     model = PREDICTORS[predictor]() if predictor != "limit" else None
     ends = sorted(
         (j.job.submit_time_s + j.wait_s + (j.job.runtime_s or 0.0), k) for k, j in enumerate(jobs)
@@ -89,6 +99,7 @@ def prediction_errors(jobs: list[LoggedJob], predictor: str) -> dict[str, float]
     recorded = 0
     log_errors: list[float] = []
     shortfalls: list[float] = []
+    ratios: list[float] = []  # estimate / run time
     for logged in jobs:
         job = logged.job
         actual = job.runtime_s or 0.0
@@ -97,15 +108,24 @@ def prediction_errors(jobs: list[LoggedJob], predictor: str) -> dict[str, float]
             if model is not None:
                 model.record(done, done.runtime_s or 0.0)
             recorded += 1
-        predicted = job.time_limit_s if model is None else model.estimate(job)
-        assert predicted is not None  # every job of these logs has a limit
+        limit = job.time_limit_s
+        assert limit is not None  # every job of these logs has a limit
+        predicted = limit if model is None else model.estimate(job)
+        if model is not None and check is not None:
+            predicted = (
+                limit if predicted is None else min(limit, check * predicted * model.overrun(job))
+            )
+        assert predicted is not None
         log_errors.append(abs(math.log(max(predicted, 1.0)) - math.log(max(actual, 1.0))))
+        ratios.append(max(predicted, 1.0) / max(actual, 1.0))
         if predicted < actual:
             shortfalls.append(actual - predicted)
     return {
         "log_error": statistics.fmean(log_errors),
         "under_ratio": len(shortfalls) / len(jobs),
         "under_mean_s": statistics.fmean(shortfalls) if shortfalls else 0.0,
+        "median_ratio": statistics.median(ratios),
+        "tight_ratio": sum(1.0 <= r <= TIGHT for r in ratios) / len(jobs),
     }
 
 
@@ -130,6 +150,13 @@ def main() -> None:
     parser.add_argument("--predictors", default=",".join(PREDICTORS))
     parser.add_argument("--no-names", action="store_true", help="drop executables (job names)")
     parser.add_argument("--traces", type=Path, default=TRACES)
+    parser.add_argument(
+        "--check",
+        type=float,
+        default=1.5,
+        metavar="K",
+        help="rows for a very deep queue's check, K x prediction x overrun (0: none)",
+    )
     args = parser.parse_args()
     predictors = [p for p in args.predictors.split(",") if p]
     logs = [n for n in args.logs.split(",") if n]
@@ -139,13 +166,22 @@ def main() -> None:
         for name in dict.fromkeys(logs + replays)
     }
     print("prediction error (each job predicted at its submission, from the log's ends)")
-    print(f"{'log':5} {'jobs':>7} {'predictor':9} {'|log err|':>9} {'under %':>8} {'under s':>8}")
+    print(
+        f"{'log':5} {'jobs':>7} {'estimate':18} {'|log err|':>9} {'under %':>8} {'under s':>8} "
+        f"{'median est/run':>14} {f'tight <={TIGHT:g}x %':>15}"
+    )
+    rows: list[tuple[str, float | None]] = [("limit", None)]
+    rows += [(p, None) for p in predictors]
+    if args.check:
+        rows += [(p, args.check) for p in predictors]
     for name in logs:
-        for predictor in ("limit", *predictors):
-            e = prediction_errors(loaded[name], predictor)
+        for predictor, check in rows:
+            e = prediction_errors(loaded[name], predictor, check)
+            label = predictor if check is None else f"{predictor} check {check:g}"
             print(
-                f"{name:5} {len(loaded[name]):7d} {predictor:9} {e['log_error']:9.3f} "
-                f"{100 * e['under_ratio']:8.1f} {e['under_mean_s']:8.0f}",
+                f"{name:5} {len(loaded[name]):7d} {label:18} {e['log_error']:9.3f} "
+                f"{100 * e['under_ratio']:8.1f} {e['under_mean_s']:8.0f} "
+                f"{e['median_ratio']:14.2f} {100 * e['tight_ratio']:15.1f}",
                 flush=True,
             )
     if not replays:
