@@ -135,7 +135,7 @@ def tight_limits(jobs: Sequence[Job], rng: random.Random, sigma: float) -> list[
     out = []
     for job in jobs:
         factor = math.exp(abs(rng.gauss(0.0, sigma)))
-        runtime = job.runtime_s if job.runtime_s is not None else job.time_limit_s
+        runtime = job.runtime_s
         out.append(job if runtime is None else replace(job, time_limit_s=runtime * factor))
     return out
 

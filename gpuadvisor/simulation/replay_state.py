@@ -45,10 +45,11 @@ from gpuadvisor.simulation.sharing import ShareRun
 from gpuadvisor.simulation.waiting import WaitingShapes
 
 COMPLETE, EXPIRE, ARRIVE, NODE_BACK, NODE_OUT = 0, 1, 2, 3, 4
-# how a pass planned: on the estimates; on the limits (``plans_with_bounds``); on the limits with
-# its backfill checked on predictions (a very deep queue, ``predicted_backfill``)
-PLANNED_ON_ESTIMATES, PLANNED_ON_BOUNDS, PLANNED_ON_PREDICTED_BACKFILL = 0, 1, 2
 """Event kinds, in the order a heap keyed (time, kind, job) takes one instant's events."""
+
+PLANNED_ON_ESTIMATES, PLANNED_ON_BOUNDS, PLANNED_ON_PREDICTED_BACKFILL = 0, 1, 2
+"""How a pass planned: on the estimates; on the limits (``plans_with_bounds``); on the limits
+with its backfill checked on predictions (a very deep queue, ``predicted_backfill``)."""
 
 
 class _Kept(enum.Enum):
@@ -138,11 +139,9 @@ class ReplayState:
         self.reads_history = self.predictor is None and None in self.fixed_estimate
         # whether any estimate is learnt
         self.learns_estimates = None in self.fixed_estimate
-        # whether an estimate can be below a runtime: a prediction, a noisy estimate, a user's
-        # median (a shared GPU's slowdown alone is not planned: its limit stands)
-        self.outlivable = (
-            self.predictor is not None or config.estimate_noise > 0 or self.learns_estimates
-        )
+        # whether an estimate can be below a runtime: a learnt one (a prediction, a user's
+        # median) or a noisy one (a shared GPU's slowdown alone is not planned: its limit stands)
+        self.outlivable = self.learns_estimates or config.estimate_noise > 0
         self.start_s: list[float] = [math.nan] * n
         self.start_seq: list[int] = [0] * n  # the order in which jobs started (pass_per_event)
         self.starts_made = 0
