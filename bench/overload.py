@@ -35,6 +35,15 @@ How good must the estimates be? Two ways to blur the oracle (``@exact``, the tru
 median is exp(0.67 SIGMA). ``--estimate-noise SIGMA`` multiplies every estimate by exp(N(0,
 SIGMA)) (``SimulationConfig.estimate_noise``): half of them below the runtimes, and a job that
 outlives its estimate is planned anew as an outlived prediction is.
+
+How good can estimates be that are never below the runtimes, made by someone who cannot tell
+apart jobs that look the same at submission? ``--hindsight-limits HOURS`` replaces each job's
+limit by the longest runtime among its look-alikes (same user, limit and size) submitted within
+HOURS either side of it, itself included (``inf``: anywhere in the log). This knows the future,
+which no predictor does, so what it cannot reach no estimate from the users' history reaches:
+
+    .venv/bin/python bench/overload.py --log KTH-SP2 --load 1.2 --policies advisor --windows 0 \
+        --hindsight-limits 6 --set express_s=1200
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ import argparse
 import math
 import random
 import sys
+from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
@@ -140,6 +150,44 @@ def tight_limits(jobs: Sequence[Job], rng: random.Random, sigma: float) -> list[
     return out
 
 
+def hindsight_limits(jobs: Sequence[Job], window_s: float) -> list[Job]:
+    """Each job with its limit replaced by the longest runtime among its look-alikes (same user,
+    limit and size) submitted within ``window_s`` either side of it, itself included, never
+    above its own limit: an estimate never below the runtime that knows the look-alikes'
+    future. A job without a runtime or a limit is kept as it is."""
+    classes: defaultdict[tuple[str, float, int], list[int]] = defaultdict(list)
+    for i, job in enumerate(jobs):
+        if job.runtime_s is not None and job.time_limit_s is not None:
+            classes[job.user, job.time_limit_s, job.total_gpus].append(i)
+    longest: dict[int, float] = {}
+    for members in classes.values():
+        members.sort(key=lambda i: jobs[i].submit_time_s)
+        window: deque[int] = deque()  # members in the window, their runtimes decreasing
+        ahead = 0  # the next member to enter the window
+        for i in members:
+            submit = jobs[i].submit_time_s
+            while ahead < len(members) and jobs[members[ahead]].submit_time_s <= submit + window_s:
+                entering = members[ahead]
+                while window and _runtime(jobs[window[-1]]) <= _runtime(jobs[entering]):
+                    window.pop()
+                window.append(entering)
+                ahead += 1
+            while jobs[window[0]].submit_time_s < submit - window_s:
+                window.popleft()
+            longest[i] = _runtime(jobs[window[0]])
+    return [
+        replace(job, time_limit_s=min(job.time_limit_s, longest[i]))
+        if i in longest and job.time_limit_s is not None
+        else job
+        for i, job in enumerate(jobs)
+    ]
+
+
+def _runtime(job: Job) -> float:
+    assert job.runtime_s is not None
+    return job.runtime_s
+
+
 def settings_from(pairs: Sequence[str]) -> OrderSettings:
     """``--set KEY=VALUE`` pairs as ``OrderSettings`` (``config.order``), or exit naming the bad
     pair."""
@@ -204,6 +252,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SIGMA",
         help="every estimate times exp(N(0, SIGMA))",
     )
+    parser.add_argument(
+        "--hindsight-limits",
+        type=float,
+        default=None,
+        metavar="HOURS",
+        help="each limit: the longest runtime of its look-alikes within HOURS (inf: the log)",
+    )
     parser.add_argument("--noise-seed", type=int, default=1, help="the two noises' seed")
     args = parser.parse_args(argv)
     if not (0 <= args.jitter_s < float("inf")):
@@ -214,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ):
         if sigma is not None and not (0 <= sigma < float("inf")):
             parser.error(f"{flag} needs a finite SIGMA >= 0, got {sigma}")
+    if args.hindsight_limits is not None and not args.hindsight_limits >= 0:
+        parser.error(f"--hindsight-limits needs HOURS >= 0 or inf, got {args.hindsight_limits}")
     path = args.traces / FILES[args.log] if args.log in FILES else Path(args.log)
     jobs, cluster = load(path, args.load)
     if args.jitter_s:
@@ -222,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.tight_limits is not None:
         jobs = tight_limits(jobs, random.Random(args.noise_seed), args.tight_limits)
         print(f"limits: each runtime times exp(|N(0, {args.tight_limits:g})|)")
+    if args.hindsight_limits is not None:
+        jobs = hindsight_limits(jobs, args.hindsight_limits * 3600)
+        print(
+            "limits: the longest runtime of each job's look-alikes (user, limit, size) "
+            f"within {args.hindsight_limits:g} h either side"
+        )
     base = SimulationConfig(
         settings=settings_from(args.set), estimate_noise=args.estimate_noise, seed=args.noise_seed
     )

@@ -5,12 +5,15 @@ mean of the windows equal to the metrics' allocation over the arrival span."""
 from __future__ import annotations
 
 import importlib
+import math
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gpuadvisor.model import Job
 from gpuadvisor.simulation.compare import parse_policy
 from gpuadvisor.simulation.engine import SimulationConfig, simulate
 
@@ -118,3 +121,57 @@ def test_the_noises_are_announced_and_refused_below_zero(
         with pytest.raises(SystemExit):
             bench.main([*argv, flag, "-0.1"])
         assert f"{flag} needs a finite SIGMA >= 0, got -0.1" in capsys.readouterr().err
+
+
+def test_hindsight_limits_take_the_longest_look_alike_within_the_window() -> None:
+    def job(
+        job_id: str, submit: float, runtime: float, user: str = "u", limit: float = 1000.0
+    ) -> Job:
+        return Job(job_id, submit, runtime, gpus=1, user=user, time_limit_s=limit)
+
+    jobs = [
+        job("a", 0, 10),
+        job("b", 100, 500),  # a's look-alike 100 s later
+        job("c", 5000, 20),  # the same class, hours away from b
+        job("d", 50, 900, user="v"),  # another user
+        job("e", 60, 2000, limit=3000),  # another limit
+        Job("f", 70, 1000, gpus=2, user="u", time_limit_s=1000),  # another size
+    ]
+    near = {j.job_id: j.time_limit_s for j in bench.hindsight_limits(jobs, 200)}
+    assert near == {"a": 500, "b": 500, "c": 20, "d": 900, "e": 2000, "f": 1000}
+    anywhere = {j.job_id: j.time_limit_s for j in bench.hindsight_limits(jobs, math.inf)}
+    assert anywhere["c"] == 500 and anywhere["a"] == 500
+    exact = bench.hindsight_limits(jobs, 0)
+    assert [j.time_limit_s for j in exact] == [j.runtime_s for j in jobs]
+
+
+def test_hindsight_limits_never_under_the_runtime_nor_over_the_limit(log: Path) -> None:
+    jobs, _ = bench.load(log, 0)
+    rng = random.Random(5)
+    jobs = [
+        replace(j, submit_time_s=rng.uniform(0, 1e4), user=rng.choice("xy"), time_limit_s=100.0)
+        for j in jobs * 20
+    ]
+    jobs = [replace(j, job_id=str(i), runtime_s=rng.uniform(1, 100)) for i, j in enumerate(jobs)]
+    for window_s in (0.0, 300.0, 3600.0, math.inf):
+        for j, h in zip(jobs, bench.hindsight_limits(jobs, window_s), strict=True):
+            assert j.runtime_s <= h.time_limit_s <= j.time_limit_s
+            looks = [
+                o.runtime_s
+                for o in jobs
+                if (o.user, o.total_gpus) == (j.user, j.total_gpus)
+                and abs(o.submit_time_s - j.submit_time_s) <= window_s
+            ]
+            assert h.time_limit_s == max(looks)
+
+
+def test_hindsight_limits_are_announced_and_refused_below_zero(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--log", str(log), "--load", "0", "--policies", "easy", "--windows", "0"]
+    assert bench.main([*argv, "--hindsight-limits", "inf"]) == 0
+    assert "within inf h either side" in capsys.readouterr().out
+    for bad in ("-1", "nan"):
+        with pytest.raises(SystemExit):
+            bench.main([*argv, "--hindsight-limits", bad])
+        assert f"--hindsight-limits needs HOURS >= 0 or inf, got {bad}" in capsys.readouterr().err
