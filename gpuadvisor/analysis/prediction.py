@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Protocol
 
 from gpuadvisor.errors import ModelError
@@ -71,6 +71,11 @@ class Prediction:
     def capped(self) -> bool:
         """Whether the time limit cut the learned value."""
         return self.limit_s is not None and self.runtime_s == self.limit_s
+
+    def __reduce__(self) -> tuple[type[Prediction], tuple[object, ...]]:
+        """Pickled and copied as its fields (the compiled build's frozen instances refuse the
+        ``setattr`` pickle would use; see ``OrderSettings.__reduce__``)."""
+        return Prediction, tuple(getattr(self, f.name) for f in fields(self))
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import NamedTuple, Protocol
 
 from gpuadvisor.analysis.capacity import Capacity
@@ -238,6 +238,12 @@ class OrderSettings:
     def bounds_from_s(self) -> float:
         """How long the oldest job waits before a pass plans with the time limits."""
         return self.starvation_s if self.bounds_after_s is None else self.bounds_after_s
+
+    def __reduce__(self) -> tuple[type[OrderSettings], tuple[object, ...]]:
+        """Pickled and copied as its fields, rebuilt through ``__init__``: the compiled build's
+        instances have no ``__dict__``, and a frozen class refuses the ``setattr`` that pickle
+        would use instead (``bench/robust.py --jobs-parallel`` sends settings to its workers)."""
+        return OrderSettings, tuple(getattr(self, f.name) for f in fields(self))
 
 
 def with_predictions(settings: OrderSettings) -> OrderSettings:
