@@ -129,8 +129,9 @@ class OrderSettings:
     whole nodes of several GPUs, ``"fragmented"`` those that besides cannot start although the
     free GPUs would hold them by count (``regime``'s docstring gives the reason). By default
     the backlog regime holds while one job that needs whole nodes of several GPUs has waited
-    6 h: never on clusters of one-GPU nodes (the real logs), and (``backlog_predicted_only``)
-    only for passes that plan with runtime predictions; outside it, such passes starve jobs
+    6 h (``backlog_counts_s``), and jobs starve there after 3 h: never on clusters of one-GPU
+    nodes (the real logs), and (``backlog_predicted_only``) only for passes that plan with
+    runtime predictions; outside it, such passes starve jobs
     after 1.5 × ``starvation_s`` until 50 jobs have waited ``starvation_s`` (below).
     ``adaptive_starvation_ratio`` (0: off; an experiment of issue 18's compressed loads): in the
     backlog regime a job starves once its wait reaches that share of the oldest pending job's
@@ -190,7 +191,7 @@ class OrderSettings:
     fill_shortest_first: bool = False
     bounds_after_s: float | None = None
     backlog_starved_jobs: int = 1
-    backlog_starvation_s: float = 6 * 3600.0
+    backlog_starvation_s: float = 3 * 3600.0
     backlog_max_starved_reservations: int = 2
     backlog_counts_s: float | None = 6 * 3600.0
     backlog_signal: str = "gang"

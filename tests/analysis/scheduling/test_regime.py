@@ -81,14 +81,14 @@ def test_a_backlog_starves_sooner_reserves_more_and_plans_with_limits_from_the_n
     assert regime.name == BACKLOG and regime.backlogged
     assert regime.starved_jobs == 2
     s = regime.settings
-    assert s.starvation_s == SWITCHED.backlog_starvation_s == 6 * HOUR_S
+    assert s.starvation_s == SWITCHED.backlog_starvation_s == 3 * HOUR_S
     assert s.max_starved_reservations == SWITCHED.backlog_max_starved_reservations == 2
     # the limits still take over only once the oldest waited the normal day
     oldest = _queue(now_s - 7 * HOUR_S)[0]
     assert not plans_with_bounds(oldest, now_s, s)
     assert plans_with_bounds(_queue(0.0)[0], now_s, s)
     assert regime.evidence() == (
-        "backlog: 2 job(s) waited over 24 h (backlog from 2), so jobs starve after 6 h and up to "
+        "backlog: 2 job(s) waited over 24 h (backlog from 2), so jobs starve after 3 h and up to "
         "2 starved jobs hold a reservation besides the head"
     )
 
@@ -100,7 +100,7 @@ def test_the_backlog_may_be_counted_from_its_own_bound() -> None:
     assert decide(queue, now_s, SWITCHED, by_submit=True).name == DRAINS
     regime = decide(queue, now_s, counted, by_submit=True)
     assert (regime.name, regime.starved_jobs) == (BACKLOG, 2)
-    assert regime.settings.starvation_s == 6 * HOUR_S
+    assert regime.settings.starvation_s == counted.backlog_starvation_s == 3 * HOUR_S
 
 
 @given(
@@ -236,7 +236,7 @@ def test_the_gang_signal_counts_only_whole_node_jobs_that_waited() -> None:
     assert early.name == DRAINS  # not waited 6 h yet
     regime = decide([part, whole], now_s, GANG, by_submit=False, capacity=capacity)
     assert (regime.name, regime.starved_jobs) == (BACKLOG, 1)
-    assert regime.settings.starvation_s == 6 * HOUR_S
+    assert regime.settings.starvation_s == 3 * HOUR_S  # the backlog's bound, not its 6 h count
     assert regime.settings.max_starved_reservations == 2
     assert regime.evidence().startswith(
         "backlog: 1 job(s) needing whole nodes of several GPUs waited over 6 h"
