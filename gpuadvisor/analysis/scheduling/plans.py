@@ -131,8 +131,8 @@ class OrderSettings:
     the backlog regime holds while one job that needs whole nodes of several GPUs has waited
     6 h (``backlog_counts_s``), and jobs starve there after 3 h: never on clusters of one-GPU
     nodes (the real logs), and (``backlog_predicted_only``) only for passes that plan with
-    runtime predictions; outside it, such passes starve jobs
-    after 1.5 × ``starvation_s`` until 50 jobs have waited ``starvation_s`` (below).
+    runtime predictions; outside it, such passes starve jobs after 1.5 × ``starvation_s``
+    until 50 jobs have waited ``starvation_s`` (below).
     ``adaptive_starvation_ratio`` (0: off; an experiment of issue 18's compressed loads): in the
     backlog regime a job starves once its wait reaches that share of the oldest pending job's
     wait (at least ``backlog_starvation_s``), so the oldest are served in queue order and the
