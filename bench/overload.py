@@ -38,7 +38,7 @@ outlives its estimate is planned anew as an outlived prediction is.
 
 How good can estimates be that are never below the runtimes, made by someone who cannot tell
 apart jobs that look the same at submission? ``--hindsight-limits HOURS`` replaces each job's
-limit by the longest runtime among its look-alikes (same user, limit and size) submitted within
+limit by the longest runtime among its look-alikes (same user, shape and limit) submitted within
 HOURS either side of it, itself included (``inf``: anywhere in the log). This knows the future,
 which no predictor does, so what it cannot reach no estimate from the users' history reaches:
 
@@ -152,40 +152,35 @@ def tight_limits(jobs: Sequence[Job], rng: random.Random, sigma: float) -> list[
 
 def hindsight_limits(jobs: Sequence[Job], window_s: float) -> list[Job]:
     """Each job with its limit replaced by the longest runtime among its look-alikes (same user,
-    limit and size) submitted within ``window_s`` either side of it, itself included, never
-    above its own limit: an estimate never below the runtime that knows the look-alikes'
-    future. A job without a runtime or a limit is kept as it is."""
-    classes: defaultdict[tuple[str, float, int], list[int]] = defaultdict(list)
+    shape and limit: the predictor's ``limit`` level) submitted within ``window_s`` either side
+    of it, itself included, never above its own limit: an estimate never below the runtime that
+    knows the look-alikes' future. A job without a runtime or a limit is kept as it is."""
+    classes: defaultdict[tuple[object, ...], list[tuple[float, float, int]]] = defaultdict(list)
     for i, job in enumerate(jobs):
         if job.runtime_s is not None and job.time_limit_s is not None:
-            classes[job.user, job.time_limit_s, job.total_gpus].append(i)
+            classes[job.user, job.shape, job.time_limit_s].append(
+                (job.submit_time_s, job.runtime_s, i)
+            )
     longest: dict[int, float] = {}
     for members in classes.values():
-        members.sort(key=lambda i: jobs[i].submit_time_s)
-        window: deque[int] = deque()  # members in the window, their runtimes decreasing
+        members.sort()
+        window: deque[tuple[float, float, int]] = deque()  # in the window, runtimes decreasing
         ahead = 0  # the next member to enter the window
-        for i in members:
-            submit = jobs[i].submit_time_s
-            while ahead < len(members) and jobs[members[ahead]].submit_time_s <= submit + window_s:
-                entering = members[ahead]
-                while window and _runtime(jobs[window[-1]]) <= _runtime(jobs[entering]):
+        for submit, _, i in members:
+            while ahead < len(members) and members[ahead][0] <= submit + window_s:
+                while window and window[-1][1] <= members[ahead][1]:
                     window.pop()
-                window.append(entering)
+                window.append(members[ahead])
                 ahead += 1
-            while jobs[window[0]].submit_time_s < submit - window_s:
+            while window[0][0] < submit - window_s:
                 window.popleft()
-            longest[i] = _runtime(jobs[window[0]])
+            longest[i] = window[0][1]
     return [
         replace(job, time_limit_s=min(job.time_limit_s, longest[i]))
         if i in longest and job.time_limit_s is not None
         else job
         for i, job in enumerate(jobs)
     ]
-
-
-def _runtime(job: Job) -> float:
-    assert job.runtime_s is not None
-    return job.runtime_s
 
 
 def settings_from(pairs: Sequence[str]) -> OrderSettings:
@@ -282,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.hindsight_limits is not None:
         jobs = hindsight_limits(jobs, args.hindsight_limits * 3600)
         print(
-            "limits: the longest runtime of each job's look-alikes (user, limit, size) "
+            "limits: the longest runtime of each job's look-alikes (user, shape, limit) "
             f"within {args.hindsight_limits:g} h either side"
         )
     base = SimulationConfig(
